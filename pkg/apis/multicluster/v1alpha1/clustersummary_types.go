@@ -1,0 +1,79 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ClusterSummaryStatus is what a target cluster can run, summed over its
+// schedulable real nodes: nodes that are not cordoned, not virtual nodes, and
+// Ready.
+type ClusterSummaryStatus struct {
+	// conditions of the summary. Ready is True once the summary reflects a
+	// complete view of the cluster's nodes and pods.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// nodeCount is the number of schedulable real nodes.
+	// +optional
+	NodeCount int32 `json:"nodeCount,omitempty"`
+
+	// capacity is the sum of the nodes' capacity.
+	// +optional
+	Capacity corev1.ResourceList `json:"capacity,omitempty"`
+
+	// allocatable is the sum of the nodes' allocatable resources.
+	// +optional
+	Allocatable corev1.ResourceList `json:"allocatable,omitempty"`
+
+	// requested is the sum of the resource requests of the pods bound to
+	// those nodes that have not finished, with "pods" the number of such
+	// pods: allocatable minus requested is what the cluster can still run.
+	// +optional
+	Requested corev1.ResourceList `json:"requested,omitempty"`
+
+	// labels are the node labels (key and value) all schedulable real nodes
+	// share.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// ClusterSummary summarizes the resources and shared node labels of this
+// (target) cluster for the sources that send it pods. There is one, named
+// default, kept up to date by fleetlet's ClusterSummary controller.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=csum,categories=fleetlet
+// +kubebuilder:validation:XValidation:rule="self.metadata.name == 'default'",message="there is one ClusterSummary and it is named default"
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodeCount`
+// +kubebuilder:printcolumn:name="CPU",type=string,JSONPath=`.status.allocatable.cpu`
+// +kubebuilder:printcolumn:name="CPU Requested",type=string,JSONPath=`.status.requested.cpu`
+// +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.allocatable.memory`
+// +kubebuilder:printcolumn:name="Memory Requested",type=string,JSONPath=`.status.requested.memory`
+// +kubebuilder:printcolumn:name="Pods",type=string,JSONPath=`.status.allocatable.pods`,priority=10
+// +kubebuilder:printcolumn:name="Pods Requested",type=string,JSONPath=`.status.requested.pods`,priority=10
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=10
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClusterSummary struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// status is the summary.
+	// +optional
+	Status ClusterSummaryStatus `json:"status,omitempty"`
+}
+
+// ClusterSummaryList is a list of ClusterSummaries.
+//
+// +kubebuilder:object:root=true
+type ClusterSummaryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// items is the list of ClusterSummaries.
+	Items []ClusterSummary `json:"items"`
+}

@@ -1,0 +1,228 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Prefix is the prefix of every label, annotation, finalizer, scheduling
+// gate and condition fleetlet owns ("mf/" in DESIGN.md).
+const Prefix = GroupName + "/"
+
+// Labels, annotations, finalizers and scheduling gates on user objects
+// (namespaces and pods of the source cluster).
+const (
+	// LabelEnabled on a Namespace, with value LabelEnabledValue, makes every
+	// pod created there a proxy pod.
+	LabelEnabled = Prefix + "enabled"
+
+	// LabelEnabledValue is the value of LabelEnabled that enables a
+	// namespace.
+	LabelEnabledValue = "true"
+
+	// AnnotationElect set to AnnotationElectDisabled on a pod opts it out
+	// of fleetlet in an enabled namespace.
+	AnnotationElect = Prefix + "elect"
+
+	// AnnotationElectDisabled is the value of AnnotationElect that opts a
+	// pod out.
+	AnnotationElectDisabled = "false"
+
+	// SchedulingGateElection holds a proxy pod back from the source
+	// scheduler until its delegate is elected and bound.
+	SchedulingGateElection = Prefix + "election"
+
+	// FinalizerDelegate keeps a proxy pod until its delegate and chaperons
+	// are gone in every target.
+	FinalizerDelegate = Prefix + "delegate"
+
+	// AnnotationSourceSpec on a proxy pod records, as sealed JSON, what the
+	// webhook took off it (nodeSelector, affinity, topology spread,
+	// hostPorts, volumes, resource claims, scheduler name). It is written
+	// by fleetlet only, never taken from the user.
+	AnnotationSourceSpec = Prefix + "source-spec"
+
+	// AnnotationClusterSelector on a pod is a label selector over the
+	// targets' shared node labels: cluster-level placement.
+	AnnotationClusterSelector = Prefix + "cluster-selector"
+
+	// AnnotationFollow on a pod lists extra objects to take along to the
+	// target, as "kind/name,…".
+	AnnotationFollow = Prefix + "follow"
+
+	// ConditionElected is the proxy pod condition that records the
+	// election: True naming the chosen target and chaperon, or False with
+	// the reason for each cluster.
+	ConditionElected corev1.PodConditionType = Prefix + "Elected"
+)
+
+// Labels and annotations on the objects fleetlet creates in targets
+// (chaperons, candidates, delegates and followed objects).
+const (
+	// LabelParentUID is the UID of the proxy pod (or other source object)
+	// that owns a remote object.
+	LabelParentUID = Prefix + "parent-uid"
+
+	// LabelParentCluster is the name of the source cluster that owns a
+	// remote object: the name of its Source or ClusterSource in the target.
+	LabelParentCluster = Prefix + "parent-cluster"
+
+	// AnnotationParentName is the name of the object that owns a remote
+	// object.
+	AnnotationParentName = Prefix + "parent-name"
+
+	// AnnotationParentNamespace is the namespace of the object that owns a
+	// remote object.
+	AnnotationParentNamespace = Prefix + "parent-namespace"
+
+	// AnnotationReserved on a PodChaperon is written by the candidate
+	// scheduler: the node reserved for the candidate.
+	AnnotationReserved = Prefix + "reserved"
+
+	// AnnotationElected on a PodChaperon is written by the source: this
+	// candidate becomes the delegate.
+	AnnotationElected = Prefix + "elected"
+
+	// DelegateLabelPrefix replaces a pod label's key, in a self target,
+	// on candidates and delegates: label k becomes DelegateLabelPrefix + k
+	// with "/" replaced by ".", so that the source's own selectors never
+	// count a pod twice.
+	DelegateLabelPrefix = "delegate." + Prefix
+
+	// SourceLabelPrefix plus a ClusterSource's name, with value "true",
+	// selects a namespace for that ClusterSource when it has no
+	// namespaceSelector.
+	SourceLabelPrefix = "source." + Prefix
+)
+
+// Virtual nodes.
+const (
+	// VirtualNodeNamePrefix starts the name of every virtual node:
+	// fleetlet-<target> or fleetlet-<namespace>-<target>.
+	VirtualNodeNamePrefix = "fleetlet-"
+
+	// LabelCluster on a virtual node names the target it stands for.
+	LabelCluster = Prefix + "cluster"
+
+	// TargetLabelPrefix prefixes, on a virtual node, the labels its
+	// target's nodes share (with "/" in their keys replaced by "."), so that
+	// no constraint in the source mistakes a virtual node for a zone or
+	// region of its own.
+	TargetLabelPrefix = "target." + Prefix
+
+	// LabelNodeType is the conventional virtual-kubelet node label.
+	LabelNodeType = "type"
+
+	// NodeTypeVirtualKubelet is the value of LabelNodeType on virtual
+	// nodes; proxy pods select it.
+	NodeTypeVirtualKubelet = "virtual-kubelet"
+
+	// LabelNodeRole is the node role label.
+	LabelNodeRole = "kubernetes.io/role"
+
+	// NodeRoleCluster is the value of LabelNodeRole on virtual nodes.
+	NodeRoleCluster = "cluster"
+
+	// LabelHostname is the hostname label, with which a proxy pod is pinned
+	// to its virtual node.
+	LabelHostname = corev1.LabelHostname
+
+	// TaintKeyProvider is the key of the taint on every virtual node.
+	TaintKeyProvider = "virtual-kubelet.io/provider"
+
+	// TaintValueProvider is the value of the TaintKeyProvider taint.
+	TaintValueProvider = "fleetlet"
+
+	// TaintEffectProvider is the effect of the TaintKeyProvider taint: only
+	// proxy pods, which tolerate it, land on virtual nodes.
+	TaintEffectProvider = corev1.TaintEffectNoSchedule
+)
+
+// VirtualNodeTaint returns the taint every virtual node carries.
+func VirtualNodeTaint() corev1.Taint {
+	return corev1.Taint{Key: TaintKeyProvider, Value: TaintValueProvider, Effect: TaintEffectProvider}
+}
+
+// Names of objects in target clusters.
+const (
+	// PriorityClassCandidate is the PriorityClass of every candidate (value
+	// 0, preemptionPolicy Never).
+	PriorityClassCandidate = "fleetlet-candidate"
+
+	// SchedulerNameCandidate is the scheduler name of the candidate
+	// scheduler.
+	SchedulerNameCandidate = "fleetlet-candidate"
+
+	// ClusterRoleSource is the least-privilege ClusterRole bound to every
+	// Source's and ClusterSource's ServiceAccount.
+	ClusterRoleSource = "fleetlet-source"
+
+	// SourceServiceAccountPrefix plus the Source's name is the default
+	// ServiceAccount name of a Source or ClusterSource.
+	SourceServiceAccountPrefix = "fleetlet-source-"
+
+	// ClusterSummaryName is the name of the one ClusterSummary.
+	ClusterSummaryName = "default"
+
+	// DefaultKubeconfigKey is the default key of a kubeconfig in its
+	// Secret.
+	DefaultKubeconfigKey = "config"
+)
+
+// Condition types of fleetlet objects.
+const (
+	// ConditionReady is the Ready condition of Targets, ClusterTargets,
+	// Sources, ClusterSources and the ClusterSummary.
+	ConditionReady = "Ready"
+
+	// ConditionPodCreated is the PodChaperon condition that says whether
+	// the chaperon controller could create the pod it holds.
+	ConditionPodCreated = "PodCreated"
+)
+
+// Reasons of the Ready condition of a Target or ClusterTarget.
+const (
+	// ReasonConnected: the target answers, the credentials are authorized
+	// and fleetlet runs there.
+	ReasonConnected = "Connected"
+
+	// ReasonKubeconfigSecretNotFound: the kubeconfig Secret or its key does
+	// not exist.
+	ReasonKubeconfigSecretNotFound = "KubeconfigSecretNotFound"
+
+	// ReasonBadKubeconfig: the kubeconfig cannot be parsed or uses a refused
+	// field (exec, auth-provider, file paths, proxy).
+	ReasonBadKubeconfig = "BadKubeconfig"
+
+	// ReasonUnreachable: the target's API server does not answer.
+	ReasonUnreachable = "Unreachable"
+
+	// ReasonForbidden: the target refuses the credentials or they lack a
+	// permission fleetlet needs.
+	ReasonForbidden = "Forbidden"
+
+	// ReasonFleetletMissing: fleetlet is not installed in the target (its
+	// CRDs or ClusterSummary are missing).
+	ReasonFleetletMissing = "FleetletMissing"
+
+	// ReasonInvalidSpec: the spec is invalid in a way the API server cannot
+	// check, such as an excludedLabelsRegexp that does not compile.
+	ReasonInvalidSpec = "InvalidSpec"
+)
+
+// Reasons of other conditions.
+const (
+	// ReasonProvisioned: a Source's or ClusterSource's ServiceAccount and
+	// bindings are in place.
+	ReasonProvisioned = "Provisioned"
+
+	// ReasonServiceAccountNotOwned: a Source's ServiceAccount exists and
+	// belongs to another Source or ClusterSource, so it is not used.
+	ReasonServiceAccountNotOwned = "ServiceAccountNotOwned"
+
+	// ReasonPodCreated: a PodChaperon's pod exists.
+	ReasonPodCreated = "PodCreated"
+
+	// ReasonPodRejected: the target refused to create a PodChaperon's pod
+	// (RBAC, Pod Security, quota or validation); the message says why.
+	ReasonPodRejected = "PodRejected"
+)

@@ -1,0 +1,106 @@
+package v1alpha1_test
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+)
+
+// TestNames checks that every fleetlet name is valid where Kubernetes uses it,
+// and that the ones in DESIGN.md's "Names" table are spelled as written there.
+func TestNames(t *testing.T) {
+	qualified := map[string]struct {
+		got, want string
+	}{
+		"LabelEnabled":              {v1alpha1.LabelEnabled, "multicluster.fleetlet.io/enabled"},
+		"AnnotationElect":           {v1alpha1.AnnotationElect, "multicluster.fleetlet.io/elect"},
+		"SchedulingGateElection":    {v1alpha1.SchedulingGateElection, "multicluster.fleetlet.io/election"},
+		"FinalizerDelegate":         {v1alpha1.FinalizerDelegate, "multicluster.fleetlet.io/delegate"},
+		"AnnotationSourceSpec":      {v1alpha1.AnnotationSourceSpec, "multicluster.fleetlet.io/source-spec"},
+		"AnnotationClusterSelector": {v1alpha1.AnnotationClusterSelector, "multicluster.fleetlet.io/cluster-selector"},
+		"AnnotationFollow":          {v1alpha1.AnnotationFollow, "multicluster.fleetlet.io/follow"},
+		"ConditionElected":          {string(v1alpha1.ConditionElected), "multicluster.fleetlet.io/Elected"},
+		"LabelParentUID":            {v1alpha1.LabelParentUID, "multicluster.fleetlet.io/parent-uid"},
+		"LabelParentCluster":        {v1alpha1.LabelParentCluster, "multicluster.fleetlet.io/parent-cluster"},
+		"AnnotationParentName":      {v1alpha1.AnnotationParentName, "multicluster.fleetlet.io/parent-name"},
+		"AnnotationParentNamespace": {v1alpha1.AnnotationParentNamespace, "multicluster.fleetlet.io/parent-namespace"},
+		"AnnotationReserved":        {v1alpha1.AnnotationReserved, "multicluster.fleetlet.io/reserved"},
+		"AnnotationElected":         {v1alpha1.AnnotationElected, "multicluster.fleetlet.io/elected"},
+		"LabelCluster":              {v1alpha1.LabelCluster, "multicluster.fleetlet.io/cluster"},
+		"LabelNodeType":             {v1alpha1.LabelNodeType, "type"},
+		"LabelNodeRole":             {v1alpha1.LabelNodeRole, "kubernetes.io/role"},
+		"LabelHostname":             {v1alpha1.LabelHostname, "kubernetes.io/hostname"},
+		"TaintKeyProvider":          {v1alpha1.TaintKeyProvider, "virtual-kubelet.io/provider"},
+	}
+	for name, tc := range qualified {
+		t.Run(name, func(t *testing.T) {
+			if tc.got != tc.want {
+				t.Errorf("%s = %q, want %q", name, tc.got, tc.want)
+			}
+			// Labels, annotations, finalizers, gates and condition types
+			// are all qualified names.
+			if errs := validation.IsQualifiedName(tc.got); len(errs) > 0 {
+				t.Errorf("%s = %q is not a qualified name: %v", name, tc.got, errs)
+			}
+		})
+	}
+
+	// Prefixes must yield valid label keys for the longest names they are
+	// used with.
+	prefixed := map[string]string{
+		"TargetLabelPrefix":   v1alpha1.TargetLabelPrefix + "topology.kubernetes.io.region",
+		"DelegateLabelPrefix": v1alpha1.DelegateLabelPrefix + "app.kubernetes.io.name",
+		"SourceLabelPrefix":   v1alpha1.SourceLabelPrefix + strings.Repeat("a", 63),
+	}
+	for name, key := range prefixed {
+		t.Run(name, func(t *testing.T) {
+			if errs := validation.IsQualifiedName(key); len(errs) > 0 {
+				t.Errorf("%s gives invalid label key %q: %v", name, key, errs)
+			}
+		})
+	}
+	if got, want := v1alpha1.TargetLabelPrefix, "target.multicluster.fleetlet.io/"; got != want {
+		t.Errorf("TargetLabelPrefix = %q, want %q", got, want)
+	}
+	if got, want := v1alpha1.DelegateLabelPrefix, "delegate.multicluster.fleetlet.io/"; got != want {
+		t.Errorf("DelegateLabelPrefix = %q, want %q", got, want)
+	}
+
+	values := map[string]string{
+		"LabelEnabledValue":      v1alpha1.LabelEnabledValue,
+		"NodeTypeVirtualKubelet": v1alpha1.NodeTypeVirtualKubelet,
+		"NodeRoleCluster":        v1alpha1.NodeRoleCluster,
+		"TaintValueProvider":     v1alpha1.TaintValueProvider,
+	}
+	for name, v := range values {
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			t.Errorf("%s = %q is not a valid label value: %v", name, v, errs)
+		}
+	}
+
+	for name, v := range map[string]string{
+		"PriorityClassCandidate": v1alpha1.PriorityClassCandidate,
+		"SchedulerNameCandidate": v1alpha1.SchedulerNameCandidate,
+		"ClusterRoleSource":      v1alpha1.ClusterRoleSource,
+	} {
+		if v != "fleetlet-candidate" && v != "fleetlet-source" {
+			t.Errorf("%s = %q, want the name DESIGN.md gives", name, v)
+		}
+		if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
+			t.Errorf("%s = %q is not a valid object name: %v", name, v, errs)
+		}
+	}
+	// A Source's name fits in 63 characters, so its default ServiceAccount
+	// name is always a valid object name.
+	if sa := v1alpha1.SourceServiceAccountPrefix + strings.Repeat("a", 63); len(validation.IsDNS1123Subdomain(sa)) > 0 {
+		t.Errorf("default ServiceAccount name %q is not a valid object name", sa)
+	}
+
+	taint := v1alpha1.VirtualNodeTaint()
+	if got, want := taint.ToString(), "virtual-kubelet.io/provider=fleetlet:NoSchedule"; got != want {
+		t.Errorf("VirtualNodeTaint() = %q, want %q", got, want)
+	}
+}
