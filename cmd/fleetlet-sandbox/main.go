@@ -1,0 +1,188 @@
+// Command fleetlet-sandbox runs several real Kubernetes clusters as local
+// processes (etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+// and kwok), with no container engine. See package sandbox.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetlet/fleetlet/pkg/sandbox"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCommand().ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	var dir string
+	root := &cobra.Command{
+		Use:           "fleetlet-sandbox",
+		Short:         "Run several local Kubernetes clusters for fleetlet, without Docker",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&dir, "dir", ".sandbox", "folder that holds the sandbox: kubeconfigs, sandbox.json, data and logs")
+
+	opts := sandbox.Options{Out: os.Stdout}
+	addUpFlags := func(cmd *cobra.Command) {
+		f := cmd.Flags()
+		f.IntVar(&opts.Clusters, "clusters", sandbox.DefaultClusters, "number of clusters (cluster-1 … cluster-N)")
+		f.IntVar(&opts.Nodes, "nodes", sandbox.DefaultNodes, "fake kwok nodes per cluster")
+		f.StringVar(&opts.BinDir, "bin-dir", "", "folder with etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (default: beside this program, else ./bin)")
+		f.StringVar(&opts.NodeCPU, "node-cpu", sandbox.DefaultNodeCPU, "CPU capacity of each fake node")
+		f.StringVar(&opts.NodeMemory, "node-memory", sandbox.DefaultNodeMemory, "memory capacity of each fake node")
+		f.StringVar(&opts.NodePods, "node-pods", sandbox.DefaultNodePods, "pod capacity of each fake node")
+		f.IntVar(&opts.TolerationSeconds, "toleration-seconds", sandbox.DefaultTolerationSeconds, "default not-ready and unreachable NoExecute toleration the apiservers give pods")
+		f.DurationVar(&opts.NodeMonitorGracePeriod, "node-monitor-grace-period", sandbox.DefaultNodeMonitorGracePeriod, "how long a node may miss heartbeats before it is marked Unknown")
+		f.DurationVar(&opts.CompleteAfter, "complete-after", sandbox.DefaultCompleteAfter, "how long a pod with restartPolicy Never or OnFailure runs before it succeeds (per pod: annotation "+sandbox.AnnotationCompleteAfter+")")
+		f.DurationVar(&opts.ReadyTimeout, "ready-timeout", sandbox.DefaultReadyTimeout, "how long one cluster may take to become ready")
+	}
+
+	up := &cobra.Command{
+		Use:   "up",
+		Short: "Start the clusters and wait until every one is ready",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Dir = dir
+			s, err := sandbox.Up(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			printUsage(s)
+			return nil
+		},
+	}
+	addUpFlags(up)
+
+	down := &cobra.Command{
+		Use:   "down",
+		Short: "Stop every process the sandbox started",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := sandbox.Load(dir, sandbox.Options{Out: os.Stdout})
+			if err != nil {
+				return err
+			}
+			return s.Down(cmd.Context())
+		},
+	}
+
+	stopCmd := &cobra.Command{
+		Use:   "stop cluster-<i>",
+		Short: "Take one cluster's control plane down, keeping its data (an outage)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := sandbox.Load(dir, sandbox.Options{Out: os.Stdout})
+			if err != nil {
+				return err
+			}
+			return s.Stop(cmd.Context(), args[0])
+		},
+	}
+
+	start := &cobra.Command{
+		Use:   "start cluster-<i>",
+		Short: "Bring a stopped cluster back with its data",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := sandbox.Load(dir, sandbox.Options{Out: os.Stdout})
+			if err != nil {
+				return err
+			}
+			return s.Start(cmd.Context(), args[0])
+		},
+	}
+
+	env := &cobra.Command{
+		Use:   "env [cluster-<i>]",
+		Short: "Print the shell lines that point kubectl at a cluster (default cluster-1)",
+		Long:  "Print the shell lines that point kubectl at a cluster (default cluster-1). Use: eval \"$(fleetlet-sandbox env --dir DIR cluster-2)\"",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := sandbox.Load(dir, sandbox.Options{})
+			if err != nil {
+				return err
+			}
+			name := "cluster-1"
+			if len(args) == 1 {
+				name = args[0]
+			}
+			lines, err := s.Env(name)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), lines)
+			return nil
+		},
+	}
+
+	demo := &cobra.Command{
+		Use:   "demo",
+		Short: "Start a sandbox (or reuse the one in --dir), run a pod in every cluster and show where it runs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := sandbox.Load(dir, sandbox.Options{Out: os.Stdout})
+			if err == nil && !allRunning(s) {
+				s = nil
+			}
+			if s == nil {
+				opts.Dir = dir
+				if s, err = sandbox.Up(cmd.Context(), opts); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(os.Stdout, "Using the sandbox already running in %s\n", s.Dir())
+			}
+			fmt.Fprintln(os.Stdout)
+			if err := s.Demo(cmd.Context(), os.Stdout); err != nil {
+				return err
+			}
+			fmt.Fprintln(os.Stdout)
+			printUsage(s)
+			return nil
+		},
+	}
+	addUpFlags(demo)
+
+	root.AddCommand(up, down, stopCmd, start, env, demo)
+	return root
+}
+
+// allRunning reports whether every recorded process of every cluster is alive.
+func allRunning(s *sandbox.Sandbox) bool {
+	st := s.State()
+	for _, c := range st.Clusters {
+		if c.Stopped || len(c.Processes) == 0 {
+			return false
+		}
+		for _, p := range c.Processes {
+			if !p.Alive() {
+				return false
+			}
+		}
+	}
+	return len(st.Clusters) > 0
+}
+
+func printUsage(s *sandbox.Sandbox) {
+	self, err := os.Executable()
+	if err != nil {
+		self = "fleetlet-sandbox"
+	}
+	fmt.Printf(`Use a cluster:   eval "$(%[1]s env --dir %[2]s cluster-1)"; kubectl get nodes
+All contexts:    KUBECONFIG=%[2]s/%[3]s kubectl --context cluster-2 get pods -A
+Stop it all:     %[1]s down --dir %[2]s
+`, self, s.Dir(), sandbox.MergedKubeconfig)
+}
+

@@ -1,0 +1,163 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Options configure a sandbox. The zero value of every field but Dir means its
+// default; Defaulted fills them in and Validate checks the result.
+type Options struct {
+	// Dir holds everything the sandbox writes: kubeconfigs, sandbox.json, data
+	// and logs.
+	Dir string
+	// Clusters is how many clusters to start (cluster-1 … cluster-N).
+	Clusters int
+	// Nodes is how many kwok nodes each cluster gets.
+	Nodes int
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager,
+	// kube-scheduler, kubectl and kwok.
+	BinDir string
+	// NodeCPU, NodeMemory and NodePods are each fake node's capacity.
+	NodeCPU    string
+	NodeMemory string
+	NodePods   string
+	// TolerationSeconds is the apiserver's default not-ready and unreachable
+	// NoExecute toleration (the upstream default is 300 s; shorter here so that
+	// outage tests finish quickly).
+	TolerationSeconds int
+	// NodeMonitorGracePeriod is how long the node lifecycle controller waits
+	// for a node's heartbeat before it marks the node Unknown.
+	NodeMonitorGracePeriod time.Duration
+	// CompleteAfter is how long a pod with restartPolicy Never or OnFailure
+	// runs before kwok marks it Succeeded, so that Jobs complete. A pod may
+	// set its own with the annotation sandbox.fleetlet.io/complete-after.
+	CompleteAfter time.Duration
+	// ReadyTimeout bounds how long starting one cluster may take.
+	ReadyTimeout time.Duration
+	// StopGracePeriod is how long a process gets after SIGTERM before SIGKILL.
+	StopGracePeriod time.Duration
+	// DieWithParent makes every started process die with the process that
+	// started it. Tests set it; the command-line tool does not.
+	DieWithParent bool
+	// Out receives progress lines; nil discards them.
+	Out io.Writer
+}
+
+// Defaults for Options.
+const (
+	DefaultClusters               = 3
+	DefaultNodes                  = 3
+	DefaultNodeCPU                = "32"
+	DefaultNodeMemory             = "128Gi"
+	DefaultNodePods               = "250"
+	DefaultTolerationSeconds      = 60
+	DefaultNodeMonitorGracePeriod = 30 * time.Second
+	DefaultCompleteAfter          = 5 * time.Second
+	DefaultReadyTimeout           = 2 * time.Minute
+	DefaultStopGracePeriod        = 10 * time.Second
+	// MaxClusters bounds N: each cluster costs about 500 MB and the zone and
+	// pod CIDR layout assumes fewer than 250.
+	MaxClusters = 16
+)
+
+// Defaulted returns a copy of o with every unset field at its default.
+func (o Options) Defaulted() Options {
+	if o.Clusters == 0 {
+		o.Clusters = DefaultClusters
+	}
+	if o.Nodes == 0 {
+		o.Nodes = DefaultNodes
+	}
+	if o.BinDir == "" {
+		o.BinDir = DefaultBinDir()
+	}
+	if o.NodeCPU == "" {
+		o.NodeCPU = DefaultNodeCPU
+	}
+	if o.NodeMemory == "" {
+		o.NodeMemory = DefaultNodeMemory
+	}
+	if o.NodePods == "" {
+		o.NodePods = DefaultNodePods
+	}
+	if o.TolerationSeconds == 0 {
+		o.TolerationSeconds = DefaultTolerationSeconds
+	}
+	if o.NodeMonitorGracePeriod == 0 {
+		o.NodeMonitorGracePeriod = DefaultNodeMonitorGracePeriod
+	}
+	if o.CompleteAfter == 0 {
+		o.CompleteAfter = DefaultCompleteAfter
+	}
+	if o.ReadyTimeout == 0 {
+		o.ReadyTimeout = DefaultReadyTimeout
+	}
+	if o.StopGracePeriod == 0 {
+		o.StopGracePeriod = DefaultStopGracePeriod
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	return o
+}
+
+// Binaries every sandbox cluster runs, looked up in Options.BinDir.
+var requiredBinaries = []string{binEtcd, binAPIServer, binControllerManager, binScheduler, binKwok}
+
+// Validate checks defaulted options, including that the binaries exist.
+func (o Options) Validate() error {
+	var errs []error
+	if o.Dir == "" {
+		errs = append(errs, errors.New("dir must be set"))
+	}
+	if o.Clusters < 1 || o.Clusters > MaxClusters {
+		errs = append(errs, fmt.Errorf("clusters must be between 1 and %d, got %d", MaxClusters, o.Clusters))
+	}
+	if o.Nodes < 1 || o.Nodes > 100 {
+		errs = append(errs, fmt.Errorf("nodes must be between 1 and 100, got %d", o.Nodes))
+	}
+	if o.TolerationSeconds < 1 {
+		errs = append(errs, fmt.Errorf("toleration seconds must be positive, got %d", o.TolerationSeconds))
+	}
+	for name, d := range map[string]time.Duration{
+		"node monitor grace period": o.NodeMonitorGracePeriod,
+		"complete after":            o.CompleteAfter,
+		"ready timeout":             o.ReadyTimeout,
+		"stop grace period":         o.StopGracePeriod,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
+		}
+	}
+	for _, q := range []struct{ name, value string }{{"node cpu", o.NodeCPU}, {"node memory", o.NodeMemory}, {"node pods", o.NodePods}} {
+		if err := validQuantity(q.value); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", q.name, err))
+		}
+	}
+	for _, b := range requiredBinaries {
+		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
+			errs = append(errs, fmt.Errorf("binary %s not found in %s (run `make build`): %w", b, o.BinDir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// DefaultBinDir is the folder of the running executable when it holds the
+// cluster binaries (bin/fleetlet-sandbox sits beside them), else ./bin.
+func DefaultBinDir() string {
+	if exe, err := os.Executable(); err == nil {
+		dir := filepath.Dir(exe)
+		if _, err := os.Stat(filepath.Join(dir, binAPIServer)); err == nil {
+			return dir
+		}
+	}
+	if abs, err := filepath.Abs("bin"); err == nil {
+		return abs
+	}
+	return "bin"
+}

@@ -1,0 +1,26 @@
+// Package sandbox runs several real Kubernetes clusters as local processes,
+// with no container engine: the embedded default that developers, the e2e
+// suite and the benchmarks use.
+//
+// Each cluster is etcd, kube-apiserver, kube-controller-manager (every
+// default controller but node IPAM), kube-scheduler and kwok, all built from
+// Go modules and listening on 127.0.0.1 at ports chosen when the sandbox
+// comes up. kwok plays the kubelets of a few fake nodes, so that pods are
+// scheduled for real, go Running and Ready, and (restartPolicy Never or
+// OnFailure) succeed after a while, so Jobs complete.
+//
+// Everything a sandbox writes lives in one folder:
+//
+//	DIR/sandbox.json           clusters, ports, settings and every PID (State)
+//	DIR/kubeconfig             one context per cluster
+//	DIR/cluster-<i>.kubeconfig the administrator's kubeconfig of cluster i
+//	DIR/cluster-<i>/           certificates, component configuration, etcd data
+//	DIR/logs/cluster-<i>/      one log per component
+//
+// Processes are recorded with their start time as well as their PID, so that
+// Down, Stop and a later command never signal a process that merely reuses a
+// PID. Stop takes one cluster's control plane down with its data kept, and
+// Start brings it back on the same ports, which is how tests simulate a
+// cluster outage. A lock on the folder keeps two commands from changing one
+// sandbox at once.
+package sandbox

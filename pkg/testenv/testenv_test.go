@@ -1,0 +1,56 @@
+package testenv
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+var env *Env
+
+func TestMain(m *testing.M) { os.Exit(StartMain(m, Options{}, &env)) }
+
+// The control plane is really the Kubernetes version go.mod pins, and it
+// stores what it is given.
+func TestControlPlaneServesPinnedVersion(t *testing.T) {
+	Need(t, env)
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.GitVersion != "v1.37.2" {
+		t.Errorf("server version = %q, want v1.37.2 (version ldflags missing?)", v.GitVersion)
+	}
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "testenv-"}}
+	got, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, got.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("namespace %s not found after create: %v", got.Name, err)
+	}
+}
+
+func TestFindBinariesNamesWhatIsMissing(t *testing.T) {
+	t.Setenv(BinDirEnv, t.TempDir())
+	_, err := FindBinaries("etcd", "no-such-binary")
+	if err == nil {
+		t.Fatal("FindBinaries succeeded in an empty folder")
+	}
+	for _, want := range []string{"etcd", "no-such-binary", "make build"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+}
+
