@@ -120,23 +120,36 @@ func Start(opts Options) (*Env, error) {
 	return &Env{Environment: env, Config: cfg}, nil
 }
 
-// StartMain is for TestMain: it starts an Env, runs the package's tests and
-// stops it. Without binaries it fails, or in -short mode runs only the tests
-// that need none (env is then nil).
-func StartMain(m *testing.M, opts Options, env **Env) int {
+// StartMain is for TestMain: it starts one Env per pointer given (one per
+// simulated cluster), runs the package's tests and stops them. Without
+// binaries it fails, or in -short mode runs the tests with the Envs nil
+// (tests that need one call Need and are skipped).
+func StartMain(m *testing.M, opts Options, envs ...**Env) int {
 	flag.Parse()
 	if _, err := FindBinaries("etcd", "kube-apiserver", "kubectl"); err != nil && testing.Short() {
 		return m.Run()
 	}
-	e, err := Start(opts)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	var started []*Env
+	stopAll := func() error {
+		var errs []error
+		for _, e := range started {
+			errs = append(errs, e.Stop())
+		}
+		return errors.Join(errs...)
 	}
-	*env = e
+	for _, env := range envs {
+		e, err := Start(opts)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			_ = stopAll()
+			return 1
+		}
+		started = append(started, e)
+		*env = e
+	}
 	code := m.Run()
-	if err := e.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the test control plane:", err)
+	if err := stopAll(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the test control planes:", err)
 		if code == 0 {
 			code = 1
 		}
