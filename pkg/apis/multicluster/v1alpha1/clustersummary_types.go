@@ -35,6 +35,14 @@ type ClusterSummaryStatus struct {
 	// +optional
 	Requested corev1.ResourceList `json:"requested,omitempty"`
 
+	// requestedBySource is the part of requested (pods included) that comes
+	// from the delegates of each source: pods labelled
+	// multicluster.fleetlet.io/parent-cluster=<source>, keyed by source. A
+	// source subtracts its own part, so that its own delegates are not
+	// counted as other clusters' load.
+	// +optional
+	RequestedBySource map[string]corev1.ResourceList `json:"requestedBySource,omitempty"`
+
 	// labels are the node labels (key and value) all schedulable real nodes
 	// share.
 	// +optional

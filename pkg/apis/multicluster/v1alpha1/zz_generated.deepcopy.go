@@ -10,6 +10,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	resource "k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -202,6 +203,24 @@ func (in *ClusterSummaryStatus) DeepCopyInto(out *ClusterSummaryStatus) {
 		*out = make(corev1.ResourceList, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val.DeepCopy()
+		}
+	}
+	if in.RequestedBySource != nil {
+		in, out := &in.RequestedBySource, &out.RequestedBySource
+		*out = make(map[string]corev1.ResourceList, len(*in))
+		for key, val := range *in {
+			var outVal map[corev1.ResourceName]resource.Quantity
+			if val == nil {
+				(*out)[key] = nil
+			} else {
+				inVal := (*in)[key]
+				in, out := &inVal, &outVal
+				*out = make(corev1.ResourceList, len(*in))
+				for key, val := range *in {
+					(*out)[key] = val.DeepCopy()
+				}
+			}
+			(*out)[key] = outVal
 		}
 	}
 	if in.Labels != nil {
