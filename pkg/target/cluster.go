@@ -1,0 +1,285 @@
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+)
+
+// Key names a Target (Namespace set) or a ClusterTarget (Namespace empty).
+type Key struct {
+	Namespace string
+	Name      string
+}
+
+// String is namespace/name for a Target and the name for a ClusterTarget.
+func (k Key) String() string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.Namespace + "/" + k.Name
+}
+
+// Kind is Target or ClusterTarget.
+func (k Key) Kind() string {
+	if k.Namespace == "" {
+		return "ClusterTarget"
+	}
+	return "Target"
+}
+
+// Health is what the last probe of a target found.
+type Health struct {
+	// Ready is true when the target answered, accepted the credentials and
+	// runs fleetlet.
+	Ready bool
+	// Reason and Message explain Ready, in the Target's condition terms.
+	Reason  string
+	Message string
+	// LastProbe is when the target was last asked.
+	LastProbe time.Time
+}
+
+// HeartbeatLeaseName is the Lease a source renews in each target, in the
+// namespace of its identity there, so that the target can tell when its
+// source is gone.
+func HeartbeatLeaseName(sourceName string) string { return "fleetlet-source-" + sourceName }
+
+// connection is what a Cluster is built from; two equal connections need no
+// reconnect.
+type connection struct {
+	config *rest.Config
+	// self is true for a target that is the source cluster itself.
+	self bool
+	// leaseNamespace is where the heartbeat Lease is renewed; empty for self.
+	leaseNamespace string
+	// fingerprint changes whenever anything that matters in config changes.
+	fingerprint string
+}
+
+// Cluster is the live connection to one target cluster: a client with its own
+// credentials, a probe loop with backoff, and the heartbeat Lease.
+type Cluster struct {
+	key    Key
+	conn   connection
+	client client.Client
+	opts   *Options
+	clock  clock.Clock
+	// notify is called (never blocking) when Health or the summary change.
+	notify func(Key)
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.RWMutex
+	health  Health
+	summary *v1alpha1.ClusterSummaryStatus
+}
+
+// Key names the Target this cluster stands for.
+func (c *Cluster) Key() Key { return c.key }
+
+// Client talks to the target with the Target's credentials.
+func (c *Cluster) Client() client.Client { return c.client }
+
+// Config is the target's client configuration.
+func (c *Cluster) Config() *rest.Config { return rest.CopyConfig(c.conn.config) }
+
+// Self reports whether the target is the source cluster itself.
+func (c *Cluster) Self() bool { return c.conn.self }
+
+// Health returns what the last probe found.
+func (c *Cluster) Health() Health {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.health
+}
+
+// Summary returns the last ClusterSummary status read from the target, or
+// nil before the first successful probe.
+func (c *Cluster) Summary() *v1alpha1.ClusterSummaryStatus {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.summary
+}
+
+func newCluster(key Key, conn connection, scheme *runtime.Scheme, opts *Options, clk clock.Clock, notify func(Key)) (*Cluster, error) {
+	cfg := rest.CopyConfig(conn.config)
+	cfg.Timeout = opts.ProbeTimeout
+	cfg.UserAgent = "fleetlet/" + opts.SourceName
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 50, 100
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("building a client for %s %s: %w", key.Kind(), key, err)
+	}
+	return &Cluster{
+		key:    key,
+		conn:   conn,
+		client: cl,
+		opts:   opts,
+		clock:  clk,
+		notify: notify,
+		done:   make(chan struct{}),
+		health: Health{Reason: ReasonConnecting, Message: "connecting to the target"},
+	}, nil
+}
+
+// ReasonConnecting is the Ready reason before the first probe has answered.
+const ReasonConnecting = "Connecting"
+
+// start runs the probe loop until stop.
+func (c *Cluster) start(ctx context.Context) {
+	ctx, c.cancel = context.WithCancel(ctx)
+	go func() {
+		defer close(c.done)
+		c.probeLoop(ctx)
+	}()
+}
+
+// stop ends the probe loop and waits for it.
+func (c *Cluster) stop() {
+	if c.cancel != nil {
+		c.cancel()
+		<-c.done
+	}
+}
+
+// probeLoop probes at once, then every ProbeInterval while the target is
+// healthy, and with exponential backoff from ProbeBackoffInitial up to
+// ProbeInterval while it is not.
+func (c *Cluster) probeLoop(ctx context.Context) {
+	backoff := c.opts.ProbeBackoffInitial
+	for {
+		h, summary := c.probe(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		c.record(h, summary)
+		wait := c.opts.ProbeInterval
+		if !h.Ready {
+			wait = backoff
+			backoff = min(2*backoff, c.opts.ProbeInterval)
+		} else {
+			backoff = c.opts.ProbeBackoffInitial
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.clock.After(wait):
+		}
+	}
+}
+
+// record stores a probe's result and notifies when something changed that a
+// user or the virtual node would see.
+func (c *Cluster) record(h Health, summary *v1alpha1.ClusterSummaryStatus) {
+	c.mu.Lock()
+	changed := h.Ready != c.health.Ready || h.Reason != c.health.Reason || h.Message != c.health.Message
+	if summary != nil {
+		if c.summary == nil || !summaryEqual(c.summary, summary) {
+			changed = true
+			c.summary = summary
+		}
+	}
+	c.health = h
+	c.mu.Unlock()
+	if changed {
+		c.notify(c.key)
+	}
+}
+
+// probe reads the target's ClusterSummary — which proves it is reachable, the
+// credentials are accepted and fleetlet runs there — and renews the
+// heartbeat Lease.
+func (c *Cluster) probe(ctx context.Context) (Health, *v1alpha1.ClusterSummaryStatus) {
+	now := c.clock.Now()
+	ctx, cancel := context.WithTimeout(ctx, c.opts.ProbeTimeout)
+	defer cancel()
+	var cs v1alpha1.ClusterSummary
+	if err := c.client.Get(ctx, types.NamespacedName{Name: v1alpha1.ClusterSummaryName}, &cs); err != nil {
+		reason, msg := classify(err, "reading the ClusterSummary")
+		return Health{Reason: reason, Message: msg, LastProbe: now}, nil
+	}
+	if !c.conn.self {
+		if err := c.renewHeartbeat(ctx); err != nil {
+			reason, msg := classify(err, fmt.Sprintf("renewing the heartbeat Lease %s/%s", c.conn.leaseNamespace, HeartbeatLeaseName(c.opts.SourceName)))
+			return Health{Reason: reason, Message: msg, LastProbe: now}, cs.Status.DeepCopy()
+		}
+	}
+	return Health{Ready: true, Reason: v1alpha1.ReasonConnected, Message: "the target answers and runs fleetlet", LastProbe: now}, cs.Status.DeepCopy()
+}
+
+// renewHeartbeat creates or renews this source's Lease in the target.
+func (c *Cluster) renewHeartbeat(ctx context.Context) error {
+	now := metav1.NewMicroTime(c.clock.Now())
+	name := HeartbeatLeaseName(c.opts.SourceName)
+	var lease coordinationv1.Lease
+	err := c.client.Get(ctx, types.NamespacedName{Namespace: c.conn.leaseNamespace, Name: name}, &lease)
+	if apierrors.IsNotFound(err) {
+		lease = coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: c.conn.leaseNamespace,
+				Name:      name,
+				Labels:    map[string]string{v1alpha1.LabelParentCluster: c.opts.SourceName},
+			},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       ptr.To(c.opts.SourceName),
+				LeaseDurationSeconds: ptr.To(int32(c.opts.HeartbeatDuration / time.Second)),
+				AcquireTime:          &now,
+				RenewTime:            &now,
+			},
+		}
+		return c.client.Create(ctx, &lease)
+	}
+	if err != nil {
+		return err
+	}
+	lease.Spec.RenewTime = &now
+	lease.Spec.HolderIdentity = ptr.To(c.opts.SourceName)
+	lease.Spec.LeaseDurationSeconds = ptr.To(int32(c.opts.HeartbeatDuration / time.Second))
+	return c.client.Update(ctx, &lease)
+}
+
+// classify turns a probe error into a Ready reason and a message a user can
+// act on.
+func classify(err error, doing string) (reason, message string) {
+	var netErr net.Error
+	switch {
+	case apierrors.IsUnauthorized(err):
+		return v1alpha1.ReasonForbidden, fmt.Sprintf("the target refused the credentials while %s: %v", doing, err)
+	case apierrors.IsForbidden(err):
+		return v1alpha1.ReasonForbidden, fmt.Sprintf("the credentials are not allowed %s: %v", doing, err)
+	case meta.IsNoMatchError(err), apierrors.IsNotFound(err):
+		return v1alpha1.ReasonFleetletMissing, fmt.Sprintf("fleetlet does not run in the target (%s: %v): install it there", doing, err)
+	case errors.As(err, &netErr), errors.Is(err, context.DeadlineExceeded):
+		return v1alpha1.ReasonUnreachable, fmt.Sprintf("the target does not answer (%s): %v", doing, err)
+	default:
+		return v1alpha1.ReasonUnreachable, fmt.Sprintf("%s: %v", doing, err)
+	}
+}
+
+func summaryEqual(a, b *v1alpha1.ClusterSummaryStatus) bool {
+	// Conditions carry timestamps that do not change what the node shows.
+	ac, bc := a.DeepCopy(), b.DeepCopy()
+	ac.Conditions, bc.Conditions = nil, nil
+	return apiequality.Semantic.DeepEqual(ac, bc)
+}

@@ -1,0 +1,357 @@
+package target_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
+	"github.com/fleetlet/fleetlet/pkg/vnode"
+)
+
+// Two real control planes: the source, where Targets live, and a target.
+var sourceEnv, targetEnv *testenv.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		root, err := testenv.ModuleRoot()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		crds := testenv.Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}}
+		return testenv.StartMain(m, crds, &sourceEnv, &targetEnv)
+	}())
+}
+
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}
+
+// recordingNodes stands in for the virtual node controller.
+type recordingNodes struct {
+	mu      sync.Mutex
+	states  map[vnode.TargetKey]vnode.TargetState
+	removed map[vnode.TargetKey]int
+}
+
+func (r *recordingNodes) Upsert(_ context.Context, s vnode.TargetState) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.states[s.Key] = s
+}
+
+func (r *recordingNodes) Remove(_ context.Context, key vnode.TargetKey) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.states, key)
+	r.removed[key]++
+	return nil
+}
+
+func (r *recordingNodes) get(key vnode.TargetKey) (vnode.TargetState, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.states[key]
+	return s, ok
+}
+
+type fixture struct {
+	source, target client.Client
+	registry       *target.Registry
+	nodes          *recordingNodes
+	ns             string
+}
+
+// start runs a manager with the registry on the source, in a namespace of
+// its own.
+func start(t *testing.T) *fixture {
+	t.Helper()
+	testenv.Need(t, sourceEnv)
+	scheme := newScheme()
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+	})
+	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
+		Scheme:     scheme,
+		Logger:     testr.NewWithOptions(t, testr.Options{Verbosity: 2}),
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Client:     client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := &recordingNodes{states: map[vnode.TargetKey]vnode.TargetState{}, removed: map[vnode.TargetKey]int{}}
+	reg, err := target.New(target.Options{
+		SourceName: "src", ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 2 * time.Second,
+		ProbeBackoffInitial: 100 * time.Millisecond, HeartbeatDuration: 5 * time.Second,
+	}, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.SetupWithManager(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(stopped)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	src, err := client.New(sourceEnv.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt, err := client.New(targetEnv.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{source: src, target: tgt, registry: reg, nodes: nodes}
+	f.ns = f.namespace(t, src, "registry-")
+	return f
+}
+
+func (f *fixture) namespace(t *testing.T, c client.Client, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
+	if err := c.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// kubeconfigFor writes a kubeconfig with inline credentials for cfg, whose
+// context namespace is ns.
+func kubeconfigFor(t *testing.T, cfg *rest.Config, ns string) []byte {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["t"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["t"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["t"] = &clientcmdapi.Context{Cluster: "t", AuthInfo: "t", Namespace: ns}
+	kc.CurrentContext = "t"
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func (f *fixture) putSecret(t *testing.T, name string, data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Data: map[string][]byte{"config": data}}
+	if err := f.source.Create(ctx, s); apierrors.IsAlreadyExists(err) {
+		err = f.source.Update(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) createTarget(t *testing.T, name, secret string) {
+	t.Helper()
+	tg := &v1alpha1.Target{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
+		Spec:       v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Name: secret}},
+	}
+	if err := f.source.Create(context.Background(), tg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitReady waits for the Target's Ready condition to have status and
+// reason, and returns its message.
+func (f *fixture) waitReady(t *testing.T, name string, status metav1.ConditionStatus, reason string) string {
+	t.Helper()
+	var last *metav1.Condition
+	var tg v1alpha1.Target
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := f.source.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: name}, &tg); err != nil {
+			return false, nil
+		}
+		last = meta.FindStatusCondition(tg.Status.Conditions, v1alpha1.ConditionReady)
+		return last != nil && last.Status == status && last.Reason == reason && last.ObservedGeneration == tg.Generation, nil
+	})
+	if err != nil {
+		t.Fatalf("Target %s never became Ready=%s/%s; last condition: %+v", name, status, reason, last)
+	}
+	if tg.Status.VirtualNodeName != vnode.NodeName(vnode.TargetKey{Namespace: f.ns, Name: name}) {
+		t.Errorf("status.virtualNodeName = %q", tg.Status.VirtualNodeName)
+	}
+	return last.Message
+}
+
+// ensureSummary creates the target's ClusterSummary as fleetlet there would.
+func ensureSummary(t *testing.T, c client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	cs := &v1alpha1.ClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClusterSummaryName}}
+	if err := c.Create(ctx, cs); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+func TestTargetReadiness(t *testing.T) {
+	f := start(t)
+	ensureSummary(t, f.target)
+	targetNS := f.namespace(t, f.target, "identity-")
+	good := kubeconfigFor(t, targetEnv.Config, targetNS)
+
+	t.Run("secret missing, then created: reconnects live", func(t *testing.T) {
+		f.createTarget(t, "late", "late-secret")
+		msg := f.waitReady(t, "late", metav1.ConditionFalse, v1alpha1.ReasonKubeconfigSecretNotFound)
+		if !strings.Contains(msg, "late-secret") {
+			t.Errorf("message %q does not name the Secret", msg)
+		}
+		f.putSecret(t, "late-secret", good)
+		f.waitReady(t, "late", metav1.ConditionTrue, v1alpha1.ReasonConnected)
+		st, ok := f.nodes.get(vnode.TargetKey{Namespace: f.ns, Name: "late"})
+		if !ok || !st.Ready || st.SourceName != "src" {
+			t.Errorf("virtual node state = %+v, %t", st, ok)
+		}
+	})
+
+	t.Run("unsafe kubeconfig is refused and never used", func(t *testing.T) {
+		kc, err := clientcmd.Load(good)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kc.AuthInfos["t"].Exec = &clientcmdapi.ExecConfig{Command: "/bin/touch", Args: []string{"/tmp/fleetlet-pwned"}, APIVersion: "client.authentication.k8s.io/v1"}
+		data, err := clientcmd.Write(*kc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.putSecret(t, "exec-secret", data)
+		f.createTarget(t, "exec", "exec-secret")
+		msg := f.waitReady(t, "exec", metav1.ConditionFalse, v1alpha1.ReasonBadKubeconfig)
+		if !strings.Contains(msg, "exec") {
+			t.Errorf("message %q does not say exec was refused", msg)
+		}
+		if _, ok := f.registry.Get(target.Key{Namespace: f.ns, Name: "exec"}); ok {
+			t.Error("a cluster connection exists for an unsafe kubeconfig")
+		}
+	})
+
+	t.Run("unreachable", func(t *testing.T) {
+		kc, _ := clientcmd.Load(good)
+		kc.Clusters["t"].Server = "https://127.0.0.1:1"
+		data, _ := clientcmd.Write(*kc)
+		f.putSecret(t, "down-secret", data)
+		f.createTarget(t, "down", "down-secret")
+		f.waitReady(t, "down", metav1.ConditionFalse, v1alpha1.ReasonUnreachable)
+	})
+
+	t.Run("forbidden", func(t *testing.T) {
+		user, err := targetEnv.ControlPlane.AddUser(envtest.User{Name: "nobody"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.putSecret(t, "nobody-secret", kubeconfigFor(t, user.Config(), targetNS))
+		f.createTarget(t, "nobody", "nobody-secret")
+		f.waitReady(t, "nobody", metav1.ConditionFalse, v1alpha1.ReasonForbidden)
+	})
+
+	t.Run("secret change reconnects live", func(t *testing.T) {
+		f.putSecret(t, "nobody-secret", good)
+		f.waitReady(t, "nobody", metav1.ConditionTrue, v1alpha1.ReasonConnected)
+	})
+
+	t.Run("heartbeat lease renewed in the identity's namespace", func(t *testing.T) {
+		var first, second coordinationv1.Lease
+		key := client.ObjectKey{Namespace: targetNS, Name: target.HeartbeatLeaseName("src")}
+		poll(t, "heartbeat lease", func(ctx context.Context) bool { return f.target.Get(ctx, key, &first) == nil })
+		poll(t, "heartbeat renewal", func(ctx context.Context) bool {
+			return f.target.Get(ctx, key, &second) == nil && second.Spec.RenewTime.After(first.Spec.RenewTime.Time)
+		})
+		if *second.Spec.HolderIdentity != "src" {
+			t.Errorf("holder = %q", *second.Spec.HolderIdentity)
+		}
+	})
+
+	t.Run("deleting one target stops only its machinery", func(t *testing.T) {
+		if err := f.source.Delete(context.Background(), &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "late"}}); err != nil {
+			t.Fatal(err)
+		}
+		lateKey := vnode.TargetKey{Namespace: f.ns, Name: "late"}
+		poll(t, "virtual node removal", func(context.Context) bool {
+			f.nodes.mu.Lock()
+			defer f.nodes.mu.Unlock()
+			return f.nodes.removed[lateKey] > 0
+		})
+		if _, ok := f.registry.Get(target.Key{Namespace: f.ns, Name: "late"}); ok {
+			t.Error("the deleted target's connection is still live")
+		}
+		other, ok := f.registry.Get(target.Key{Namespace: f.ns, Name: "nobody"})
+		if !ok {
+			t.Fatal("the other target's connection is gone")
+		}
+		before := other.Health().LastProbe
+		poll(t, "the other target to keep being probed", func(context.Context) bool { return other.Health().LastProbe.After(before) })
+		if st, ok := f.nodes.get(vnode.TargetKey{Namespace: f.ns, Name: "nobody"}); !ok || !st.Ready {
+			t.Errorf("the other target's node state = %+v, %t", st, ok)
+		}
+	})
+}
+
+func TestFleetletMissing(t *testing.T) {
+	f := start(t)
+	// A target cluster where fleetlet's CRDs exist but its ClusterSummary
+	// does not: fleetlet is not running there. Use a fresh context namespace
+	// and remove the summary for the duration of the test.
+	ctx := context.Background()
+	_ = f.target.Delete(ctx, &v1alpha1.ClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClusterSummaryName}})
+	t.Cleanup(func() { ensureSummary(t, f.target) })
+	f.putSecret(t, "s", kubeconfigFor(t, targetEnv.Config, "default"))
+	f.createTarget(t, "bare", "s")
+	msg := f.waitReady(t, "bare", metav1.ConditionFalse, v1alpha1.ReasonFleetletMissing)
+	if !strings.Contains(msg, "install") {
+		t.Errorf("message %q gives no hint", msg)
+	}
+	ensureSummary(t, f.target)
+	f.waitReady(t, "bare", metav1.ConditionTrue, v1alpha1.ReasonConnected)
+}
+
+func poll(t *testing.T, what string, cond func(context.Context) bool) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return cond(ctx), nil
+	}); err != nil {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
