@@ -1,0 +1,78 @@
+package vnode
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+)
+
+// labelKeeper is the Nodes client the virtual-kubelet node controller
+// uses. After each status patch it brings the labels fleetlet owns in line
+// with the desired ones, with a merge patch of those keys only.
+//
+// virtual-kubelet's status patch sets the desired labels, but removes a
+// label only when the annotation recording what it applied last lists it —
+// and it writes no such annotation when it creates the node, so a target
+// label dropped before the first status patch after creation would stay.
+// Owned labels are known by their key instead: the ones NodeLabels gives,
+// and every key under target.multicluster.fleetlet.io/.
+type labelKeeper struct {
+	corev1client.NodeInterface
+	log     logr.Logger
+	desired func() map[string]string
+}
+
+// Patch patches the node, and its owned labels after a status patch.
+func (k *labelKeeper) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error) {
+	node, err := k.NodeInterface.Patch(ctx, name, pt, data, opts, subresources...)
+	if err != nil || len(subresources) != 1 || subresources[0] != "status" {
+		return node, err
+	}
+	patch := labelPatch(node.Labels, k.desired())
+	if patch == nil {
+		return node, nil
+	}
+	k.log.V(2).Info("Patching the virtual node's labels", "patch", string(patch))
+	patched, err := k.NodeInterface.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		// The next status update tries again.
+		k.log.Error(err, "Cannot patch the virtual node's labels")
+		return node, nil
+	}
+	return patched, nil
+}
+
+// ownsLabel tells whether fleetlet owns a label key of a virtual node that
+// it does not want (any more).
+func ownsLabel(key string) bool {
+	return strings.HasPrefix(key, v1alpha1.TargetLabelPrefix) || key == v1alpha1.LabelCluster
+}
+
+// labelPatch returns the JSON merge patch that sets the desired labels and
+// removes the owned ones not desired, or nil when current is right.
+func labelPatch(current, desired map[string]string) []byte {
+	labels := map[string]*string{}
+	for k, v := range desired {
+		if cur, ok := current[k]; !ok || cur != v {
+			labels[k] = &v
+		}
+	}
+	for k := range current {
+		if _, ok := desired[k]; !ok && ownsLabel(k) {
+			labels[k] = nil
+		}
+	}
+	if len(labels) == 0 {
+		return nil
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	return patch
+}

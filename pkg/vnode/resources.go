@@ -1,0 +1,149 @@
+package vnode
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+)
+
+// baseResources are on every virtual node, even when zero.
+var baseResources = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods}
+
+// Allocatable returns a virtual node's allocatable resources: what its
+// target can still run, plus what the proxies bound or pinned to the node
+// request (proxies, pod count under "pods"; see ProxyRequests).
+//
+// What the target can still run is, per resource, its ClusterSummary's
+// allocatable minus the requests of everything but this source's own
+// delegates (requested minus requestedBySource[sourceName]), never less
+// than zero. A nil summary (not read yet) can run nothing.
+//
+// Adding the proxies is what keeps the source scheduler from ever refusing a
+// pinned proxy: whatever the summary says, allocatable minus the proxies
+// bound to the node is at least what the pinned ones request.
+//
+// The result has cpu, memory and pods, and every other resource the target
+// offers (ephemeral-storage, hugepages, extended resources) or a proxy
+// requests.
+func Allocatable(summary *v1alpha1.ClusterSummaryStatus, sourceName string, proxies corev1.ResourceList) corev1.ResourceList {
+	var allocatable, requested, own corev1.ResourceList
+	if summary != nil {
+		allocatable, requested = summary.Allocatable, summary.Requested
+		own = summary.RequestedBySource[sourceName]
+	}
+	out := corev1.ResourceList{}
+	for _, name := range resourceNames(allocatable, proxies) {
+		others := sub(requested[name], own[name])
+		free := sub(allocatable[name], others)
+		sum := zero(name)
+		sum.Add(free)
+		sum.Add(proxies[name])
+		out[name] = sum
+	}
+	return out
+}
+
+// Capacity returns a virtual node's capacity: per resource of allocatable,
+// the larger of the target's capacity (summed over its nodes) and
+// allocatable, so that capacity is never below allocatable.
+func Capacity(summary *v1alpha1.ClusterSummaryStatus, allocatable corev1.ResourceList) corev1.ResourceList {
+	var capacity corev1.ResourceList
+	if summary != nil {
+		capacity = summary.Capacity
+	}
+	out := make(corev1.ResourceList, len(allocatable))
+	for name, a := range allocatable {
+		c, ok := capacity[name]
+		if !ok || c.Cmp(a) < 0 {
+			c = a
+		}
+		out[name] = c.DeepCopy()
+	}
+	return out
+}
+
+// ProxyRequests returns what the pods request together, with "pods" their
+// number, computed as the kube-scheduler does for a pod it has not bound
+// yet (pinned proxies; bound is false) or for one it has (bound is true:
+// resources a resize has allocated count too, whichever is larger).
+func ProxyRequests(pods []*corev1.Pod, bound bool) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	opts := resourcehelper.PodResourcesOptions{}
+	if bound {
+		opts.UseStatusResources = true
+		opts.InPlacePodLevelResourcesVerticalScalingEnabled = true
+	}
+	for _, pod := range pods {
+		for name, q := range resourcehelper.PodRequests(pod, opts) {
+			sum, ok := out[name]
+			if !ok {
+				sum = zero(name)
+			}
+			sum.Add(q)
+			out[name] = sum
+		}
+	}
+	count := zero(corev1.ResourcePods)
+	count.Add(*resource.NewQuantity(int64(len(pods)), resource.DecimalSI))
+	out[corev1.ResourcePods] = count
+	return out
+}
+
+// AddResources returns a + b, per resource in either.
+func AddResources(a, b corev1.ResourceList) corev1.ResourceList {
+	out := make(corev1.ResourceList, len(a)+len(b))
+	for _, name := range resourceNames(a, b) {
+		sum := zero(name)
+		sum.Add(a[name])
+		sum.Add(b[name])
+		out[name] = sum
+	}
+	return out
+}
+
+// resourceNames returns the base resources and every resource of the lists,
+// each once.
+func resourceNames(lists ...corev1.ResourceList) []corev1.ResourceName {
+	seen := map[corev1.ResourceName]bool{}
+	var names []corev1.ResourceName
+	add := func(n corev1.ResourceName) {
+		if !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	for _, n := range baseResources {
+		add(n)
+	}
+	for _, l := range lists {
+		for n := range l {
+			add(n)
+		}
+	}
+	return names
+}
+
+// sub returns max(0, a - b).
+func sub(a, b resource.Quantity) resource.Quantity {
+	d := a.DeepCopy()
+	d.Sub(b)
+	if d.Sign() < 0 {
+		return resource.Quantity{}
+	}
+	return d
+}
+
+// zero returns a zero quantity in the format usual for the resource.
+func zero(name corev1.ResourceName) resource.Quantity {
+	switch {
+	case name == corev1.ResourceMemory, name == corev1.ResourceEphemeralStorage,
+		name == corev1.ResourceStorage, strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix):
+		return *resource.NewQuantity(0, resource.BinarySI)
+	default:
+		return *resource.NewQuantity(0, resource.DecimalSI)
+	}
+}
