@@ -1,0 +1,171 @@
+package source
+
+import (
+	"context"
+	"fmt"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+)
+
+var (
+	readOnly  = []string{"get", "list", "watch"}
+	readWrite = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+)
+
+// SourceRules are the rules of ClusterRoleSource: what a source does in a
+// namespace it may act in, and nothing more. They are bound per namespace
+// (RoleBinding), never cluster-wide.
+func SourceRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		// A source asks for pods by creating PodChaperons: one per
+		// candidate, annotated when elected, deleted (Foreground) when
+		// the proxy goes or another candidate wins; its garbage
+		// collection deletes leftovers by label.
+		{
+			APIGroups: []string{v1alpha1.GroupName},
+			Resources: []string{"podchaperons"},
+			Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"},
+		},
+		// The chaperon controller of the target writes the mirrored pod
+		// status; the source only reads it.
+		{
+			APIGroups: []string{v1alpha1.GroupName},
+			Resources: []string{"podchaperons/status"},
+			Verbs:     []string{"get"},
+		},
+		// The chaperon controller, impersonating the source, creates the
+		// pods; the source only watches its delegates (feedback, deletion
+		// of a proxy when its delegate is deleted).
+		{
+			APIGroups: []string{""},
+			Resources: []string{"pods"},
+			Verbs:     readOnly,
+		},
+		// The source's kubelet API serves `kubectl logs` of a proxy pod by
+		// reading its delegate's log.
+		{
+			APIGroups: []string{""},
+			Resources: []string{"pods/log"},
+			Verbs:     []string{"get"},
+		},
+		// ... and `kubectl exec`, `attach` and `port-forward` by opening
+		// the same stream to the delegate (create is what the API server
+		// checks for these, websockets included).
+		{
+			APIGroups: []string{""},
+			Resources: []string{"pods/exec", "pods/attach", "pods/portforward"},
+			Verbs:     []string{"create"},
+		},
+		// Events about delegates are mirrored to proxy pods (read), and
+		// the source records Events on the objects it creates here.
+		{
+			APIGroups: []string{"", "events.k8s.io"},
+			Resources: []string{"events"},
+			Verbs:     []string{"get", "list", "watch", "create", "patch"},
+		},
+		// Followed objects: the ConfigMaps, Secrets and ServiceAccounts a
+		// delegate needs are copied, kept in sync and removed by the
+		// source (only those labelled as its own; RBAC cannot say that,
+		// the source's code does).
+		{
+			APIGroups: []string{""},
+			Resources: []string{"configmaps", "secrets", "serviceaccounts"},
+			Verbs:     readWrite,
+		},
+	}
+}
+
+// SourceReaderRules are the rules of ClusterRoleSourceReader, bound
+// cluster-wide: a source filters out targets where a pod's namespace does
+// not exist, and sizes its virtual node from the ClusterSummary.
+func SourceReaderRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{
+			APIGroups: []string{""},
+			Resources: []string{"namespaces"},
+			Verbs:     readOnly,
+		},
+		{
+			APIGroups: []string{v1alpha1.GroupName},
+			Resources: []string{"clustersummaries"},
+			Verbs:     readOnly,
+		},
+	}
+}
+
+// HeartbeatRules are the rules of a source's heartbeat Role, in the
+// namespace of its ServiceAccount: it may create its Lease (RBAC cannot
+// limit create to a name) and read and renew that Lease only, so that it
+// can never touch another Lease there, such as a leader election's.
+func HeartbeatRules(sourceName string) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{
+			APIGroups: []string{"coordination.k8s.io"},
+			Resources: []string{"leases"},
+			Verbs:     []string{"create"},
+		},
+		{
+			APIGroups:     []string{"coordination.k8s.io"},
+			Resources:     []string{"leases"},
+			ResourceNames: []string{HeartbeatLeaseName(sourceName)},
+			Verbs:         []string{"get", "update"},
+		},
+	}
+}
+
+// ClusterRoles returns the ClusterRoles every Source and ClusterSource is
+// bound to, as EnsureClusterRoles writes them.
+func ClusterRoles() []*rbacv1.ClusterRole {
+	labels := func() map[string]string { return map[string]string{LabelManagedBy: ManagedBy} }
+	return []*rbacv1.ClusterRole{
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleSource, Labels: labels()},
+			Rules:      SourceRules(),
+		},
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleSourceReader, Labels: labels()},
+			Rules:      SourceReaderRules(),
+		},
+	}
+}
+
+// EnsureClusterRoles creates the ClusterRoles of ClusterRoles, or brings
+// their rules and labels up to date; it writes nothing when they are.
+// Other labels and annotations (a Helm chart's, say) are kept.
+func EnsureClusterRoles(ctx context.Context, c client.Client) error {
+	for _, want := range ClusterRoles() {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var got rbacv1.ClusterRole
+			err := c.Get(ctx, client.ObjectKeyFromObject(want), &got)
+			if apierrors.IsNotFound(err) {
+				return c.Create(ctx, want.DeepCopy())
+			}
+			if err != nil {
+				return err
+			}
+			if hasLabels(got.Labels, want.Labels) && equality.Semantic.DeepEqual(got.Rules, want.Rules) && got.AggregationRule == nil {
+				return nil
+			}
+			if got.Labels == nil {
+				got.Labels = map[string]string{}
+			}
+			for k, v := range want.Labels {
+				got.Labels[k] = v
+			}
+			got.Rules = want.Rules
+			got.AggregationRule = nil
+			return c.Update(ctx, &got)
+		})
+		if err != nil {
+			return fmt.Errorf("ensuring ClusterRole %s: %w", want.Name, err)
+		}
+	}
+	return nil
+}
