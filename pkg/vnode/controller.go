@@ -61,8 +61,9 @@ type TargetState struct {
 	// until the first read, which makes allocatable zero (bar the proxies).
 	Summary *v1alpha1.ClusterSummaryStatus
 	// SourceName is this source's name in the target: its delegates there
-	// carry multicluster.fleetlet.io/parent-cluster=SourceName, and
-	// Summary.RequestedBySource[SourceName] is not counted as load.
+	// carry multicluster.fleetlet.io/parent-cluster=SourceName. They count
+	// as load in allocatable like everything else; the proxies bound or
+	// pinned to the node give their room back (see Allocatable).
 	SourceName string
 	// ExcludedLabelsRegexp is the target's spec.excludedLabelsRegexp.
 	ExcludedLabelsRegexp string

@@ -257,8 +257,8 @@ func TestUpsertCreatesReadyNodeWithRenewedLease(t *testing.T) {
 	if !hasTaint(n, v1alpha1.VirtualNodeTaint()) {
 		t.Errorf("taints = %v, want %v among them", n.Spec.Taints, v1alpha1.VirtualNodeTaint())
 	}
-	// 4 - (1.5 - 0.5) = 3 cpu, 8Gi - 1Gi = 7Gi, 110 - 8 = 102 pods.
-	if diff := cmp.Diff(rl("cpu", "3", "memory", "7Gi", "pods", "102"), n.Status.Allocatable, quantityEqual); diff != "" {
+	// No proxies yet: 4 - 1.5 = 2.5 cpu, 8Gi - 2Gi = 6Gi, 110 - 10 = 100 pods.
+	if diff := cmp.Diff(rl("cpu", "2500m", "memory", "6Gi", "pods", "100"), n.Status.Allocatable, quantityEqual); diff != "" {
 		t.Errorf("allocatable (-want,+got):\n%s", diff)
 	}
 	if diff := cmp.Diff(rl("cpu", "8", "memory", "16Gi", "pods", "110"), n.Status.Capacity, quantityEqual); diff != "" {

@@ -52,7 +52,7 @@ func buildNode(name string, s TargetState, proxies corev1.ResourceList, p nodePa
 	}
 	labels, err := NodeLabels(name, s.Key, shared, s.ExcludedLabelsRegexp)
 
-	allocatable := Allocatable(s.Summary, s.SourceName, proxies)
+	allocatable := Allocatable(s.Summary, proxies)
 	arch := DefaultArchitecture
 	if a := shared[corev1.LabelArchStable]; a != "" {
 		arch = a

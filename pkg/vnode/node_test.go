@@ -37,8 +37,8 @@ func TestBuildNode(t *testing.T) {
 	if got := n.Labels["target.multicluster.fleetlet.io/topology.kubernetes.io.region"]; got != "eu" {
 		t.Errorf("region label = %q, want eu", got)
 	}
-	// 7 - (3 - 1) + 0.5 = 5.5 cpu; 14Gi - 3Gi = 11Gi; 110 - 4 + 1 = 107 pods.
-	if diff := cmp.Diff(rl("cpu", "5500m", "memory", "11Gi", "pods", "107"), n.Status.Allocatable, quantityEqual); diff != "" {
+	// 7 - 3 + 0.5 = 4.5 cpu; 14Gi - 4Gi = 10Gi; 110 - 5 + 1 = 106 pods.
+	if diff := cmp.Diff(rl("cpu", "4500m", "memory", "10Gi", "pods", "106"), n.Status.Allocatable, quantityEqual); diff != "" {
 		t.Errorf("allocatable (-want,+got):\n%s", diff)
 	}
 	if diff := cmp.Diff(rl("cpu", "8", "memory", "16Gi", "pods", "110"), n.Status.Capacity, quantityEqual); diff != "" {

@@ -18,27 +18,30 @@ var baseResources = []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMem
 // request (proxies, pod count under "pods"; see ProxyRequests).
 //
 // What the target can still run is, per resource, its ClusterSummary's
-// allocatable minus the requests of everything but this source's own
-// delegates (requested minus requestedBySource[sourceName]), never less
-// than zero. A nil summary (not read yet) can run nothing.
+// allocatable minus everything requested there — this source's own
+// delegates included — never less than zero. A nil summary (not read yet)
+// can run nothing.
 //
 // Adding the proxies is what keeps the source scheduler from ever refusing a
 // pinned proxy: whatever the summary says, allocatable minus the proxies
-// bound to the node is at least what the pinned ones request.
+// bound to the node is at least what the pinned ones request. And because
+// the own delegates stay counted in requested, they are not counted twice:
+// once a proxy is bound, allocatable minus the bound proxies is exactly what
+// the target can still run, as on a kubelet's node. (Subtracting only the
+// others' load and then adding the proxies would show this source's own
+// delegates as free room a second time.)
 //
 // The result has cpu, memory and pods, and every other resource the target
 // offers (ephemeral-storage, hugepages, extended resources) or a proxy
 // requests.
-func Allocatable(summary *v1alpha1.ClusterSummaryStatus, sourceName string, proxies corev1.ResourceList) corev1.ResourceList {
-	var allocatable, requested, own corev1.ResourceList
+func Allocatable(summary *v1alpha1.ClusterSummaryStatus, proxies corev1.ResourceList) corev1.ResourceList {
+	var allocatable, requested corev1.ResourceList
 	if summary != nil {
 		allocatable, requested = summary.Allocatable, summary.Requested
-		own = summary.RequestedBySource[sourceName]
 	}
 	out := corev1.ResourceList{}
 	for _, name := range resourceNames(allocatable, proxies) {
-		others := sub(requested[name], own[name])
-		free := sub(allocatable[name], others)
+		free := sub(allocatable[name], requested[name])
 		sum := zero(name)
 		sum.Add(free)
 		sum.Add(proxies[name])
@@ -47,9 +50,6 @@ func Allocatable(summary *v1alpha1.ClusterSummaryStatus, sourceName string, prox
 	return out
 }
 
-// Capacity returns a virtual node's capacity: per resource of allocatable,
-// the larger of the target's capacity (summed over its nodes) and
-// allocatable, so that capacity is never below allocatable.
 func Capacity(summary *v1alpha1.ClusterSummaryStatus, allocatable corev1.ResourceList) corev1.ResourceList {
 	var capacity corev1.ResourceList
 	if summary != nil {

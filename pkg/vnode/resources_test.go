@@ -64,21 +64,24 @@ func TestAllocatable(t *testing.T) {
 			want: rl("cpu", "7500m", "memory", "24Gi", "pods", "300"),
 		},
 		{
-			name: "own delegates are not counted as others' load",
+			// Own delegates count as load; their bound proxies give the room
+			// back, so the scheduler sees exactly what the target has free.
+			name: "own delegates are load, their proxies give it back",
 			summary: newSummary().
 				allocatable(rl("cpu", "10", "memory", "32Gi", "pods", "110")).
 				requested(rl("cpu", "6", "memory", "12Gi", "pods", "10")).
 				bySource("source-1", rl("cpu", "4", "memory", "4Gi", "pods", "4")).
 				bySource("source-2", rl("cpu", "1", "memory", "1Gi", "pods", "1")).obj(),
-			want: rl("cpu", "8", "memory", "24Gi", "pods", "104"),
+			proxies: rl("cpu", "4", "memory", "4Gi", "pods", "4"),
+			want:    rl("cpu", "8", "memory", "24Gi", "pods", "104"),
 		},
 		{
-			name: "own delegates larger than requested (stale summary) do not add",
+			name: "a summary that does not show a new delegate yet over-reports by it, never under",
 			summary: newSummary().
 				allocatable(rl("cpu", "4", "pods", "10")).
-				requested(rl("cpu", "1", "pods", "1")).
-				bySource("source-1", rl("cpu", "2", "pods", "3")).obj(),
-			want: rl("cpu", "4", "memory", "0", "pods", "10"),
+				requested(rl("cpu", "1", "pods", "1")).obj(),
+			proxies: rl("cpu", "2", "pods", "1"),
+			want:    rl("cpu", "5", "memory", "0", "pods", "10"),
 		},
 		{
 			name: "overcommitted target clamped to zero",
@@ -112,7 +115,7 @@ func TestAllocatable(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Allocatable(tc.summary, "source-1", tc.proxies)
+			got := Allocatable(tc.summary, tc.proxies)
 			if diff := cmp.Diff(tc.want, got, quantityEqual); diff != "" {
 				t.Errorf("Allocatable (-want,+got):\n%s", diff)
 			}
@@ -132,7 +135,7 @@ func TestAllocatableAlwaysFitsPinnedProxies(t *testing.T) {
 		newSummary().allocatable(rl("cpu", "100", "memory", "100Gi", "pods", "100")).obj(),
 	}
 	for i, s := range summaries {
-		alloc := Allocatable(s, "source-1", AddResources(bound, pinned))
+		alloc := Allocatable(s, AddResources(bound, pinned))
 		for name, need := range pinned {
 			free := alloc[name].DeepCopy()
 			free.Sub(bound[name])
@@ -267,5 +270,25 @@ func TestProxyRequests(t *testing.T) {
 				t.Errorf("ProxyRequests (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Once every proxy is bound and the summary is current, the scheduler's view
+// of the node (allocatable minus the bound proxies) is exactly what the
+// target can still run: this source's own delegates are never counted as
+// free room.
+func TestAllocatableMinusBoundProxiesIsTheTruth(t *testing.T) {
+	delegates := rl("cpu", "4", "memory", "4Gi", "pods", "2")
+	s := newSummary().
+		allocatable(rl("cpu", "10", "memory", "16Gi", "pods", "20")).
+		requested(rl("cpu", "5", "memory", "6Gi", "pods", "3")). // 4 cpu of it are our delegates
+		bySource("source-1", delegates).obj()
+	alloc := Allocatable(s, delegates)
+	for name, want := range map[corev1.ResourceName]string{"cpu": "5", "memory": "10Gi", "pods": "17"} {
+		free := alloc[name].DeepCopy()
+		free.Sub(delegates[name])
+		if free.Cmp(resource.MustParse(want)) != 0 {
+			t.Errorf("%s the scheduler sees free = %s, the target has %s free", name, free.String(), want)
+		}
 	}
 }
