@@ -35,6 +35,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&dir, "dir", ".sandbox", "folder that holds the sandbox: kubeconfigs, sandbox.json, data and logs")
 
 	opts := sandbox.Options{Out: os.Stdout}
+	withFleetlet := true
 	addUpFlags := func(cmd *cobra.Command) {
 		f := cmd.Flags()
 		f.IntVar(&opts.Clusters, "clusters", sandbox.DefaultClusters, "number of clusters (cluster-1 … cluster-N)")
@@ -47,6 +48,7 @@ func newRootCommand() *cobra.Command {
 		f.DurationVar(&opts.NodeMonitorGracePeriod, "node-monitor-grace-period", sandbox.DefaultNodeMonitorGracePeriod, "how long a node may miss heartbeats before it is marked Unknown")
 		f.DurationVar(&opts.CompleteAfter, "complete-after", sandbox.DefaultCompleteAfter, "how long a pod with restartPolicy Never or OnFailure runs before it succeeds (per pod: annotation "+sandbox.AnnotationCompleteAfter+")")
 		f.DurationVar(&opts.ReadyTimeout, "ready-timeout", sandbox.DefaultReadyTimeout, "how long one cluster may take to become ready")
+		f.BoolVar(&withFleetlet, "fleetlet", true, "run fleetlet in every cluster and connect them ("+sandbox.SourceCluster+" the source, every cluster a target); false starts bare clusters")
 	}
 
 	up := &cobra.Command{
@@ -55,6 +57,7 @@ func newRootCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Dir = dir
+			opts.NoFleetlet = !withFleetlet
 			s, err := sandbox.Up(cmd.Context(), opts)
 			if err != nil {
 				return err
@@ -78,31 +81,40 @@ func newRootCommand() *cobra.Command {
 		},
 	}
 
+	var only string
 	stopCmd := &cobra.Command{
 		Use:   "stop cluster-<i>",
-		Short: "Take one cluster's control plane down, keeping its data (an outage)",
+		Short: "Take one cluster's control plane down, keeping its data (an outage); --only stops one component",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := sandbox.Load(dir, sandbox.Options{Out: os.Stdout})
 			if err != nil {
 				return err
+			}
+			if only != "" {
+				return s.StopComponent(cmd.Context(), args[0], only)
 			}
 			return s.Stop(cmd.Context(), args[0])
 		},
 	}
+	stopCmd.Flags().StringVar(&only, "only", "", "stop only this component, for example "+sandbox.ComponentManager)
 
 	start := &cobra.Command{
 		Use:   "start cluster-<i>",
-		Short: "Bring a stopped cluster back with its data",
+		Short: "Bring a stopped cluster (or, with --only, one component) back with its data",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := sandbox.Load(dir, sandbox.Options{Out: os.Stdout})
 			if err != nil {
 				return err
 			}
+			if only != "" {
+				return s.StartComponent(cmd.Context(), args[0], only)
+			}
 			return s.Start(cmd.Context(), args[0])
 		},
 	}
+	start.Flags().StringVar(&only, "only", "", "start only this component, for example "+sandbox.ComponentManager)
 
 	env := &cobra.Command{
 		Use:   "env [cluster-<i>]",
@@ -138,6 +150,7 @@ func newRootCommand() *cobra.Command {
 			}
 			if s == nil {
 				opts.Dir = dir
+				opts.NoFleetlet = !withFleetlet
 				if s, err = sandbox.Up(cmd.Context(), opts); err != nil {
 					return err
 				}
@@ -185,4 +198,3 @@ All contexts:    KUBECONFIG=%[2]s/%[3]s kubectl --context cluster-2 get pods -A
 Stop it all:     %[1]s down --dir %[2]s
 `, self, s.Dir(), sandbox.MergedKubeconfig)
 }
-

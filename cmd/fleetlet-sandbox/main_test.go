@@ -39,7 +39,7 @@ func TestCommandLine(t *testing.T) {
 		}
 	})
 
-	out := run("up", "--clusters", "1", "--nodes", "1")
+	out := run("up", "--clusters", "1", "--nodes", "1", "--fleetlet=false")
 	if !strings.Contains(out, "cluster-1 ready in") || !strings.Contains(out, "down --dir") {
 		t.Errorf("up printed no timing or no way to stop it:\n%s", out)
 	}

@@ -158,7 +158,9 @@ leaderElection:
 // component is one program of a cluster's control plane.
 type component struct {
 	name string
-	args func(o Options, c *ClusterState) []string
+	// binary is the program in BinDir; empty means name.
+	binary string
+	args   func(o Options, c *ClusterState) []string
 	// ready returns nil once the component serves; nil means it is ready as
 	// soon as it runs.
 	ready func(ctx context.Context, c *ClusterState) error

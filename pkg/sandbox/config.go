@@ -41,6 +41,8 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// StopGracePeriod is how long a process gets after SIGTERM before SIGKILL.
 	StopGracePeriod time.Duration
+	// NoFleetlet starts bare clusters: no fleetlet manager, no targets.
+	NoFleetlet bool
 	// DieWithParent makes every started process die with the process that
 	// started it. Tests set it; the command-line tool does not.
 	DieWithParent bool
@@ -139,7 +141,11 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %w", q.name, err))
 		}
 	}
-	for _, b := range requiredBinaries {
+	bins := requiredBinaries
+	if !o.NoFleetlet {
+		bins = append(bins[:len(bins):len(bins)], binFleetlet)
+	}
+	for _, b := range bins {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
 			errs = append(errs, fmt.Errorf("binary %s not found in %s (run `make build`): %w", b, o.BinDir, err))
 		}

@@ -27,8 +27,9 @@ func freePorts(n int) ([]int, error) {
 }
 
 // portsPerCluster is how many ports one cluster needs (the fields of Ports).
-const portsPerCluster = 5
+const portsPerCluster = 8
 
 func portsFrom(p []int) Ports {
-	return Ports{EtcdClient: p[0], EtcdPeer: p[1], APIServer: p[2], ControllerManager: p[3], Scheduler: p[4]}
+	return Ports{EtcdClient: p[0], EtcdPeer: p[1], APIServer: p[2], ControllerManager: p[3], Scheduler: p[4],
+		FleetletMetrics: p[5], FleetletHealth: p[6], FleetletKubelet: p[7]}
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -110,7 +111,11 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 		c := &state.Clusters[i]
 		g.Go(func() error { return s.startCluster(gctx, c) })
 	}
-	if err := g.Wait(); err != nil {
+	err = g.Wait()
+	if err == nil && !o.NoFleetlet {
+		err = s.connectClusters(ctx)
+	}
+	if err != nil {
 		fmt.Fprintf(o.Out, "Starting the sandbox failed; stopping what was started\n")
 		if stopErr := s.stopAll(); stopErr != nil {
 			err = errors.Join(err, stopErr)
@@ -312,12 +317,7 @@ func (s *Sandbox) stopCluster(c *ClusterState) error {
 			left = append([]Process{p}, left...)
 			continue
 		}
-		s.mu.Lock()
-		if r := s.procs[p.PID]; r != nil {
-			<-r.done // reaped: no zombie is left behind
-			delete(s.procs, p.PID)
-		}
-		s.mu.Unlock()
+		s.reap(p.PID)
 	}
 	s.mu.Lock()
 	c.Processes = left
@@ -379,15 +379,138 @@ func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState) error {
 	}); err != nil {
 		return err
 	}
+	if !s.opts.NoFleetlet {
+		if err := s.installFleetlet(ctx, c); err != nil {
+			return fmt.Errorf("%s: %w", c.Name, err)
+		}
+		if err := s.startComponent(ctx, c, fleetletComponent, started); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(s.opts.Out, "%s ready in %s (%s, %d nodes)\n", c.Name, time.Since(start).Round(100*time.Millisecond), c.APIServerURL, s.opts.Nodes)
 	return nil
+}
+
+// startComponent launches one component and waits until it is ready.
+func (s *Sandbox) startComponent(ctx context.Context, c *ClusterState, comp component, watch []*running) error {
+	r, err := s.launch(c, comp)
+	if err != nil {
+		return err
+	}
+	if comp.ready == nil {
+		return nil
+	}
+	return s.waitFor(ctx, c, comp.name+" to be ready", append(watch, r), func(ctx context.Context) error { return comp.ready(ctx, c) })
+}
+
+// StopComponent stops one component of a cluster (for example
+// ComponentManager, to simulate a fleetlet outage) and leaves the rest
+// running. StartComponent brings it back.
+func (s *Sandbox) StopComponent(ctx context.Context, cluster, name string) error {
+	unlock, err := lockDir(s.opts.Dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.mu.Lock()
+	c, err := s.state.Cluster(cluster)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if _, err := componentNamed(name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	var keep []Process
+	var stop []Process
+	for _, p := range c.Processes {
+		if p.Component == name {
+			stop = append(stop, p)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, p := range stop {
+		if err := stopProcess(p, s.opts.StopGracePeriod); err != nil {
+			errs = append(errs, err)
+			keep = append(keep, p)
+			continue
+		}
+		s.reap(p.PID)
+	}
+	s.mu.Lock()
+	c.Processes = keep
+	errs = append(errs, s.state.save())
+	s.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.opts.Out, "%s: %s stopped\n", cluster, name)
+	return nil
+}
+
+// StartComponent starts one component of a running cluster again.
+func (s *Sandbox) StartComponent(ctx context.Context, cluster, name string) error {
+	unlock, err := lockDir(s.opts.Dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	comp, err := componentNamed(name)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	c, err := s.state.Cluster(cluster)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	for _, p := range c.Processes {
+		if p.Component == name && p.Alive() {
+			return fmt.Errorf("%s: %s is running (pid %d)", cluster, name, p.PID)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.ReadyTimeout)
+	defer cancel()
+	if err := s.startComponent(ctx, c, comp, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.opts.Out, "%s: %s started\n", cluster, name)
+	return nil
+}
+
+func componentNamed(name string) (component, error) {
+	all := append(components[:len(components):len(components)], fleetletComponent)
+	var names []string
+	for _, c := range all {
+		if c.name == name {
+			return c, nil
+		}
+		names = append(names, c.name)
+	}
+	return component{}, fmt.Errorf("no component %q (components: %v)", name, names)
+}
+
+// reap waits for a process this program started, so no zombie is left.
+func (s *Sandbox) reap(pid int) {
+	s.mu.Lock()
+	r := s.procs[pid]
+	delete(s.procs, pid)
+	s.mu.Unlock()
+	if r != nil {
+		<-r.done
+	}
 }
 
 // launch starts one component and records it.
 func (s *Sandbox) launch(c *ClusterState, comp component) (*running, error) {
 	r, err := startProcess(processSpec{
 		component:     comp.name,
-		binary:        filepath.Join(s.opts.BinDir, comp.name),
+		binary:        filepath.Join(s.opts.BinDir, cmp.Or(comp.binary, comp.name)),
 		args:          comp.args(s.opts, c),
 		log:           c.logFile(comp.name),
 		dieWithParent: s.opts.DieWithParent,
@@ -425,6 +548,9 @@ func (s *Sandbox) waitFor(ctx context.Context, c *ClusterState, what string, wat
 		}
 		select {
 		case <-ctx.Done():
+			if len(watch) == 0 {
+				return fmt.Errorf("%s: timed out waiting for %s: %v", c.Name, what, last)
+			}
 			r := watch[len(watch)-1]
 			return fmt.Errorf("%s: timed out waiting for %s: %v; last lines of %s:\n%s",
 				c.Name, what, last, r.Log, tailFile(r.Log, 20))

@@ -31,7 +31,7 @@ func TestSandboxClustersRunWorkloadsAndSurviveRestart(t *testing.T) {
 
 	s, err := sandbox.Up(ctx, sandbox.Options{
 		Dir: t.TempDir(), BinDir: bin, Clusters: 2, Nodes: 3,
-		CompleteAfter: 2 * time.Second, DieWithParent: true, Out: testWriter{t},
+		CompleteAfter: 2 * time.Second, DieWithParent: true, Out: testWriter{t}, NoFleetlet: true,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ import (
 func fakeBinDir(t *testing.T, body string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, b := range requiredBinaries {
+	for _, b := range append(requiredBinaries, binFleetlet) {
 		if err := os.WriteFile(filepath.Join(dir, b), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,8 @@ func TestFreePortsAreDistinctAndFree(t *testing.T) {
 		l.Close()
 	}
 	got := portsFrom(ports[:portsPerCluster])
-	want := Ports{EtcdClient: ports[0], EtcdPeer: ports[1], APIServer: ports[2], ControllerManager: ports[3], Scheduler: ports[4]}
+	want := Ports{EtcdClient: ports[0], EtcdPeer: ports[1], APIServer: ports[2], ControllerManager: ports[3], Scheduler: ports[4],
+		FleetletMetrics: ports[5], FleetletHealth: ports[6], FleetletKubelet: ports[7]}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("portsFrom (-want,+got):\n%s", diff)
 	}

@@ -41,6 +41,7 @@ type Settings struct {
 	TolerationSeconds      int    `json:"tolerationSeconds"`
 	NodeMonitorGracePeriod string `json:"nodeMonitorGracePeriod"`
 	CompleteAfter          string `json:"completeAfter"`
+	NoFleetlet             bool   `json:"noFleetlet,omitempty"`
 }
 
 // ClusterState describes one cluster of the sandbox.
@@ -73,6 +74,11 @@ type Ports struct {
 	APIServer         int `json:"apiServer"`
 	ControllerManager int `json:"controllerManager"`
 	Scheduler         int `json:"scheduler"`
+	// FleetletMetrics, FleetletHealth and FleetletKubelet are the ports of
+	// the cluster's fleetlet manager.
+	FleetletMetrics int `json:"fleetletMetrics"`
+	FleetletHealth  int `json:"fleetletHealth"`
+	FleetletKubelet int `json:"fleetletKubelet"`
 }
 
 // Cluster returns the named cluster.
@@ -108,6 +114,7 @@ func settingsFrom(o Options) Settings {
 		TolerationSeconds:      o.TolerationSeconds,
 		NodeMonitorGracePeriod: o.NodeMonitorGracePeriod.String(),
 		CompleteAfter:          o.CompleteAfter.String(),
+		NoFleetlet:             o.NoFleetlet,
 	}
 }
 
@@ -120,6 +127,7 @@ func (s *State) options(base Options) (Options, error) {
 	o.Nodes = s.Settings.Nodes
 	o.NodeCPU, o.NodeMemory, o.NodePods = s.Settings.NodeCPU, s.Settings.NodeMemory, s.Settings.NodePods
 	o.TolerationSeconds = s.Settings.TolerationSeconds
+	o.NoFleetlet = s.Settings.NoFleetlet
 	var err error
 	if o.NodeMonitorGracePeriod, err = time.ParseDuration(s.Settings.NodeMonitorGracePeriod); err != nil {
 		return o, fmt.Errorf("%s: nodeMonitorGracePeriod: %w", StateFile, err)

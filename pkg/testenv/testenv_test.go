@@ -53,4 +53,3 @@ func TestFindBinariesNamesWhatIsMissing(t *testing.T) {
 		}
 	}
 }
-

@@ -1,0 +1,34 @@
+// Command fleetlet is fleetlet's one binary: `fleetlet manager` runs in every
+// cluster (source and target side controllers, the proxy-pod webhook and the
+// virtual nodes); later subcommands add the candidate scheduler and cleanup.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+func main() {
+	if err := newRootCommand().ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "fleetlet",
+		Short:         "fleetlet runs pods of one Kubernetes cluster in others, each target cluster a virtual node",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newManagerCommand())
+	return root
+}
+
+// runContext is what subcommands run with; a variable so tests can stop them.
+var runContext = func(cmd *cobra.Command) context.Context { return cmd.Context() }

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/vnode"
+)
+
+// managerOptions are the flags of `fleetlet manager`. Every timeout is one.
+type managerOptions struct {
+	kubeconfig  string
+	clusterName string
+	namespace   string
+
+	leaderElect                 bool
+	leaderElectionID            string
+	leaderElectionNamespace     string
+	leaderElectionLeaseDuration time.Duration
+	leaderElectionRenewDeadline time.Duration
+	leaderElectionRetryPeriod   time.Duration
+
+	metricsAddr string
+	probeAddr   string
+
+	targetProbeInterval time.Duration
+	targetProbeTimeout  time.Duration
+	targetProbeBackoff  time.Duration
+	heartbeatDuration   time.Duration
+
+	nodeLeaseDuration  time.Duration
+	nodeStatusInterval time.Duration
+	kubeletPort        int
+	nodeAddress        string
+
+	gracefulShutdown time.Duration
+}
+
+func defaultManagerOptions() managerOptions {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "fleetlet-system"
+	}
+	addr := os.Getenv("POD_IP")
+	if addr == "" {
+		addr = "127.0.0.1"
+	}
+	return managerOptions{
+		namespace:                   ns,
+		leaderElect:                 true,
+		leaderElectionID:            "fleetlet-manager",
+		leaderElectionLeaseDuration: 15 * time.Second,
+		leaderElectionRenewDeadline: 10 * time.Second,
+		leaderElectionRetryPeriod:   2 * time.Second,
+		metricsAddr:                 ":8080",
+		probeAddr:                   ":8081",
+		targetProbeInterval:         target.DefaultProbeInterval,
+		targetProbeTimeout:          target.DefaultProbeTimeout,
+		targetProbeBackoff:          target.DefaultProbeBackoffInitial,
+		heartbeatDuration:           target.DefaultHeartbeatDuration,
+		nodeLeaseDuration:           vnode.DefaultLeaseDuration,
+		nodeStatusInterval:          vnode.DefaultStatusInterval,
+		kubeletPort:                 10250,
+		nodeAddress:                 addr,
+		gracefulShutdown:            30 * time.Second,
+	}
+}
+
+func newManagerCommand() *cobra.Command {
+	o := defaultManagerOptions()
+	cmd := &cobra.Command{
+		Use:   "manager",
+		Short: "Run fleetlet's controllers: target registry and virtual nodes (source side), cluster summary and sources (target side)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runManager(runContext(cmd), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster fleetlet runs in (default: in-cluster, else $KUBECONFIG)")
+	f.StringVar(&o.clusterName, "cluster-name", "", "this cluster's name as its targets know it: the name of its Source there and the parent-cluster label on what it creates (required)")
+	f.StringVar(&o.namespace, "namespace", o.namespace, "namespace fleetlet runs in (default $POD_NAMESPACE, else fleetlet-system)")
+	f.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "elect a leader among replicas; only the leader runs controllers")
+	f.StringVar(&o.leaderElectionID, "leader-election-id", o.leaderElectionID, "name of the leader election Lease")
+	f.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default --namespace)")
+	f.DurationVar(&o.leaderElectionLeaseDuration, "leader-election-lease-duration", o.leaderElectionLeaseDuration, "how long non-leaders wait before taking over a lease that is not renewed")
+	f.DurationVar(&o.leaderElectionRenewDeadline, "leader-election-renew-deadline", o.leaderElectionRenewDeadline, "how long the leader retries renewing before it gives up leadership")
+	f.DurationVar(&o.leaderElectionRetryPeriod, "leader-election-retry-period", o.leaderElectionRetryPeriod, "how often leader election is tried")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, "address of the Prometheus metrics endpoint; 0 disables it")
+	f.StringVar(&o.probeAddr, "health-probe-bind-address", o.probeAddr, "address of the /healthz and /readyz endpoints; 0 disables them")
+	f.DurationVar(&o.targetProbeInterval, "target-probe-interval", o.targetProbeInterval, "how often a healthy target is probed (and the source's heartbeat Lease there renewed)")
+	f.DurationVar(&o.targetProbeTimeout, "target-probe-timeout", o.targetProbeTimeout, "how long one probe of a target may take")
+	f.DurationVar(&o.targetProbeBackoff, "target-probe-backoff", o.targetProbeBackoff, "first retry delay after a failed probe; it doubles up to --target-probe-interval")
+	f.DurationVar(&o.heartbeatDuration, "source-heartbeat-duration", o.heartbeatDuration, "duration of the heartbeat Lease this source renews in each target")
+	f.DurationVar(&o.nodeLeaseDuration, "node-lease-duration", o.nodeLeaseDuration, "duration of the virtual nodes' Leases in kube-node-lease")
+	f.DurationVar(&o.nodeStatusInterval, "node-status-interval", o.nodeStatusInterval, "how often the virtual nodes' status is refreshed when nothing changed")
+	f.IntVar(&o.kubeletPort, "kubelet-port", o.kubeletPort, "port the virtual nodes advertise for their kubelet API")
+	f.StringVar(&o.nodeAddress, "node-address", o.nodeAddress, "InternalIP the virtual nodes advertise (default $POD_IP, else 127.0.0.1)")
+	f.DurationVar(&o.gracefulShutdown, "graceful-shutdown-timeout", o.gracefulShutdown, "how long runnables get to stop")
+
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	f.AddGoFlagSet(fs)
+	return cmd
+}
+
+func (o *managerOptions) validate() error {
+	var errs []error
+	if o.clusterName == "" {
+		errs = append(errs, errors.New("--cluster-name is required"))
+	}
+	if o.namespace == "" {
+		errs = append(errs, errors.New("--namespace must not be empty"))
+	}
+	if o.leaderElectionRenewDeadline >= o.leaderElectionLeaseDuration {
+		errs = append(errs, fmt.Errorf("--leader-election-renew-deadline (%s) must be shorter than --leader-election-lease-duration (%s)", o.leaderElectionRenewDeadline, o.leaderElectionLeaseDuration))
+	}
+	if o.kubeletPort < 0 || o.kubeletPort > 65535 {
+		errs = append(errs, fmt.Errorf("--kubelet-port %d is not a port", o.kubeletPort))
+	}
+	return errors.Join(errs...)
+}
+
+// newScheme registers every type the manager reads or writes.
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return ctrl.GetConfig()
+}
+
+func runManager(ctx context.Context, o managerOptions) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	ctrl.SetLogger(textlogger.NewLogger(textlogger.NewConfig()))
+	log := ctrl.Log.WithName("setup")
+
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading the cluster configuration: %w", err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	cfg.UserAgent = "fleetlet-manager"
+
+	leNamespace := o.leaderElectionNamespace
+	if leNamespace == "" {
+		leNamespace = o.namespace
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        newScheme(),
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       leNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.leaderElectionLeaseDuration,
+		RenewDeadline:                 &o.leaderElectionRenewDeadline,
+		RetryPeriod:                   &o.leaderElectionRetryPeriod,
+		GracefulShutdownTimeout:       &o.gracefulShutdown,
+		Client: client.Options{Cache: &client.CacheOptions{
+			// Secrets are read when needed, never cached with their data.
+			DisableFor: []client.Object{&corev1.Secret{}},
+		}},
+		Cache: cache.Options{},
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := setupProbes(mgr); err != nil {
+		return err
+	}
+	if err := setupSourceSide(ctx, mgr, o); err != nil {
+		return err
+	}
+	if err := setupTargetSide(ctx, mgr, o); err != nil {
+		return err
+	}
+	log.Info("Starting the manager", "cluster", o.clusterName, "namespace", o.namespace, "leaderElection", o.leaderElect)
+	return mgr.Start(ctx)
+}
+
+func setupProbes(mgr ctrl.Manager) error {
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the ready check: %w", err)
+	}
+	return nil
+}
+
+// setupSourceSide wires the target registry and the virtual nodes.
+func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions) error {
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	nodes, err := vnode.NewController(vnode.Config{
+		Client:         cs,
+		LeaseDuration:  o.nodeLeaseDuration,
+		StatusInterval: o.nodeStatusInterval,
+		KubeletPort:    int32(o.kubeletPort),
+		NodeAddress:    o.nodeAddress,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the virtual node controller: %w", err)
+	}
+	if err := mgr.Add(manager.RunnableFunc(nodes.Run)); err != nil {
+		return err
+	}
+	reg, err := target.New(target.Options{
+		SourceName:          o.clusterName,
+		ProbeInterval:       o.targetProbeInterval,
+		ProbeTimeout:        o.targetProbeTimeout,
+		ProbeBackoffInitial: o.targetProbeBackoff,
+		HeartbeatDuration:   o.heartbeatDuration,
+	}, nodes)
+	if err != nil {
+		return err
+	}
+	if err := reg.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the target registry: %w", err)
+	}
+	return nil
+}

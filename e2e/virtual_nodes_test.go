@@ -1,0 +1,298 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/sandbox"
+)
+
+// virtualNode returns the virtual node of a sandbox target in cluster-1.
+func virtualNode(t *testing.T, ctx context.Context, name string) (*corev1.Node, error) {
+	t.Helper()
+	return kube(t, sandbox.SourceCluster).CoreV1().Nodes().Get(ctx, "fleetlet-"+name, metav1.GetOptions{})
+}
+
+func readyCondition(n *corev1.Node) corev1.NodeCondition {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c
+		}
+	}
+	return corev1.NodeCondition{}
+}
+
+// freeCPU is what a target can still run, as its own nodes and pods say,
+// computed independently of fleetlet: the allocatable cpu of its
+// schedulable nodes minus the requests of its unfinished pods.
+func freeCPU(t *testing.T, ctx context.Context, cluster string) resource.Quantity {
+	t.Helper()
+	cs := kube(t, cluster)
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := resource.Quantity{}
+	for _, n := range nodes.Items {
+		free.Add(*n.Status.Allocatable.Cpu())
+	}
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			free.Sub(*c.Resources.Requests.Cpu())
+		}
+	}
+	return free
+}
+
+// A user connects clusters and sees one honest node per target in the
+// source: Ready, labelled with the target's shared labels, tainted so that
+// only proxies land there, with the cpu the target can still run.
+func TestVirtualNodesTellTheTruth(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	for _, c := range sb.ClusterNames() {
+		var n *corev1.Node
+		eventually(t, time.Minute, "virtual node of "+c+" Ready", func(ctx context.Context) (bool, string) {
+			var err error
+			n, err = virtualNode(t, ctx, c)
+			if err != nil {
+				return false, err.Error()
+			}
+			r := readyCondition(n)
+			return r.Status == corev1.ConditionTrue, fmt.Sprintf("%+v", r)
+		})
+		for k, want := range map[string]string{
+			"type":                   "virtual-kubelet",
+			"kubernetes.io/role":     "cluster",
+			"kubernetes.io/hostname": n.Name,
+			v1alpha1.LabelCluster:    c,
+			v1alpha1.TargetLabelPrefix + "topology.kubernetes.io.region": c,
+		} {
+			if got := n.Labels[k]; got != want {
+				t.Errorf("%s: label %s = %q, want %q", n.Name, k, got, want)
+			}
+		}
+		if _, ok := n.Labels[v1alpha1.TargetLabelPrefix+"topology.kubernetes.io.zone"]; ok {
+			t.Errorf("%s: the zone label is not shared by every node of %s but was copied", n.Name, c)
+		}
+		tainted := false
+		for _, taint := range n.Spec.Taints {
+			tainted = tainted || taint == v1alpha1.VirtualNodeTaint()
+		}
+		if !tainted {
+			t.Errorf("%s: taints %v lack %v", n.Name, n.Spec.Taints, v1alpha1.VirtualNodeTaint())
+		}
+		want := freeCPU(t, ctx, c)
+		eventually(t, 30*time.Second, n.Name+" cpu = what "+c+" can still run", func(ctx context.Context) (bool, string) {
+			n, err := virtualNode(t, ctx, c)
+			if err != nil {
+				return false, err.Error()
+			}
+			got := n.Status.Allocatable.Cpu()
+			return got.Cmp(want) == 0, fmt.Sprintf("allocatable cpu %s, want %s", got, &want)
+		})
+	}
+
+	// Load in a target shows on its virtual node.
+	cs := kube(t, "cluster-2")
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "load-", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5")}}}},
+		},
+	}
+	pod, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Pods("default").Delete(context.Background(), pod.Name, metav1.DeleteOptions{}) })
+	eventually(t, time.Minute, "the load pod to be bound", func(ctx context.Context) (bool, string) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		return err == nil && p.Spec.NodeName != "", "unbound"
+	})
+	want := freeCPU(t, ctx, "cluster-2")
+	took := eventually(t, time.Minute, "fleetlet-cluster-2 to shrink by the load", func(ctx context.Context) (bool, string) {
+		n, err := virtualNode(t, ctx, "cluster-2")
+		if err != nil {
+			return false, err.Error()
+		}
+		got := n.Status.Allocatable.Cpu()
+		return got.Cmp(want) == 0, fmt.Sprintf("allocatable cpu %s, want %s", got, &want)
+	})
+	t.Logf("a 5-cpu pod in cluster-2 showed on its virtual node after %s", took.Round(100*time.Millisecond))
+}
+
+// An unreachable target turns its node Ready=False with the reason while the
+// node's lease keeps being renewed: a cluster failure, not a fleetlet one.
+// When it is back the node is Ready again.
+func TestTargetOutageShowsOnItsNode(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	eventually(t, time.Minute, "fleetlet-cluster-3 Ready", func(ctx context.Context) (bool, string) {
+		n, err := virtualNode(t, ctx, "cluster-3")
+		return err == nil && readyCondition(n).Status == corev1.ConditionTrue, "not ready"
+	})
+	stopped := time.Now()
+	if err := sb.Stop(ctx, "cluster-3"); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = sb.Start(context.Background(), "cluster-3")
+		}
+	})
+	var cond corev1.NodeCondition
+	eventually(t, time.Minute, "fleetlet-cluster-3 Ready=False", func(ctx context.Context) (bool, string) {
+		n, err := virtualNode(t, ctx, "cluster-3")
+		if err != nil {
+			return false, err.Error()
+		}
+		cond = readyCondition(n)
+		return cond.Status == corev1.ConditionFalse, fmt.Sprintf("%+v", cond)
+	})
+	t.Logf("fleetlet-cluster-3 Ready=False %s after cluster-3 began to stop: %s: %s", time.Since(stopped).Round(100*time.Millisecond), cond.Reason, cond.Message)
+	if cond.Reason != v1alpha1.ReasonUnreachable {
+		t.Errorf("reason = %q, want %q", cond.Reason, v1alpha1.ReasonUnreachable)
+	}
+	var lease coordinationv1.Lease
+	leases := ctrlClient(t, sandbox.SourceCluster)
+	key := client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: "fleetlet-cluster-3"}
+	if err := leases.Get(ctx, key, &lease); err != nil {
+		t.Fatal(err)
+	}
+	first := lease.Spec.RenewTime.Time
+	eventually(t, time.Minute, "the node lease to be renewed while the target is down", func(ctx context.Context) (bool, string) {
+		var l coordinationv1.Lease
+		if err := leases.Get(ctx, key, &l); err != nil {
+			return false, err.Error()
+		}
+		return l.Spec.RenewTime.After(first), "renewTime " + l.Spec.RenewTime.String()
+	})
+	var target v1alpha1.ClusterTarget
+	if err := leases.Get(ctx, client.ObjectKey{Name: "cluster-3"}, &target); err != nil {
+		t.Fatal(err)
+	}
+	if c := findCondition(target.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonUnreachable {
+		t.Errorf("ClusterTarget cluster-3 Ready condition = %+v", c)
+	}
+
+	back := time.Now()
+	if err := sb.Start(ctx, "cluster-3"); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	eventually(t, time.Minute, "fleetlet-cluster-3 Ready again", func(ctx context.Context) (bool, string) {
+		n, err := virtualNode(t, ctx, "cluster-3")
+		if err != nil {
+			return false, err.Error()
+		}
+		c := readyCondition(n)
+		return c.Status == corev1.ConditionTrue, fmt.Sprintf("%+v", c)
+	})
+	t.Logf("fleetlet-cluster-3 Ready %s after cluster-3 began to start (its control plane takes most of it)", time.Since(back).Round(100*time.Millisecond))
+}
+
+// A fleetlet outage is not a cluster failure: the leases lapse and the node
+// lifecycle controller marks the nodes Unknown; nothing else. When the
+// manager returns, the nodes are Ready again.
+func TestManagerOutageLetsLeasesLapse(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	stopped := time.Now()
+	if err := sb.StopComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = sb.StartComponent(context.Background(), sandbox.SourceCluster, sandbox.ComponentManager)
+		}
+	})
+	for _, c := range sb.ClusterNames() {
+		eventually(t, 2*time.Minute, "fleetlet-"+c+" Unknown", func(ctx context.Context) (bool, string) {
+			n, err := virtualNode(t, ctx, c)
+			if err != nil {
+				return false, err.Error()
+			}
+			r := readyCondition(n)
+			return r.Status == corev1.ConditionUnknown, fmt.Sprintf("%+v", r)
+		})
+	}
+	t.Logf("every virtual node Unknown %s after the manager stopped", time.Since(stopped).Round(100*time.Millisecond))
+	back := time.Now()
+	if err := sb.StartComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	defer func() {
+		t.Logf("every virtual node Ready %s after the manager was restarted", time.Since(back).Round(100*time.Millisecond))
+	}()
+	for _, c := range sb.ClusterNames() {
+		eventually(t, 2*time.Minute, "fleetlet-"+c+" Ready after the manager is back", func(ctx context.Context) (bool, string) {
+			n, err := virtualNode(t, ctx, c)
+			if err != nil {
+				return false, err.Error()
+			}
+			r := readyCondition(n)
+			return r.Status == corev1.ConditionTrue, fmt.Sprintf("%+v", r)
+		})
+	}
+}
+
+// `kubectl fleetlet connect` between two sandbox clusters gives a Ready
+// target and its node; disconnect deletes the target, and its node goes.
+func TestConnectAndDisconnect(t *testing.T) {
+	need(t)
+	plugin := filepath.Join(sb.BinDir(), "kubectl-fleetlet")
+	kubeconfig := filepath.Join(sb.Dir(), sandbox.MergedKubeconfig)
+	args := []string{"--kubeconfig", kubeconfig, "--source-context", "cluster-2", "--target-context", "cluster-3"}
+	if out, err := runCmd(plugin, append([]string{"connect"}, args...)...); err != nil {
+		t.Fatalf("kubectl fleetlet connect: %v\n%s", err, out)
+	}
+	src := kube(t, "cluster-2")
+	eventually(t, time.Minute, "node fleetlet-cluster-3 Ready in cluster-2", func(ctx context.Context) (bool, string) {
+		n, err := src.CoreV1().Nodes().Get(ctx, "fleetlet-cluster-3", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		r := readyCondition(n)
+		return r.Status == corev1.ConditionTrue, fmt.Sprintf("%+v", r)
+	})
+	out, err := runCmd(plugin, "status", "--kubeconfig", kubeconfig, "--context", "cluster-2")
+	if err != nil || !contains(out, "cluster-3") || !contains(out, "fleetlet-cluster-3") {
+		t.Errorf("kubectl fleetlet status: %v\n%s", err, out)
+	}
+	if out, err := runCmd(plugin, append([]string{"disconnect"}, args...)...); err != nil {
+		t.Fatalf("kubectl fleetlet disconnect: %v\n%s", err, out)
+	}
+	eventually(t, time.Minute, "node fleetlet-cluster-3 gone from cluster-2", func(ctx context.Context) (bool, string) {
+		_, err := src.CoreV1().Nodes().Get(ctx, "fleetlet-cluster-3", metav1.GetOptions{})
+		return err != nil, "still there"
+	})
+	var lease coordinationv1.Lease
+	err = ctrlClient(t, "cluster-2").Get(context.Background(), client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: "fleetlet-cluster-3"}, &lease)
+	if err == nil {
+		t.Error("the node lease of a disconnected target is still there")
+	}
+}

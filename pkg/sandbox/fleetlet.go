@@ -1,0 +1,173 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetlet/fleetlet/config"
+	"github.com/fleetlet/fleetlet/pkg/connect"
+	"github.com/fleetlet/fleetlet/pkg/vnode"
+)
+
+// fleetlet in the sandbox.
+const (
+	binFleetlet = "fleetlet"
+	// ComponentManager is the process name of a cluster's fleetlet manager.
+	ComponentManager = "fleetlet-manager"
+	// FleetletNamespace is where fleetlet runs in every sandbox cluster.
+	FleetletNamespace = "fleetlet-system"
+	// SourceCluster is the cluster users create proxy pods in; every cluster,
+	// itself included, is its target.
+	SourceCluster = "cluster-1"
+)
+
+// fleetletComponent runs `fleetlet manager` as a local process with the
+// cluster's administrator kubeconfig.
+var fleetletComponent = component{
+	name:   ComponentManager,
+	binary: binFleetlet,
+	args: func(_ Options, c *ClusterState) []string {
+		return []string{
+			"manager",
+			"--kubeconfig=" + c.Kubeconfig,
+			"--cluster-name=" + c.Name,
+			"--namespace=" + FleetletNamespace,
+			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(c.Ports.FleetletMetrics),
+			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(c.Ports.FleetletHealth),
+			"--kubelet-port=" + strconv.Itoa(c.Ports.FleetletKubelet),
+			"--node-address=127.0.0.1",
+			// Outages show within seconds in the sandbox.
+			"--target-probe-interval=3s",
+			"--target-probe-timeout=2s",
+			"--source-heartbeat-duration=15s",
+		}
+	},
+	ready: func(ctx context.Context, c *ClusterState) error {
+		return httpGetOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", c.Ports.FleetletHealth), "ok")
+	},
+}
+
+// installFleetlet applies fleetlet's CRDs and creates its namespace, as the
+// Helm chart does in a real cluster.
+func (s *Sandbox) installFleetlet(ctx context.Context, c *ClusterState) error {
+	cfg, err := s.RESTConfig(c.Name)
+	if err != nil {
+		return err
+	}
+	ext, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	crds, err := config.CRDs()
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		existing, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+		case err == nil:
+			crd.ResourceVersion = existing.ResourceVersion
+			_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
+		}
+	}
+	for _, crd := range crds {
+		if err := s.waitFor(ctx, c, "CRD "+crd.Name+" to be established", nil, func(ctx context.Context) error {
+			got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return nil
+				}
+			}
+			return fmt.Errorf("CRD %s not established", crd.Name)
+		}); err != nil {
+			return err
+		}
+	}
+	cs, err := s.Client(c.Name)
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: FleetletNamespace}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", FleetletNamespace, err)
+	}
+	return nil
+}
+
+// fleetletTimeout bounds how long connecting the clusters may take.
+const fleetletTimeout = 2 * time.Minute
+
+// connectClusters makes every cluster a target of SourceCluster, itself
+// included (self), as a user would with `kubectl fleetlet connect`, and waits
+// until every virtual node is Ready.
+func (s *Sandbox) connectClusters(ctx context.Context) error {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, fleetletTimeout)
+	defer cancel()
+	src, err := s.RESTConfig(SourceCluster)
+	if err != nil {
+		return err
+	}
+	names := s.ClusterNames()
+	for _, name := range names {
+		opts := connect.Options{
+			Source:            src,
+			SourceName:        SourceCluster,
+			TargetName:        name,
+			FleetletNamespace: FleetletNamespace,
+			SourceContext:     SourceCluster,
+			TargetContext:     name,
+			Timeout:           time.Minute,
+		}
+		if name == SourceCluster {
+			opts.Self = true
+		} else if opts.Target, err = s.RESTConfig(name); err != nil {
+			return err
+		}
+		if _, err := connect.Connect(ctx, opts); err != nil {
+			return fmt.Errorf("connecting %s to %s: %w", SourceCluster, name, err)
+		}
+	}
+	cs, err := s.Client(SourceCluster)
+	if err != nil {
+		return err
+	}
+	source, err := s.state.Cluster(SourceCluster)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		node := vnode.NodeName(vnode.TargetKey{Name: name})
+		if err := s.waitFor(ctx, source, "virtual node "+node+" to be Ready", nil, func(ctx context.Context) error {
+			n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if !NodeIsReady(n) {
+				return fmt.Errorf("node %s is not Ready: %v", node, n.Status.Conditions)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(s.opts.Out, "%s connected to %v in %s\n", SourceCluster, names, time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
