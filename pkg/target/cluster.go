@@ -169,10 +169,12 @@ func (c *Cluster) stop() {
 func (c *Cluster) probeLoop(ctx context.Context) {
 	backoff := c.opts.ProbeBackoffInitial
 	for {
+		start := c.clock.Now()
 		h, summary := c.probe(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		observeProbe(c.key, h, c.clock.Since(start).Seconds())
 		c.record(h, summary)
 		wait := c.opts.ProbeInterval
 		if !h.Ready {

@@ -511,4 +511,5 @@ func (r *Registry) removeCluster(key Key) {
 	if ok {
 		c.stop()
 	}
+	forgetTarget(key)
 }

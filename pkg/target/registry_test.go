@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
@@ -354,4 +355,40 @@ func poll(t *testing.T, what string, cond func(context.Context) bool) {
 	}); err != nil {
 		t.Fatalf("timed out waiting for %s", what)
 	}
+}
+
+func TestMetricsFollowTargets(t *testing.T) {
+	f := start(t)
+	ensureSummary(t, f.target)
+	f.putSecret(t, "m", kubeconfigFor(t, targetEnv.Config, "default"))
+	f.createTarget(t, "measured", "m")
+	f.waitReady(t, "measured", metav1.ConditionTrue, v1alpha1.ReasonConnected)
+	cluster := f.ns + "/measured"
+	poll(t, "fleetlet_target_ready=1", func(context.Context) bool { return gauge(t, "fleetlet_target_ready", cluster) == 1 })
+	if err := f.source.Delete(context.Background(), &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "measured"}}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the series of a deleted target to go", func(context.Context) bool { return gauge(t, "fleetlet_target_ready", cluster) == -1 })
+}
+
+// gauge reads a gauge of the registry for a cluster; -1 when absent.
+func gauge(t *testing.T, name, cluster string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "cluster" && l.GetValue() == cluster {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }

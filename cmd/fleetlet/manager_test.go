@@ -1,0 +1,60 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestManagerOptionsValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(*managerOptions)
+		wantErr string
+	}{
+		{name: "defaults with a cluster name", mutate: func(*managerOptions) {}},
+		{name: "no cluster name", mutate: func(o *managerOptions) { o.clusterName = "" }, wantErr: "--cluster-name is required"},
+		{name: "no namespace", mutate: func(o *managerOptions) { o.namespace = "" }, wantErr: "--namespace"},
+		{name: "renew deadline not below lease", mutate: func(o *managerOptions) { o.leaderElectionRenewDeadline = o.leaderElectionLeaseDuration }, wantErr: "renew-deadline"},
+		{name: "bad kubelet port", mutate: func(o *managerOptions) { o.kubeletPort = 70000 }, wantErr: "--kubelet-port"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := defaultManagerOptions()
+			o.clusterName = "cluster-1"
+			tc.mutate(&o)
+			err := o.validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("validate() = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("validate() = %v, want an error with %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// Every timeout is a flag a user can read in --help.
+func TestManagerFlagsExposeTimeouts(t *testing.T) {
+	cmd := newManagerCommand()
+	for _, name := range []string{
+		"leader-election-lease-duration", "leader-election-renew-deadline", "leader-election-retry-period",
+		"target-probe-interval", "target-probe-timeout", "target-probe-backoff", "source-heartbeat-duration",
+		"node-lease-duration", "node-status-interval", "graceful-shutdown-timeout",
+	} {
+		f := cmd.Flags().Lookup(name)
+		if f == nil {
+			t.Errorf("flag --%s missing", name)
+			continue
+		}
+		if _, err := time.ParseDuration(f.DefValue); err != nil {
+			t.Errorf("flag --%s default %q is not a duration", name, f.DefValue)
+		}
+	}
+	if err := cmd.Flags().Parse([]string{"--cluster-name=a", "--target-probe-interval=3s"}); err != nil {
+		t.Fatal(err)
+	}
+}

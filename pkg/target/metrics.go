@@ -1,0 +1,47 @@
+package target
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics of the target registry, served with controller-runtime's. The
+// cluster label is the Target's key (namespace/name, or the ClusterTarget's
+// name): bounded by the number of targets, deleted when a target goes.
+var (
+	targetReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fleetlet_target_ready",
+		Help: "Whether the target answered its last probe, accepted the credentials and runs fleetlet (1) or not (0).",
+	}, []string{"cluster"})
+	targetProbes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleetlet_target_probes_total",
+		Help: "Probes of each target by result (the Ready reason).",
+	}, []string{"cluster", "result"})
+	targetProbeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "fleetlet_target_probe_duration_seconds",
+		Help:    "How long probing a target took.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+	}, []string{"cluster"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(targetReady, targetProbes, targetProbeDuration)
+}
+
+func observeProbe(key Key, h Health, seconds float64) {
+	cluster := key.String()
+	ready := 0.0
+	if h.Ready {
+		ready = 1
+	}
+	targetReady.WithLabelValues(cluster).Set(ready)
+	targetProbes.WithLabelValues(cluster, h.Reason).Inc()
+	targetProbeDuration.WithLabelValues(cluster).Observe(seconds)
+}
+
+func forgetTarget(key Key) {
+	cluster := key.String()
+	targetReady.DeleteLabelValues(cluster)
+	targetProbeDuration.DeleteLabelValues(cluster)
+	targetProbes.DeletePartialMatch(prometheus.Labels{"cluster": cluster})
+}
