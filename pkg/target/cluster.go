@@ -13,11 +13,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
@@ -88,6 +92,12 @@ type Cluster struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	// chaperons caches this source's PodChaperons in the target (in the
+	// Target's namespace only, for a namespaced Target); synced tells
+	// whether it may be read.
+	chaperons cache.Cache
+	synced    func() bool
+
 	mu      sync.RWMutex
 	health  Health
 	summary *v1alpha1.ClusterSummaryStatus
@@ -120,7 +130,7 @@ func (c *Cluster) Summary() *v1alpha1.ClusterSummaryStatus {
 	return c.summary
 }
 
-func newCluster(key Key, conn connection, scheme *runtime.Scheme, opts *Options, clk clock.Clock, notify func(Key)) (*Cluster, error) {
+func newCluster(ctx context.Context, key Key, conn connection, scheme *runtime.Scheme, opts *Options, clk clock.Clock, notify func(Key)) (*Cluster, error) {
 	cfg := rest.CopyConfig(conn.config)
 	cfg.Timeout = opts.ProbeTimeout
 	cfg.UserAgent = "fleetlet/" + opts.SourceName
@@ -131,7 +141,7 @@ func newCluster(key Key, conn connection, scheme *runtime.Scheme, opts *Options,
 	if err != nil {
 		return nil, fmt.Errorf("building a client for %s %s: %w", key.Kind(), key, err)
 	}
-	return &Cluster{
+	c := &Cluster{
 		key:    key,
 		conn:   conn,
 		client: cl,
@@ -140,19 +150,91 @@ func newCluster(key Key, conn connection, scheme *runtime.Scheme, opts *Options,
 		notify: notify,
 		done:   make(chan struct{}),
 		health: Health{Reason: ReasonConnecting, Message: "connecting to the target"},
-	}, nil
+	}
+	if opts.OnChaperon != nil {
+		if err := c.newChaperonCache(ctx, cfg, scheme); err != nil {
+			return nil, fmt.Errorf("building the chaperon cache for %s %s: %w", key.Kind(), key, err)
+		}
+	}
+	return c, nil
+}
+
+// newChaperonCache watches this source's chaperons in the target and calls
+// Options.OnChaperon for every change.
+func (c *Cluster) newChaperonCache(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) error {
+	// A static mapping: building the cache must not need the target to
+	// answer discovery (it may be down when the Target is added).
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion})
+	mapper.Add(v1alpha1.GroupVersion.WithKind("PodChaperon"), meta.RESTScopeNamespace)
+	cacheOpts := cache.Options{
+		Scheme: scheme,
+		Mapper: mapper,
+		ByObject: map[client.Object]cache.ByObject{
+			&v1alpha1.PodChaperon{}: {Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelParentCluster: c.opts.SourceName})},
+		},
+	}
+	if c.key.Namespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{c.key.Namespace: {}}
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = 0 // watches are long
+	ch, err := cache.New(cfg, cacheOpts)
+	if err != nil {
+		return err
+	}
+	inf, err := ch.GetInformer(ctx, &v1alpha1.PodChaperon{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return err
+	}
+	handle := func(obj any) {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if pc, ok := obj.(*v1alpha1.PodChaperon); ok {
+			c.opts.OnChaperon(c.key, pc)
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    handle,
+		UpdateFunc: func(_, obj any) { handle(obj) },
+		DeleteFunc: handle,
+	}); err != nil {
+		return err
+	}
+	c.chaperons = ch
+	c.synced = inf.HasSynced
+	return nil
 }
 
 // ReasonConnecting is the Ready reason before the first probe has answered.
 const ReasonConnecting = "Connecting"
 
-// start runs the probe loop until stop.
+// start runs the probe loop and the chaperon cache until stop.
 func (c *Cluster) start(ctx context.Context) {
 	ctx, c.cancel = context.WithCancel(ctx)
+	cacheDone := make(chan struct{})
+	if c.chaperons != nil {
+		go func() {
+			defer close(cacheDone)
+			_ = c.chaperons.Start(ctx)
+		}()
+	} else {
+		close(cacheDone)
+	}
 	go func() {
 		defer close(c.done)
+		defer func() { <-cacheDone }()
 		c.probeLoop(ctx)
 	}()
+}
+
+// Chaperons reads this source's PodChaperons in the target: from the cache
+// once it has synced, else from the API server.
+func (c *Cluster) Chaperons() client.Reader {
+	if c.chaperons != nil && c.synced != nil && c.synced() {
+		return c.chaperons
+	}
+	return c.client
 }
 
 // stop ends the probe loop and waits for it.

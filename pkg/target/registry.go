@@ -63,6 +63,12 @@ type Options struct {
 	// HeartbeatDuration is the duration of the heartbeat Lease the source
 	// renews in each target (at every probe).
 	HeartbeatDuration time.Duration
+	// OnChaperon, when set, makes every target watch this source's
+	// PodChaperons and calls it (without blocking for long) on every change.
+	OnChaperon func(Key, *v1alpha1.PodChaperon)
+	// OnTargetChange, when set, is called after a target's state changed
+	// (health, summary, added or removed).
+	OnTargetChange func(Key)
 }
 
 // Defaults for Options.
@@ -330,6 +336,9 @@ func (r *Registry) reconcile(ctx context.Context, key Key) error {
 	obj, err := r.get(ctx, key)
 	if apierrors.IsNotFound(err) {
 		r.removeCluster(key)
+		if r.opts.OnTargetChange != nil {
+			defer r.opts.OnTargetChange(key)
+		}
 		log.V(2).Info("Removing the virtual node of a deleted target")
 		return r.nodes.Remove(ctx, vkey)
 	}
@@ -367,6 +376,9 @@ func (r *Registry) reconcile(ctx context.Context, key Key) error {
 	nodeName := vnode.NodeName(vkey)
 	if err := r.updateStatus(ctx, obj, health, nodeName); err != nil {
 		return err
+	}
+	if r.opts.OnTargetChange != nil {
+		defer r.opts.OnTargetChange(key)
 	}
 	r.nodes.Upsert(ctx, vnode.TargetState{
 		Key:                  vkey,
@@ -494,7 +506,7 @@ func (r *Registry) ensureCluster(key Key, conn connection) (*Cluster, error) {
 		c.stop()
 		delete(r.clusters, key)
 	}
-	c, err := newCluster(key, conn, r.scheme, &r.opts, r.clock, r.notify)
+	c, err := newCluster(r.ctx, key, conn, r.scheme, &r.opts, r.clock, r.notify)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,76 @@
+package elector
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+)
+
+func TestEligible(t *testing.T) {
+	proxyTolerations := []corev1.Toleration{
+		{Key: v1alpha1.TaintKeyProvider, Operator: corev1.TolerationOpEqual, Value: v1alpha1.TaintValueProvider, Effect: corev1.TaintEffectNoSchedule},
+		{Key: "node.kubernetes.io/unschedulable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+	}
+	proxy := func(annotations map[string]string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "team", Annotations: annotations}, Spec: corev1.PodSpec{Tolerations: proxyTolerations}}
+	}
+	node := func(mutate func(*corev1.Node)) *corev1.Node {
+		n := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: "fleetlet-cluster-3", Labels: map[string]string{
+				"target.multicluster.fleetlet.io/topology.kubernetes.io.region": "cluster-3",
+			}},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{v1alpha1.VirtualNodeTaint()}},
+		}
+		if mutate != nil {
+			mutate(n)
+		}
+		return n
+	}
+	tests := []struct {
+		name       string
+		pod        *corev1.Pod
+		view       TargetView
+		wantOK     bool
+		wantReason string
+	}{
+		{name: "ready, tolerated, no selector", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true, Node: node(nil)}, wantOK: true},
+		{name: "not ready", pod: proxy(nil), view: TargetView{Name: "cluster-3", Reason: "Unreachable", Node: node(nil)}, wantReason: "Unreachable"},
+		{name: "no node", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true}, wantReason: "no virtual node"},
+		{name: "cordoned", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true, Node: node(func(n *corev1.Node) { n.Spec.Unschedulable = true })}, wantReason: "cordoned"},
+		{name: "untolerated NoSchedule taint", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true, Node: node(func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "maintenance", Effect: corev1.TaintEffectNoSchedule})
+		})}, wantReason: "maintenance"},
+		{name: "PreferNoSchedule taint is no bar", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true, Node: node(func(n *corev1.Node) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule})
+		})}, wantOK: true},
+		{name: "selector matches", pod: proxy(map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region=cluster-3"}), view: TargetView{Name: "cluster-3", Ready: true, Node: node(nil)}, wantOK: true},
+		{name: "selector does not match", pod: proxy(map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region in (cluster-2)"}), view: TargetView{Name: "cluster-3", Ready: true, Node: node(nil)}, wantReason: "cluster-selector"},
+		{name: "namespaced Target of another namespace: silently not a target", pod: proxy(nil), view: TargetView{Namespace: "other", Name: "t", Ready: true, Node: node(nil)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sel, err := ParseClusterSelector(tc.pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok, reason := Eligible(tc.pod, tc.view, sel)
+			if ok != tc.wantOK {
+				t.Fatalf("Eligible = %t (%q), want %t", ok, reason, tc.wantOK)
+			}
+			if !strings.Contains(reason, tc.wantReason) || (tc.wantReason == "" && reason != "") {
+				t.Errorf("reason = %q, want it to contain %q", reason, tc.wantReason)
+			}
+		})
+	}
+}
+
+func TestParseClusterSelectorRefusesGarbage(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "region in (a"}}}
+	if _, err := ParseClusterSelector(pod); err == nil || !strings.Contains(err.Error(), "not a label selector") {
+		t.Errorf("ParseClusterSelector = %v, want a clear error", err)
+	}
+}

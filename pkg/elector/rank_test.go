@@ -1,0 +1,70 @@
+package elector
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+)
+
+func rl(kv ...string) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return out
+}
+
+func summaryOf(alloc, req corev1.ResourceList) *v1alpha1.ClusterSummaryStatus {
+	return &v1alpha1.ClusterSummaryStatus{Allocatable: alloc, Requested: req}
+}
+
+func TestFreeShareAfter(t *testing.T) {
+	pod := rl("cpu", "1", "memory", "1Gi")
+	tests := []struct {
+		name    string
+		summary *v1alpha1.ClusterSummaryStatus
+		want    float64
+	}{
+		{"no summary", nil, -1},
+		{"empty cluster of 10 cpu", summaryOf(rl("cpu", "10", "memory", "10Gi"), nil), 0.9},
+		{"the scarcer resource counts", summaryOf(rl("cpu", "10", "memory", "10Gi"), rl("cpu", "1", "memory", "7Gi")), 0.2},
+		{"too full: negative", summaryOf(rl("cpu", "2", "memory", "10Gi"), rl("cpu", "2")), -0.5},
+		{"no memory at all", summaryOf(rl("cpu", "10"), nil), -1},
+	}
+	for _, tc := range tests {
+		got := FreeShareAfter(tc.summary, pod)
+		if fmt.Sprintf("%.3f", got) != fmt.Sprintf("%.3f", tc.want) {
+			t.Errorf("%s: FreeShareAfter = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRankPrefersFreeShareThenSpreadsTies(t *testing.T) {
+	got := Rank("uid", []Offer{{"small-full", 0.1}, {"big-empty", 0.9}, {"mid", 0.5}})
+	if got[0].Target != "big-empty" || got[1].Target != "mid" || got[2].Target != "small-full" {
+		t.Errorf("Rank = %v", got)
+	}
+	// Equal offers: the winner depends on the pod, and over many pods each
+	// target wins some.
+	wins := map[string]int{}
+	for i := range 300 {
+		r := Rank(types.UID(fmt.Sprintf("pod-%d", i)), []Offer{{"a", 0.5}, {"b", 0.5}, {"c", 0.5}})
+		wins[r[0].Target]++
+	}
+	for _, tgt := range []string{"a", "b", "c"} {
+		if wins[tgt] < 60 {
+			t.Errorf("target %s won %d of 300 equal elections: ties do not spread (%v)", tgt, wins[tgt], wins)
+		}
+	}
+	// Deterministic for one pod.
+	a := Rank("same", []Offer{{"a", 0.5}, {"b", 0.5}})
+	b := Rank("same", []Offer{{"b", 0.5}, {"a", 0.5}})
+	if a[0] != b[0] {
+		t.Errorf("Rank depends on input order: %v vs %v", a, b)
+	}
+}
