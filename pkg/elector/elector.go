@@ -1,0 +1,804 @@
+package elector
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/naming"
+	"github.com/fleetlet/fleetlet/pkg/summary"
+	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/vnode"
+)
+
+// SpecOpener returns what the user asked for: the proxy's spec with its
+// sealed multicluster.fleetlet.io/source-spec restored. It fails when the
+// seal does not verify.
+type SpecOpener func(proxy *corev1.Pod) (*corev1.PodSpec, error)
+
+// Options configure the elector. Every timeout is a manager flag.
+type Options struct {
+	// SourceName is this cluster's name in its targets.
+	SourceName string
+	// Spec opens proxies' source-specs.
+	Spec SpecOpener
+	// ElectionDeadline is how long an election waits for the other
+	// candidates after the first reservation.
+	ElectionDeadline time.Duration
+	// BindTimeout is how long an elected candidate may take to be bound in
+	// its target before it is deleted and the election rerun.
+	BindTimeout time.Duration
+	// UnboundTimeout is how long a pinned, ungated proxy may stay unbound
+	// before it is deleted (its controller makes a new one).
+	UnboundTimeout time.Duration
+	// PendingTargets is how many targets keep a pending candidate of a pod
+	// that no cluster can run now (K; one cluster autoscaler scales up).
+	PendingTargets int
+}
+
+// Defaults for Options.
+const (
+	DefaultElectionDeadline = 2 * time.Second
+	DefaultBindTimeout      = 2 * time.Minute
+	DefaultUnboundTimeout   = 5 * time.Minute
+	DefaultPendingTargets   = 1
+)
+
+// Event reasons.
+const (
+	EventElected          = "Elected"
+	EventNotSchedulable   = "NoClusterAvailable"
+	EventInvalidSpec      = "InvalidSourceSpec"
+	EventInvalidSelector  = "InvalidClusterSelector"
+	EventReelecting       = "Reelecting"
+	EventUnboundDeleted   = "UnboundProxyDeleted"
+	reasonElected         = "Elected"
+	reasonNoClusters      = "NoClusterAvailable"
+	reasonInvalidSpec     = "InvalidSourceSpec"
+	reasonInvalidSelector = "InvalidClusterSelector"
+	reasonReelecting      = "Reelecting"
+)
+
+// Reconciler runs the life of every proxy pod on the source side: elect,
+// pin, ungate (and, until the lifecycle controller exists, delete).
+type Reconciler struct {
+	opts     Options
+	client   client.Client
+	registry *target.Registry
+	recorder events.EventRecorder
+	clock    clock.Clock
+
+	requeue chan event.TypedGenericEvent[*corev1.Pod]
+
+	mu sync.Mutex
+	// firstReservation is when an election first saw a reservation.
+	firstReservation map[types.UID]time.Time
+}
+
+// New returns the elector; SetRegistry must be called before it runs.
+func New(opts Options) (*Reconciler, error) {
+	if opts.SourceName == "" || opts.Spec == nil {
+		return nil, errors.New("elector: the source name and a source-spec opener are required")
+	}
+	if opts.ElectionDeadline == 0 {
+		opts.ElectionDeadline = DefaultElectionDeadline
+	}
+	if opts.BindTimeout == 0 {
+		opts.BindTimeout = DefaultBindTimeout
+	}
+	if opts.UnboundTimeout == 0 {
+		opts.UnboundTimeout = DefaultUnboundTimeout
+	}
+	if opts.PendingTargets == 0 {
+		opts.PendingTargets = DefaultPendingTargets
+	}
+	return &Reconciler{
+		opts:             opts,
+		clock:            clock.RealClock{},
+		requeue:          make(chan event.TypedGenericEvent[*corev1.Pod], 4096),
+		firstReservation: map[types.UID]time.Time{},
+	}, nil
+}
+
+// SetRegistry gives the elector the live targets.
+func (r *Reconciler) SetRegistry(reg *target.Registry) { r.registry = reg }
+
+// OnChaperon requeues the proxy of a chaperon that changed in a target.
+func (r *Reconciler) OnChaperon(_ target.Key, pc *v1alpha1.PodChaperon) {
+	ns, name := pc.Annotations[v1alpha1.AnnotationParentNamespace], pc.Annotations[v1alpha1.AnnotationParentName]
+	if ns == "" || name == "" {
+		return
+	}
+	r.enqueue(ns, name)
+}
+
+// OnTargetChange requeues every proxy still in election: eligibility
+// changed.
+func (r *Reconciler) OnTargetChange(target.Key) {
+	if r.client == nil {
+		return
+	}
+	go func() {
+		var pods corev1.PodList
+		if err := r.client.List(context.Background(), &pods, client.MatchingFields{IndexGated: "true"}); err != nil {
+			return
+		}
+		for _, p := range pods.Items {
+			r.enqueue(p.Namespace, p.Name)
+		}
+	}()
+}
+
+func (r *Reconciler) enqueue(ns, name string) {
+	ev := event.TypedGenericEvent[*corev1.Pod]{Object: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}}
+	select {
+	case r.requeue <- ev:
+	default:
+		// Full: the proxy's own watch and periodic requeues still bring
+		// it back.
+	}
+}
+
+// IndexGated indexes pods that still carry fleetlet's scheduling gate.
+const IndexGated = "elector.gated"
+
+// isProxy reports whether fleetlet manages a pod: it carries our finalizer.
+func isProxy(o client.Object) bool {
+	for _, f := range o.GetFinalizers() {
+		if f == v1alpha1.FinalizerDelegate {
+			return true
+		}
+	}
+	return false
+}
+
+// SetupWithManager registers the proxy reconciler.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if r.registry == nil {
+		return errors.New("elector: no target registry")
+	}
+	r.client = mgr.GetClient()
+	r.recorder = mgr.GetEventRecorder("fleetlet-elector")
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, IndexGated, func(o client.Object) []string {
+		p := o.(*corev1.Pod)
+		if gateIndex(p) >= 0 {
+			return []string{"true"}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("proxy").
+		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(isProxy))).
+		WatchesRawSource(source.Channel(r.requeue, &handler.TypedEnqueueRequestForObject[*corev1.Pod]{})).
+		WithOptions(controllerOptions()).
+		Complete(r)
+}
+
+// gateIndex is the position of fleetlet's gate in the pod's gates, or -1.
+func gateIndex(p *corev1.Pod) int {
+	for i, g := range p.Spec.SchedulingGates {
+		if g.Name == v1alpha1.SchedulingGateElection {
+			return i
+		}
+	}
+	return -1
+}
+
+func electedCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == v1alpha1.ConditionElected {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// Reconcile runs one step of a proxy's life.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var pod corev1.Pod
+	if err := r.client.Get(ctx, req.NamespacedName, &pod); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !isProxy(&pod) {
+		return reconcile.Result{}, nil
+	}
+	if pod.DeletionTimestamp != nil {
+		return r.finalize(ctx, &pod)
+	}
+	gate := gateIndex(&pod)
+	if gate < 0 {
+		return r.watchdog(ctx, &pod)
+	}
+	if len(pod.Spec.SchedulingGates) > 1 {
+		// Another controller's gate (a quota system) keeps the pod out of
+		// every cluster until it is lifted.
+		return reconcile.Result{}, nil
+	}
+	if c := electedCondition(&pod); c != nil && c.Status == corev1.ConditionTrue {
+		return r.finishElection(ctx, &pod, c)
+	}
+	return r.elect(ctx, &pod)
+}
+
+// targetState is one target's view for one proxy.
+type targetState struct {
+	key      target.Key
+	cluster  *target.Cluster
+	node     *corev1.Node
+	eligible bool
+	reason   string
+	chaperon *v1alpha1.PodChaperon
+}
+
+func (r *Reconciler) targets(ctx context.Context, pod *corev1.Pod, clusters labels.Selector) []*targetState {
+	var out []*targetState
+	for _, cl := range r.registry.List() {
+		key := cl.Key()
+		h := cl.Health()
+		ts := &targetState{key: key, cluster: cl}
+		var node corev1.Node
+		if err := r.client.Get(ctx, types.NamespacedName{Name: vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})}, &node); err == nil {
+			ts.node = &node
+		}
+		ts.eligible, ts.reason = Eligible(pod, TargetView{Namespace: key.Namespace, Name: key.Name, Ready: h.Ready, Reason: h.Reason, Node: ts.node}, clusters)
+		if key.Namespace != "" && key.Namespace != pod.Namespace {
+			continue
+		}
+		out = append(out, ts)
+	}
+	return out
+}
+
+// elect creates candidates in every eligible target, and elects one when
+// they have answered.
+func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	userSpec, err := r.opts.Spec(pod)
+	if err != nil {
+		return reconcile.Result{}, r.setNotElected(ctx, pod, reasonInvalidSpec, fmt.Sprintf("the sealed source-spec cannot be trusted: %v", err), EventInvalidSpec)
+	}
+	clusters, err := ParseClusterSelector(pod)
+	if err != nil {
+		return reconcile.Result{}, r.setNotElected(ctx, pod, reasonInvalidSelector, err.Error(), EventInvalidSelector)
+	}
+	states := r.targets(ctx, pod, clusters)
+
+	// Candidates in every eligible target, in parallel.
+	var wg sync.WaitGroup
+	for _, ts := range states {
+		if !ts.eligible {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts.chaperon, ts.reason = r.ensureCandidate(ctx, pod, userSpec, ts)
+			if ts.chaperon == nil {
+				ts.eligible = false
+			}
+		}()
+	}
+	wg.Wait()
+
+	requests := summary.PodRequests(&corev1.Pod{Spec: *userSpec})
+	var offers []Offer
+	answered, eligible := 0, 0
+	byKey := map[string]*targetState{}
+	for _, ts := range states {
+		byKey[ts.key.String()] = ts
+		if !ts.eligible {
+			continue
+		}
+		eligible++
+		switch a, msg := answer(ts.chaperon); a {
+		case answerReserved:
+			answered++
+			offers = append(offers, Offer{Target: ts.key.String(), FreeShare: FreeShareAfter(ts.cluster.Summary(), requests)})
+		case answerUnschedulable, answerRejected:
+			answered++
+			ts.reason = msg
+		}
+	}
+
+	if len(offers) > 0 {
+		r.mu.Lock()
+		first, ok := r.firstReservation[pod.UID]
+		if !ok {
+			first = r.clock.Now()
+			r.firstReservation[pod.UID] = first
+		}
+		r.mu.Unlock()
+		if wait := r.opts.ElectionDeadline - r.clock.Since(first); answered < eligible && wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
+		winner := Rank(pod.UID, offers)[0]
+		ts := byKey[winner.Target]
+		log.V(2).Info("Electing a candidate", "target", winner.Target, "chaperon", ts.chaperon.Name, "offers", len(offers), "eligible", eligible)
+		if err := r.recordElection(ctx, pod, ts); err != nil {
+			return reconcile.Result{}, err
+		}
+		electionsTotal.WithLabelValues("elected").Inc()
+		r.mu.Lock()
+		if first, ok := r.firstReservation[pod.UID]; ok {
+			electionDuration.Observe(r.clock.Since(first).Seconds())
+			delete(r.firstReservation, pod.UID)
+		}
+		r.mu.Unlock()
+		// The record stands: the next pass marks the winner and removes
+		// the losers.
+		return reconcile.Result{Requeue: true}, nil
+	}
+
+	if answered < eligible {
+		// Candidates still deciding; their chaperons' events bring the
+		// proxy back. A slow safety requeue covers a lost event.
+		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
+	}
+	// No candidate is schedulable anywhere: keep pending candidates in the
+	// K best targets only, and say why for each cluster.
+	r.trimPending(ctx, pod, states, requests)
+	return reconcile.Result{RequeueAfter: time.Minute}, r.setNotElected(ctx, pod, reasonNoClusters, reasons(states), EventNotSchedulable)
+}
+
+// reasons says, per cluster, why it does not run the pod.
+func reasons(states []*targetState) string {
+	var parts []string
+	for _, s := range states {
+		if s.reason == "" {
+			s.reason = "no answer yet"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s", s.key, s.reason))
+	}
+	if len(parts) == 0 {
+		return "no target is connected"
+	}
+	return strings.Join(parts, "; ")
+}
+
+type answerKind int
+
+const (
+	answerPending answerKind = iota
+	answerReserved
+	answerUnschedulable
+	answerRejected
+)
+
+// answer reads what a candidate said: reserved (the candidate scheduler
+// holds a node at Permit), unschedulable (with the scheduler's message),
+// rejected (the target refused the pod), or nothing yet.
+func answer(pc *v1alpha1.PodChaperon) (answerKind, string) {
+	if pc == nil {
+		return answerPending, ""
+	}
+	if pc.Annotations[v1alpha1.AnnotationReserved] != "" {
+		return answerReserved, ""
+	}
+	for _, c := range pc.Status.Conditions {
+		if c.Type == v1alpha1.ConditionPodCreated && c.Status == metav1.ConditionFalse {
+			return answerRejected, c.Message
+		}
+	}
+	for _, c := range pc.Status.PodStatus.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return answerUnschedulable, c.Message
+		}
+	}
+	return answerPending, ""
+}
+
+// ensureCandidate makes sure the target has the proxy's chaperon; it returns
+// it, or nil and why not.
+func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userSpec *corev1.PodSpec, ts *targetState) (*v1alpha1.PodChaperon, string) {
+	want := Chaperon(CandidateInput{Proxy: pod, Spec: userSpec, SourceName: r.opts.SourceName, Self: ts.cluster.Self()})
+	var got v1alpha1.PodChaperon
+	err := ts.cluster.Chaperons().Get(ctx, client.ObjectKeyFromObject(want), &got)
+	if err == nil {
+		if got.Labels[v1alpha1.LabelParentUID] != string(pod.UID) {
+			return nil, fmt.Sprintf("a PodChaperon %s/%s of another pod is in the way", got.Namespace, got.Name)
+		}
+		return &got, ""
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, fmt.Sprintf("reading the chaperon: %v", err)
+	}
+	// The namespace must exist there: a missing one filters the target.
+	var ns corev1.Namespace
+	if err := ts.cluster.Client().Get(ctx, types.NamespacedName{Name: pod.Namespace}, &ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Sprintf("namespace %s does not exist there", pod.Namespace)
+		}
+		return nil, fmt.Sprintf("reading namespace %s: %v", pod.Namespace, err)
+	}
+	if err := ts.cluster.Client().Create(ctx, want); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return want, ""
+		}
+		candidatesTotal.WithLabelValues(ts.key.String(), "error").Inc()
+		return nil, fmt.Sprintf("creating the candidate: %v", err)
+	}
+	candidatesTotal.WithLabelValues(ts.key.String(), "created").Inc()
+	return want, ""
+}
+
+// trimPending keeps pending candidates in at most K targets, the best ranked,
+// so that one cluster autoscaler scales up, not all of them.
+func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []*targetState, requests corev1.ResourceList) {
+	var offers []Offer
+	byKey := map[string]*targetState{}
+	for _, s := range states {
+		if s.chaperon != nil {
+			offers = append(offers, Offer{Target: s.key.String(), FreeShare: FreeShareAfter(s.cluster.Summary(), requests)})
+			byKey[s.key.String()] = s
+		}
+	}
+	for i, o := range Rank(pod.UID, offers) {
+		if i < r.opts.PendingTargets {
+			continue
+		}
+		s := byKey[o.Target]
+		if err := deleteChaperon(ctx, s.cluster, s.chaperon, pod.UID); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Deleting a surplus pending candidate", "target", o.Target)
+		}
+	}
+}
+
+// deleteChaperon deletes a chaperon of this proxy, foreground so that it goes
+// only after its pod.
+func deleteChaperon(ctx context.Context, cl *target.Cluster, pc *v1alpha1.PodChaperon, uid types.UID) error {
+	err := cl.Client().Delete(ctx, pc, client.PropagationPolicy(metav1.DeletePropagationForeground),
+		client.Preconditions{UID: ptr.To(pc.UID)})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	_ = uid
+	return err
+}
+
+// recordElection writes the decision on the source first: Elected=True
+// naming the target and the chaperon, with the pod's resourceVersion as a
+// precondition. Only this record counts after a crash or a leader change.
+func (r *Reconciler) recordElection(ctx context.Context, pod *corev1.Pod, ts *targetState) error {
+	p := pod.DeepCopy()
+	setCondition(p, corev1.PodCondition{
+		Type:    v1alpha1.ConditionElected,
+		Status:  corev1.ConditionTrue,
+		Reason:  reasonElected,
+		Message: electionMessage(ts.key, ts.chaperon.Name),
+	}, r.clock.Now())
+	if err := r.client.Status().Update(ctx, p); err != nil {
+		return fmt.Errorf("recording the election of %s: %w", ts.key, err)
+	}
+	r.recorder.Eventf(pod, nil, corev1.EventTypeNormal, EventElected, "Elect", "Elected %s (candidate %s)", ts.key, ts.chaperon.Name)
+	return nil
+}
+
+// electionMessage and parseElection keep the record readable and exact.
+func electionMessage(key target.Key, chaperon string) string {
+	return fmt.Sprintf("target=%s chaperon=%s", key, chaperon)
+}
+
+func parseElection(msg string) (target.Key, string, error) {
+	var t, ch string
+	if _, err := fmt.Sscanf(msg, "target=%s chaperon=%s", &t, &ch); err != nil {
+		return target.Key{}, "", fmt.Errorf("unreadable election record %q: %w", msg, err)
+	}
+	key := target.Key{Name: t}
+	if ns, name, ok := strings.Cut(t, "/"); ok {
+		key = target.Key{Namespace: ns, Name: name}
+	}
+	return key, ch, nil
+}
+
+func setCondition(p *corev1.Pod, c corev1.PodCondition, now time.Time) bool {
+	c.LastProbeTime = metav1.Time{}
+	for i, old := range p.Status.Conditions {
+		if old.Type != c.Type {
+			continue
+		}
+		if old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
+			return false
+		}
+		if old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		} else {
+			c.LastTransitionTime = metav1.NewTime(now)
+		}
+		p.Status.Conditions[i] = c
+		return true
+	}
+	c.LastTransitionTime = metav1.NewTime(now)
+	p.Status.Conditions = append(p.Status.Conditions, c)
+	return true
+}
+
+// setNotElected records why the proxy has no delegate yet, with an Event
+// when that changes.
+func (r *Reconciler) setNotElected(ctx context.Context, pod *corev1.Pod, reason, msg, eventReason string) error {
+	p := pod.DeepCopy()
+	if !setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: reason, Message: msg}, r.clock.Now()) {
+		return nil
+	}
+	if err := r.client.Status().Update(ctx, p); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	electionsTotal.WithLabelValues(strings.ToLower(reason)).Inc()
+	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, eventReason, "Elect", "%s", msg)
+	return nil
+}
+
+// finishElection carries an election out: marks the winner, deletes the
+// losers, waits for the delegate to be bound, then pins the proxy and lifts
+// the gate. An elected candidate that is not bound in time is deleted and
+// the election rerun; the proxy never sees that failure.
+func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *corev1.PodCondition) (reconcile.Result, error) {
+	key, name, err := parseElection(rec.Message)
+	if err != nil {
+		return reconcile.Result{}, r.clearElection(ctx, pod, err.Error())
+	}
+	cl, ok := r.registry.Get(key)
+	if !ok || !cl.Health().Ready {
+		// Never elect another target while this record stands; wait.
+		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+	}
+	var pc v1alpha1.PodChaperon
+	if err := cl.Client().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: name}, &pc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, r.clearElection(ctx, pod, fmt.Sprintf("the elected candidate %s in %s is gone", name, key))
+		}
+		return reconcile.Result{}, err
+	}
+	if pc.Labels[v1alpha1.LabelParentUID] != string(pod.UID) {
+		return reconcile.Result{}, r.clearElection(ctx, pod, fmt.Sprintf("%s in %s belongs to another pod", name, key))
+	}
+	if pc.Annotations[v1alpha1.AnnotationElected] != "true" {
+		patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, v1alpha1.AnnotationElected)))
+		if err := cl.Client().Patch(ctx, &pc, patch); err != nil {
+			return reconcile.Result{}, fmt.Errorf("marking the elected candidate in %s: %w", key, err)
+		}
+	}
+	// The losers go.
+	for _, other := range r.registry.List() {
+		if other.Key() == key {
+			continue
+		}
+		var loser v1alpha1.PodChaperon
+		if err := other.Chaperons().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: naming.RemoteName(pod.Name, pod.UID)}, &loser); err == nil &&
+			loser.Labels[v1alpha1.LabelParentUID] == string(pod.UID) && loser.DeletionTimestamp == nil {
+			if err := deleteChaperon(ctx, other, &loser, pod.UID); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+	}
+
+	if !bound(&pc) {
+		if failed(&pc) || r.clock.Since(rec.LastTransitionTime.Time) > r.opts.BindTimeout {
+			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventReelecting, "Elect", "The candidate in %s was not bound in time or was refused; electing again", key)
+			if err := deleteChaperon(ctx, cl, &pc, pod.UID); err != nil {
+				return reconcile.Result{}, err
+			}
+			return reconcile.Result{}, r.clearElection(ctx, pod, fmt.Sprintf("the candidate in %s was not bound in time or was refused", key))
+		}
+		return reconcile.Result{RequeueAfter: r.opts.BindTimeout - r.clock.Since(rec.LastTransitionTime.Time)}, nil
+	}
+
+	nodeName := vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})
+	if pod.Spec.NodeSelector[corev1.LabelHostname] != nodeName {
+		if err := r.pin(ctx, pod, nodeName); err != nil {
+			return reconcile.Result{}, err
+		}
+		// The virtual node counts the pinned proxy in its allocatable;
+		// lift the gate on the next pass.
+		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+	}
+	if !r.fits(ctx, pod, nodeName) && r.clock.Since(rec.LastTransitionTime.Time) < r.opts.BindTimeout {
+		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+	}
+	return reconcile.Result{}, r.ungate(ctx, pod)
+}
+
+// bound reports whether the candidate was bound to a node in its target.
+func bound(pc *v1alpha1.PodChaperon) bool {
+	for _, c := range pc.Status.PodStatus.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// failed reports whether the target's kubelet refused the delegate.
+func failed(pc *v1alpha1.PodChaperon) bool {
+	return pc.Status.PodStatus.Phase == corev1.PodFailed && pc.Status.PodStatus.StartTime == nil
+}
+
+// fits reports whether the virtual node already counts the pinned proxy, so
+// that the source scheduler binds it at the first try.
+func (r *Reconciler) fits(ctx context.Context, pod *corev1.Pod, nodeName string) bool {
+	var node corev1.Node
+	if err := r.client.Get(ctx, types.NamespacedName{Name: nodeName}, &node); err != nil {
+		return false
+	}
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.MatchingFields{summary.IndexActivePodNodeName: nodeName}); err != nil {
+		return true // no index: let the scheduler decide
+	}
+	used := corev1.ResourceList{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for n, q := range summary.PodRequests(p) {
+			u := used[n]
+			u.Add(q)
+			used[n] = u
+		}
+	}
+	for n, q := range summary.PodRequests(pod) {
+		if n == corev1.ResourcePods {
+			continue
+		}
+		free := node.Status.Allocatable[n].DeepCopy()
+		u := used[n]
+		free.Sub(u)
+		if free.Cmp(q) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+type jsonPatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// pin adds kubernetes.io/hostname=<virtual node> to the proxy's nodeSelector
+// (Kubernetes allows adding nodeSelector keys to a gated pod).
+func (r *Reconciler) pin(ctx context.Context, pod *corev1.Pod, nodeName string) error {
+	var ops []jsonPatchOp
+	if pod.Spec.NodeSelector == nil {
+		ops = append(ops, jsonPatchOp{Op: "add", Path: "/spec/nodeSelector", Value: map[string]string{corev1.LabelHostname: nodeName}})
+	} else {
+		ops = append(ops, jsonPatchOp{Op: "add", Path: "/spec/nodeSelector/" + escapeJSONPointer(corev1.LabelHostname), Value: nodeName})
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, data)); err != nil {
+		return fmt.Errorf("pinning %s to %s: %w", klog.KObj(pod), nodeName, err)
+	}
+	return nil
+}
+
+// ungate removes fleetlet's gate, and only it: the test op fails the patch if
+// the gate moved.
+func (r *Reconciler) ungate(ctx context.Context, pod *corev1.Pod) error {
+	i := gateIndex(pod)
+	if i < 0 {
+		return nil
+	}
+	path := fmt.Sprintf("/spec/schedulingGates/%d", i)
+	ops := []jsonPatchOp{
+		{Op: "test", Path: path + "/name", Value: v1alpha1.SchedulingGateElection},
+		{Op: "remove", Path: path},
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, data)); err != nil {
+		return fmt.Errorf("lifting the gate of %s: %w", klog.KObj(pod), err)
+	}
+	return nil
+}
+
+func escapeJSONPointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// clearElection drops an election record that cannot be carried out, with
+// the resourceVersion precondition, so that a new election runs.
+func (r *Reconciler) clearElection(ctx context.Context, pod *corev1.Pod, why string) error {
+	p := pod.DeepCopy()
+	setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: reasonReelecting, Message: why}, r.clock.Now())
+	if err := r.client.Status().Update(ctx, p); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	return nil
+}
+
+// watchdog deletes a proxy that was pinned and ungated but is still unbound
+// after UnboundTimeout: nothing waits forever; its controller makes a new
+// one.
+func (r *Reconciler) watchdog(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
+	if pod.Spec.NodeName != "" {
+		return reconcile.Result{}, nil
+	}
+	rec := electedCondition(pod)
+	if rec == nil || rec.Status != corev1.ConditionTrue {
+		return reconcile.Result{}, nil
+	}
+	left := r.opts.UnboundTimeout - r.clock.Since(rec.LastTransitionTime.Time)
+	if left > 0 {
+		return reconcile.Result{RequeueAfter: left}, nil
+	}
+	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventUnboundDeleted, "Delete", "Pinned and ungated but still not bound after %s: deleting the proxy so that its controller makes a new one", r.opts.UnboundTimeout)
+	err := r.client.Delete(ctx, pod, client.Preconditions{UID: ptr.To(pod.UID), ResourceVersion: ptr.To(pod.ResourceVersion)})
+	return reconcile.Result{}, client.IgnoreNotFound(err)
+}
+
+// finalize deletes a deleted proxy's chaperons everywhere (foreground: each
+// goes only after its pod) and removes fleetlet's finalizer once they are
+// gone. A target that does not answer keeps the proxy Terminating: its
+// delegate cannot be confirmed gone.
+func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
+	remaining := 0
+	name := naming.RemoteName(pod.Name, pod.UID)
+	for _, cl := range r.registry.List() {
+		if cl.Key().Namespace != "" && cl.Key().Namespace != pod.Namespace {
+			continue
+		}
+		var pc v1alpha1.PodChaperon
+		err := cl.Client().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: name}, &pc)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			remaining++
+			continue
+		}
+		if pc.Labels[v1alpha1.LabelParentUID] != string(pod.UID) {
+			continue
+		}
+		remaining++
+		if pc.DeletionTimestamp == nil {
+			if err := deleteChaperon(ctx, cl, &pc, pod.UID); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "Deleting a chaperon of a deleted proxy", "target", cl.Key().String())
+			}
+		}
+	}
+	if remaining > 0 {
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	for i, f := range pod.Finalizers {
+		if f != v1alpha1.FinalizerDelegate {
+			continue
+		}
+		path := fmt.Sprintf("/metadata/finalizers/%d", i)
+		data, err := json.Marshal([]jsonPatchOp{{Op: "test", Path: path, Value: v1alpha1.FinalizerDelegate}, {Op: "remove", Path: path}})
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, data)))
+	}
+	return reconcile.Result{}, nil
+}

@@ -1,0 +1,33 @@
+package elector
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	electionDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "fleetlet_election_duration_seconds",
+		Help:    "From a proxy's first reservation to its election record.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	})
+	candidatesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleetlet_candidates_total",
+		Help: "Candidates created in targets, by cluster and result.",
+	}, []string{"cluster", "result"})
+	electionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleetlet_elections_total",
+		Help: "Elections by result.",
+	}, []string{"result"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(electionDuration, candidatesTotal, electionsTotal)
+}
+
+// controllerOptions run elections in parallel: each is driven by watches and
+// waits on nothing but the API.
+func controllerOptions() controller.Options {
+	return controller.Options{MaxConcurrentReconciles: 16}
+}
