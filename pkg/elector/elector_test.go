@@ -1,0 +1,89 @@
+package elector
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/target"
+)
+
+func TestElectionRecordRoundTrip(t *testing.T) {
+	for _, key := range []target.Key{{Name: "cluster-2"}, {Namespace: "team-a", Name: "edge"}} {
+		msg := electionMessage(key, "web-abc-1234abcd")
+		gotKey, gotName, err := parseElection(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gotKey != key || gotName != "web-abc-1234abcd" {
+			t.Errorf("parseElection(%q) = %v %q", msg, gotKey, gotName)
+		}
+	}
+	if _, _, err := parseElection("elected somewhere"); err == nil {
+		t.Error("an unreadable record was accepted")
+	}
+}
+
+func TestAnswer(t *testing.T) {
+	reserved := &v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{v1alpha1.AnnotationReserved: "node-1"}}}
+	unschedulable := &v1alpha1.PodChaperon{Status: v1alpha1.PodChaperonStatus{PodStatus: corev1.PodStatus{Conditions: []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: 3 Insufficient cpu.",
+	}}}}}
+	rejected := &v1alpha1.PodChaperon{Status: v1alpha1.PodChaperonStatus{Conditions: []metav1.Condition{{
+		Type: v1alpha1.ConditionPodCreated, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPodRejected, Message: "forbidden: exceeded quota",
+	}}}}
+	tests := []struct {
+		name string
+		pc   *v1alpha1.PodChaperon
+		want answerKind
+		msg  string
+	}{
+		{"nothing yet", &v1alpha1.PodChaperon{}, answerPending, ""},
+		{"no chaperon", nil, answerPending, ""},
+		{"reserved", reserved, answerReserved, ""},
+		{"unschedulable", unschedulable, answerUnschedulable, "0/3 nodes are available: 3 Insufficient cpu."},
+		{"rejected", rejected, answerRejected, "forbidden: exceeded quota"},
+	}
+	for _, tc := range tests {
+		got, msg := answer(tc.pc)
+		if got != tc.want || msg != tc.msg {
+			t.Errorf("%s: answer = %v %q, want %v %q", tc.name, got, msg, tc.want, tc.msg)
+		}
+	}
+}
+
+func TestSetConditionKeepsTransitionTimeAndOthers(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: "example.com/Gate", Status: corev1.ConditionTrue}}}}
+	if !setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: "A", Message: "m"}, t0) {
+		t.Fatal("a new condition was not set")
+	}
+	if setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: "A", Message: "m"}, t0.Add(time.Hour)) {
+		t.Error("an unchanged condition counted as a change")
+	}
+	setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: "B", Message: "n"}, t0.Add(time.Hour))
+	c := electedCondition(p)
+	if !c.LastTransitionTime.Time.Equal(t0) {
+		t.Errorf("transition time moved without a status change: %v", c.LastTransitionTime)
+	}
+	setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue, Reason: "Elected"}, t0.Add(2*time.Hour))
+	if c := electedCondition(p); !c.LastTransitionTime.Time.Equal(t0.Add(2 * time.Hour)) {
+		t.Errorf("transition time = %v after a status change", c.LastTransitionTime)
+	}
+	if len(p.Status.Conditions) != 2 || p.Status.Conditions[0].Type != "example.com/Gate" {
+		t.Errorf("another owner's condition was touched: %v", p.Status.Conditions)
+	}
+}
+
+func TestGateIndexAndEscaping(t *testing.T) {
+	p := &corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}, {Name: v1alpha1.SchedulingGateElection}}}}
+	if i := gateIndex(p); i != 1 {
+		t.Errorf("gateIndex = %d, want 1", i)
+	}
+	if got := escapeJSONPointer("kubernetes.io/hostname"); got != "kubernetes.io~1hostname" {
+		t.Errorf("escapeJSONPointer = %q", got)
+	}
+}
