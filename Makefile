@@ -9,7 +9,7 @@ SANDBOX_DIR ?= $(CURDIR)/.sandbox
 TEST_TIMEOUT ?= 30m
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all build cluster-bins fleetlet-bins test e2e unit lint demo demo-down generate verify clean help
+.PHONY: all build cluster-bins fleetlet-bins test e2e bench unit lint demo demo-down generate verify clean help
 
 all: build
 
@@ -34,6 +34,9 @@ test: build ## Run unit, integration and sandbox tests against real control plan
 
 e2e: build ## Run the end-to-end suite only (a 3-cluster fleetlet sandbox).
 	FLEETLET_BIN_DIR=$(BIN) go test -count=1 -timeout $(TEST_TIMEOUT) -v ./e2e/...
+
+bench: build ## Benchmark 1,000 pods through fleetlet against the same pods created directly in the targets.
+	go run ./hack/bench --bin-dir $(BIN) --pods $${PODS:-1000}
 
 unit: ## Run the unit tests only (no binaries needed).
 	go test -short -count=1 -timeout 5m ./...

@@ -1,0 +1,308 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/sandbox"
+)
+
+// enabledNamespace creates a namespace with a unique name, enabled for
+// fleetlet in the source, in the source and in the given targets (labelled
+// there for cluster-1's ClusterSource), and deletes it at the end.
+func enabledNamespace(t *testing.T, prefix string, targets ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	name := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000)
+	for _, c := range append([]string{sandbox.SourceCluster}, targets...) {
+		labels := map[string]string{"source.multicluster.fleetlet.io/" + sandbox.SourceCluster: "true"}
+		if c == sandbox.SourceCluster {
+			labels[v1alpha1.LabelEnabled] = "true"
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+		if _, err := kube(t, c).CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, c := range sb.ClusterNames() {
+			_ = kube(t, c).CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
+	})
+	return name
+}
+
+func podSpec(cpu string) corev1.PodSpec {
+	return corev1.PodSpec{
+		TerminationGracePeriodSeconds: ptr.To[int64](0),
+		Containers: []corev1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Mi")}}}},
+	}
+}
+
+// delegatesOf lists, in every cluster, the live pods that stand for a proxy.
+func delegatesOf(t *testing.T, ctx context.Context, proxy *corev1.Pod) map[string][]corev1.Pod {
+	t.Helper()
+	out := map[string][]corev1.Pod{}
+	for _, c := range sb.ClusterNames() {
+		pods, err := kube(t, c).CoreV1().Pods(proxy.Namespace).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelParentUID + "=" + string(proxy.UID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				out[c] = append(out[c], p)
+			}
+		}
+	}
+	return out
+}
+
+// clusterOfNode is the target a virtual node stands for.
+func clusterOfNode(node string) string { return strings.TrimPrefix(node, "fleetlet-") }
+
+// waitBound waits until every pod matching the selector is bound to a
+// virtual node and has exactly one delegate, bound, in that target; it
+// returns the proxies.
+func waitBound(t *testing.T, ns, selector string, n int, timeout time.Duration) []corev1.Pod {
+	t.Helper()
+	src := kube(t, sandbox.SourceCluster)
+	var proxies []corev1.Pod
+	eventually(t, timeout, fmt.Sprintf("%d proxies bound to virtual nodes", n), func(ctx context.Context) (bool, string) {
+		list, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err.Error()
+		}
+		bound := 0
+		for _, p := range list.Items {
+			if strings.HasPrefix(p.Spec.NodeName, "fleetlet-") {
+				bound++
+			}
+		}
+		proxies = list.Items
+		return bound == n && len(list.Items) == n, fmt.Sprintf("%d of %d bound", bound, len(list.Items))
+	})
+	ctx := context.Background()
+	for i := range proxies {
+		p := &proxies[i]
+		d := delegatesOf(t, ctx, p)
+		total := 0
+		for _, ps := range d {
+			total += len(ps)
+		}
+		want := clusterOfNode(p.Spec.NodeName)
+		if total != 1 || len(d[want]) != 1 {
+			t.Errorf("proxy %s on %s has delegates %v, want exactly one in %s", p.Name, p.Spec.NodeName, names(d), want)
+			continue
+		}
+		if d[want][0].Spec.NodeName == "" {
+			t.Errorf("the delegate of %s in %s is not bound", p.Name, want)
+		}
+		if c := electedCondition(p); c == nil || c.Status != corev1.ConditionTrue {
+			t.Errorf("proxy %s bound without an Elected=True record: %+v", p.Name, c)
+		}
+	}
+	return proxies
+}
+
+func names(d map[string][]corev1.Pod) map[string][]string {
+	out := map[string][]string{}
+	for c, ps := range d {
+		for _, p := range ps {
+			out[c] = append(out[c], p.Name+"@"+p.Spec.NodeName)
+		}
+	}
+	return out
+}
+
+func electedCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == v1alpha1.ConditionElected {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// A Deployment in an enabled namespace: every replica becomes a proxy bound
+// to a virtual node, with exactly one delegate, spread over the clusters.
+func TestDeploymentSpreadsOverClusters(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "spread", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	labels := map[string]string{"app": "web"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](30),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podSpec("100m")},
+		},
+	}
+	start := time.Now()
+	if _, err := kube(t, sandbox.SourceCluster).AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	proxies := waitBound(t, ns, "app=web", 30, 3*time.Minute)
+	t.Logf("30 proxies bound in %s", time.Since(start).Round(100*time.Millisecond))
+	perCluster := map[string]int{}
+	for _, p := range proxies {
+		perCluster[clusterOfNode(p.Spec.NodeName)]++
+		if len(p.Spec.SchedulingGates) != 0 {
+			t.Errorf("bound proxy %s still has gates %v", p.Name, p.Spec.SchedulingGates)
+		}
+	}
+	if len(perCluster) < 2 {
+		t.Errorf("30 replicas all landed in %v: no spread", perCluster)
+	}
+	t.Logf("replicas per cluster: %v", perCluster)
+
+	// In cluster-1, a self target, the candidates are not proxies.
+	if ds := kube(t, sandbox.SourceCluster); true {
+		pods, err := ds.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelParentUID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			for _, f := range p.Finalizers {
+				if f == v1alpha1.FinalizerDelegate {
+					t.Errorf("delegate %s in cluster-1 was turned into a proxy", p.Name)
+				}
+			}
+			if _, ok := p.Labels["app"]; ok {
+				t.Errorf("delegate %s in the self target kept label app: the source's Deployment would count it", p.Name)
+			}
+		}
+	}
+}
+
+// cluster-selector and nodeSelector reach the right cluster and node.
+func TestPlacementConstraints(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "placement", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	src := kube(t, sandbox.SourceCluster)
+
+	bySelector := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "in-region-3", Namespace: ns, Labels: map[string]string{"case": "selector"},
+		Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region=cluster-3"}}, Spec: podSpec("100m")}
+	byZone := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "in-zone-2b", Namespace: ns, Labels: map[string]string{"case": "zone"}}, Spec: podSpec("100m")}
+	byZone.Spec.NodeSelector = map[string]string{"topology.kubernetes.io/zone": "cluster-2-b"}
+	for _, p := range []*corev1.Pod{bySelector, byZone} {
+		if _, err := src.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sel := waitBound(t, ns, "case=selector", 1, 2*time.Minute)
+	if sel[0].Spec.NodeName != "fleetlet-cluster-3" {
+		t.Errorf("cluster-selector region=cluster-3 landed on %s", sel[0].Spec.NodeName)
+	}
+	zone := waitBound(t, ns, "case=zone", 1, 2*time.Minute)
+	if zone[0].Spec.NodeName != "fleetlet-cluster-2" {
+		t.Errorf("nodeSelector zone=cluster-2-b landed on %s", zone[0].Spec.NodeName)
+	}
+	d := delegatesOf(t, ctx, &zone[0])
+	if ps := d["cluster-2"]; len(ps) != 1 || ps[0].Spec.NodeName != sandbox.NodeName("cluster-2", 2) {
+		t.Errorf("the delegate of the zone cluster-2-b pod runs on %v, want %s", names(d), sandbox.NodeName("cluster-2", 2))
+	}
+}
+
+// A pod no cluster can run stays gated, says why for each cluster, and keeps
+// a pending candidate in at most one target.
+func TestTooBigStaysGatedAndExplains(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "toobig", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	src := kube(t, sandbox.SourceCluster)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "huge", Namespace: ns}, Spec: podSpec("1000")}
+	created, err := src.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cond *corev1.PodCondition
+	eventually(t, time.Minute, "Elected=False naming every cluster", func(ctx context.Context) (bool, string) {
+		p, err := src.CoreV1().Pods(ns).Get(ctx, "huge", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		cond = electedCondition(p)
+		if cond == nil || cond.Status != corev1.ConditionFalse {
+			return false, fmt.Sprintf("%+v", cond)
+		}
+		for _, c := range sb.ClusterNames() {
+			if !strings.Contains(cond.Message, c+":") {
+				return false, cond.Message
+			}
+		}
+		return strings.Contains(cond.Message, "Insufficient cpu"), cond.Message
+	})
+	t.Logf("Elected=False: %s", cond.Message)
+	p, err := src.CoreV1().Pods(ns).Get(ctx, "huge", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) != 1 || p.Spec.SchedulingGates[0].Name != v1alpha1.SchedulingGateElection {
+		t.Errorf("the huge pod was not kept gated: node %q gates %v", p.Spec.NodeName, p.Spec.SchedulingGates)
+	}
+	eventually(t, time.Minute, "pending candidates in at most one target", func(ctx context.Context) (bool, string) {
+		d := delegatesOf(t, ctx, created)
+		return len(d) <= 1, fmt.Sprintf("candidates in %v", names(d))
+	})
+}
+
+// A target without the namespace is skipped, not an error.
+func TestTargetWithoutNamespaceIsSkipped(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "partial", "cluster-2") // not in cluster-3
+	ctx := context.Background()
+	src := kube(t, sandbox.SourceCluster)
+	for i := range 6 {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d", i), Namespace: ns, Labels: map[string]string{"case": "partial"}}, Spec: podSpec("100m")}
+		if _, err := src.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range waitBound(t, ns, "case=partial", 6, 2*time.Minute) {
+		if p.Spec.NodeName == "fleetlet-cluster-3" {
+			t.Errorf("%s landed in cluster-3, which has no namespace %s", p.Name, ns)
+		}
+	}
+}
+
+// A target whose cluster has a globalDefault PriorityClass that preempts
+// still accepts candidates: they carry fleetlet-candidate explicitly.
+func TestGlobalDefaultPriorityClassInTarget(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	pc := &schedulingv1.PriorityClass{
+		ObjectMeta:       metav1.ObjectMeta{Name: "e2e-global-default"},
+		Value:            1000,
+		GlobalDefault:    true,
+		PreemptionPolicy: ptr.To(corev1.PreemptLowerPriority),
+	}
+	tgt := kube(t, "cluster-3")
+	if _, err := tgt.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = tgt.SchedulingV1().PriorityClasses().Delete(context.Background(), pc.Name, metav1.DeleteOptions{})
+	})
+	ns := enabledNamespace(t, "prio", "cluster-3")
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns, Labels: map[string]string{"case": "prio"},
+		Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region=cluster-3"}}, Spec: podSpec("100m")}
+	if _, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitBound(t, ns, "case=prio", 1, 2*time.Minute)
+}
