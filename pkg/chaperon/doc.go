@@ -1,0 +1,134 @@
+// Package chaperon is the target side of running a pod for a source cluster:
+// the PodChaperon controller creates the pod each chaperon holds, as the
+// source's own ServiceAccount, and mirrors the pod back onto the chaperon,
+// where the source reads it.
+//
+// # What it owns
+//
+// For every PodChaperon (created in this cluster by a source; labelled
+// multicluster.fleetlet.io/parent-cluster=<source> and parent-uid) the
+// PodChaperonReconciler creates one pod, BuildPod:
+//
+//   - the chaperon's name and namespace;
+//   - the template's labels plus the chaperon's parent-uid and
+//     parent-cluster labels, and the template's annotations plus the
+//     chaperon's parent-name and parent-namespace annotations — under those
+//     four keys the chaperon's values win over the template's (and a key the
+//     chaperon lacks is dropped), so a source cannot make its pod pass for
+//     another's;
+//   - the template's spec, as it is;
+//   - an ownerReference to the chaperon with controller and
+//     blockOwnerDeletion, so the garbage collector deletes the pod with the
+//     chaperon and a Foreground deletion of the chaperon (what the source
+//     does) finishes only once the pod is gone.
+//
+// It writes the chaperon's status, through the status subresource, only
+// when something changed, with the chaperon's resourceVersion as
+// precondition: observedGeneration; podStatus, the pod's whole status;
+// nodeName, the pod's spec.nodeName once bound, otherwise the chaperon's
+// multicluster.fleetlet.io/reserved annotation (the candidate scheduler's
+// reservation); and the PodCreated condition:
+//
+//   - True, PodCreated: the pod exists and is this chaperon's;
+//   - False, InvalidChaperon: a parent label is missing;
+//   - False, SourceNotFound / SourceNotReady / NamespaceNotSelected: no
+//     identity to create the pod as (see below); retried when the Source or
+//     ClusterSource changes, and every RetryInterval;
+//   - False, PodRejected: the target refused the pod — RBAC, Pod Security,
+//     quota, an admission policy or webhook, validation — with the API
+//     server's message; retried with exponential backoff
+//     (RejectedBackoffInitial to RejectedBackoffMax);
+//   - False, PodNotOwned: a pod of that name exists that the chaperon does
+//     not control; it is never touched, and checked again every
+//     RetryInterval (once it is gone, the chaperon gets its pod);
+//   - False, PodDeleted: the pod was created and is gone. Final.
+//
+// A condition that turns False, or changes its reason or message, is also
+// an Event on the chaperon (Warning, reason as above); a created pod is a
+// Normal PodCreated Event naming the identity it was created as.
+//
+// It never updates or deletes a pod, its own included: deletion is the
+// garbage collector's, through the owner reference.
+//
+// # Whose identity
+//
+// The pod is created impersonating the ServiceAccount of the chaperon's
+// source, so that this cluster's RBAC, Pod Security, quotas and admission
+// policies judge what a source runs as they would judge the source itself
+// (a manager creating pods as itself would be a confused deputy). The
+// source is the Source named <parent-cluster> in the chaperon's namespace,
+// else the ClusterSource named <parent-cluster> if its namespace selector
+// (pkg/source.NamespaceSelector) selects the chaperon's namespace; it must
+// be Ready for its current generation and not being deleted, and its
+// status.serviceAccountName (and serviceAccountNamespace) name the
+// ServiceAccount. The user is system:serviceaccount:<namespace>:<name>,
+// impersonated by user name only (the API server adds the ServiceAccount's
+// groups), with one client per user built from the manager's REST config
+// and kept (Impersonator).
+//
+// # Never twice
+//
+// A pod that was created and then disappeared is never created again here:
+// deleting a delegate deletes its proxy pod, whose controller makes a new
+// one (recreating a delegate after a source's heartbeat expired is a later,
+// separate decision). Telling "never created" from "created, then deleted"
+// rests on the chaperon's status: PodCreated True, or False with reason
+// PodDeleted, means the pod was created. Status is the record because only
+// this controller writes it — a source may read a chaperon's status but not
+// write it, so it cannot erase the record to have a pod created twice. The
+// record is written in the same reconcile as the creation, and both
+// directions of cache lag are checked against the API server:
+//
+//   - before creating, the chaperon is read again from the API server, so a
+//     cache that has not yet seen our own "created" record cannot cause a
+//     second creation;
+//   - a pod recorded as created but missing from the cache is read from the
+//     API server before it is declared deleted, so a pod created a moment
+//     ago is not mistaken for a deleted one;
+//   - a creation that finds the name taken (AlreadyExists) reads the pod
+//     and adopts it only if the chaperon controls it.
+//
+// The one window left: the manager stops after creating a pod and before
+// writing the record, and the pod is deleted before the next leader
+// reconciles the chaperon. The pod is then created once more.
+//
+// A chaperon being deleted gets no pod and no new condition.
+//
+// # What it watches
+//
+// PodChaperons (not our own status writes), pods controlled by a
+// PodChaperon (status, nodeName, deletion), and Sources and ClusterSources
+// (each change wakes the chaperons that name it and wait for their pod).
+// Pods are read from the manager's cache, which the ClusterSummary
+// controller already fills with every pod of the cluster; restricting the
+// manager's pod cache to pods labelled parent-uid would break that
+// controller, so this package adds no cache option.
+//
+// # RBAC
+//
+// The manager needs: get, list and watch on podchaperons, sources,
+// clustersources, pods and namespaces; get and patch on podchaperons/status;
+// create and patch on events.k8s.io events; and the right to impersonate
+// each source's ServiceAccount and nothing else. With constrained
+// impersonation (Kubernetes 1.35+, beta and on by default since 1.36) that
+// is, per source: impersonate:serviceaccount on serviceaccounts in API
+// group authentication.k8s.io (not the core group) with resourceNames
+// [<its ServiceAccount>] in the ServiceAccount's namespace, and
+// impersonate-on:serviceaccount:create on pods (core group) in each
+// namespace the source may act in (or once, cluster-wide: the
+// impersonated account's own RBAC still decides where it creates pods) —
+// the manager can then only create pods as the source, not even run
+// discovery as it, which is why the clients share the manager's REST
+// mapper. The legacy verb impersonate on
+// serviceaccounts (core group) with the same resourceNames works too, but
+// lets the manager do anything the source may.
+//
+// The source's ServiceAccount needs create on pods in each namespace it may
+// act in (and, where the OwnerReferencesPermissionEnforcement admission
+// plugin is enabled, update on podchaperons/finalizers, to set
+// blockOwnerDeletion). That right is usable by the source directly too; it
+// adds no authority, since a chaperon's template already makes this
+// controller create any pod the ServiceAccount may create — same
+// namespaces, same RBAC, Pod Security and quota. It needs neither update
+// nor delete on pods: the garbage collector deletes a chaperon's pod.
+package chaperon

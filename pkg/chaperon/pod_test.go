@@ -1,0 +1,169 @@
+package chaperon
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+)
+
+func TestBuildPod(t *testing.T) {
+	ownerRef := metav1.OwnerReference{
+		APIVersion:         "multicluster.fleetlet.io/v1alpha1",
+		Kind:               "PodChaperon",
+		Name:               "web-1a2b3c4d",
+		UID:                "chaperon-uid",
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}
+	spec := corev1.PodSpec{
+		Containers:        []corev1.Container{{Name: "app", Image: "registry.example/app:1"}},
+		SchedulerName:     v1alpha1.SchedulerNameCandidate,
+		PriorityClassName: v1alpha1.PriorityClassCandidate,
+		Hostname:          "web",
+	}
+	parents := map[string]string{
+		v1alpha1.LabelParentUID:     "proxy-uid",
+		v1alpha1.LabelParentCluster: "cluster-1",
+	}
+	parentAnnotations := map[string]string{
+		v1alpha1.AnnotationParentName:      "web",
+		v1alpha1.AnnotationParentNamespace: "shop",
+	}
+
+	tests := []struct {
+		name     string
+		chaperon *v1alpha1.PodChaperon
+		want     *corev1.Pod
+	}{
+		{
+			name: "template labels and annotations plus the chaperon's parent keys",
+			chaperon: makeChaperon("shop", "web-1a2b3c4d").uid("chaperon-uid").
+				labels(parents).annotations(parentAnnotations).
+				annotation(v1alpha1.AnnotationReserved, "node-1").
+				templateLabels(map[string]string{"app": "web", "tier": "front"}).
+				templateAnnotations(map[string]string{"prometheus.io/scrape": "true"}).
+				spec(spec).obj(),
+			want: &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{
+					Namespace: "shop",
+					Name:      "web-1a2b3c4d",
+					Labels: map[string]string{
+						"app": "web", "tier": "front",
+						v1alpha1.LabelParentUID: "proxy-uid", v1alpha1.LabelParentCluster: "cluster-1",
+					},
+					Annotations: map[string]string{
+						"prometheus.io/scrape":             "true",
+						v1alpha1.AnnotationParentName:      "web",
+						v1alpha1.AnnotationParentNamespace: "shop",
+					},
+					OwnerReferences: []metav1.OwnerReference{ownerRef},
+				},
+				Spec: spec,
+			},
+		},
+		{
+			name: "the chaperon's parent labels and annotations win over the template's",
+			chaperon: makeChaperon("shop", "web-1a2b3c4d").uid("chaperon-uid").
+				labels(parents).annotations(parentAnnotations).
+				templateLabels(map[string]string{
+					"app":                       "web",
+					v1alpha1.LabelParentUID:     "forged-uid",
+					v1alpha1.LabelParentCluster: "another-cluster",
+				}).
+				templateAnnotations(map[string]string{
+					v1alpha1.AnnotationParentName:      "someone-else",
+					v1alpha1.AnnotationParentNamespace: "elsewhere",
+				}).
+				spec(spec).obj(),
+			want: &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{
+					Namespace: "shop",
+					Name:      "web-1a2b3c4d",
+					Labels: map[string]string{
+						"app":                   "web",
+						v1alpha1.LabelParentUID: "proxy-uid", v1alpha1.LabelParentCluster: "cluster-1",
+					},
+					Annotations:     parentAnnotations,
+					OwnerReferences: []metav1.OwnerReference{ownerRef},
+				},
+				Spec: spec,
+			},
+		},
+		{
+			name: "a parent key the chaperon lacks is not taken from the template",
+			chaperon: makeChaperon("shop", "web-1a2b3c4d").uid("chaperon-uid").
+				labels(parents).annotations(nil).templateLabels(nil).
+				templateAnnotations(map[string]string{v1alpha1.AnnotationParentName: "forged"}).
+				spec(spec).obj(),
+			want: &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{
+					Namespace:       "shop",
+					Name:            "web-1a2b3c4d",
+					Labels:          parents,
+					OwnerReferences: []metav1.OwnerReference{ownerRef},
+				},
+				Spec: spec,
+			},
+		},
+		{
+			name: "other labels of the chaperon stay on the chaperon",
+			chaperon: makeChaperon("shop", "web-1a2b3c4d").uid("chaperon-uid").
+				labels(parents).label("only-on-chaperon", "x").annotations(parentAnnotations).
+				annotation(v1alpha1.AnnotationElected, "true").templateLabels(nil).
+				spec(spec).obj(),
+			want: &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{
+					Namespace:       "shop",
+					Name:            "web-1a2b3c4d",
+					Labels:          parents,
+					Annotations:     parentAnnotations,
+					OwnerReferences: []metav1.OwnerReference{ownerRef},
+				},
+				Spec: spec,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			orig := tt.chaperon.DeepCopy()
+			got := BuildPod(tt.chaperon)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("BuildPod() (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(orig, tt.chaperon); diff != "" {
+				t.Errorf("BuildPod changed the chaperon (-before,+after):\n%s", diff)
+			}
+			// The pod shares nothing with the chaperon.
+			got.Labels["mutated"] = "x"
+			got.Spec.Containers[0].Image = "mutated"
+			if diff := cmp.Diff(orig, tt.chaperon); diff != "" {
+				t.Errorf("the pod aliases the chaperon (-before,+after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCheckLabels(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		labels  map[string]string
+		wantErr bool
+	}{
+		{"both", map[string]string{v1alpha1.LabelParentUID: "u", v1alpha1.LabelParentCluster: "c"}, false},
+		{"no parent-uid", map[string]string{v1alpha1.LabelParentCluster: "c"}, true},
+		{"no parent-cluster", map[string]string{v1alpha1.LabelParentUID: "u"}, true},
+		{"empty parent-cluster", map[string]string{v1alpha1.LabelParentUID: "u", v1alpha1.LabelParentCluster: ""}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkLabels(&v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Labels: tt.labels}})
+			if (err != nil) != tt.wantErr {
+				t.Errorf("checkLabels() = %v, want error %v", err, tt.wantErr)
+			}
+		})
+	}
+}

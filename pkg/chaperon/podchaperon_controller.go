@@ -1,0 +1,466 @@
+package chaperon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+)
+
+// maxMessageLength bounds a condition's message (the API allows 32768).
+const maxMessageLength = 4096
+
+// PodChaperonReconciler creates the pod each PodChaperon holds, as the
+// source's ServiceAccount, and mirrors the pod's status onto the chaperon.
+// See the package documentation.
+type PodChaperonReconciler struct {
+	// Client reads chaperons, pods, Sources, ClusterSources and Namespaces
+	// from the manager's cache and writes chaperons' status, as the
+	// manager. It never writes a pod.
+	Client client.Client
+	// APIReader reads from the API server what the cache may show late:
+	// a chaperon about to get its pod (is it really not created yet?) and
+	// a pod that seems gone (is it really deleted?).
+	APIReader client.Reader
+	// Impersonator gives the clients that create pods as a source.
+	Impersonator Impersonator
+	// Recorder records Events on chaperons.
+	Recorder events.EventRecorder
+
+	// RetryInterval is how often a chaperon that waits — for its source,
+	// or for a pod of its name that is not its own to go — is checked
+	// again when no event wakes it up; zero means DefaultRetryInterval.
+	RetryInterval time.Duration
+	// RejectedBackoffInitial and RejectedBackoffMax bound the backoff
+	// between attempts to create a pod the target refused; zero means
+	// DefaultRejectedBackoffInitial and DefaultRejectedBackoffMax.
+	RejectedBackoffInitial, RejectedBackoffMax time.Duration
+	// MaxConcurrentReconciles is how many chaperons are reconciled at
+	// once; zero means DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
+
+	once    sync.Once
+	backoff workqueue.TypedRateLimiter[types.NamespacedName]
+}
+
+// +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=podchaperons,verbs=get;list;watch
+// +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=podchaperons/status,verbs=get;patch
+// +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=sources;clustersources,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods;namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// (Impersonation of each source's ServiceAccount is granted per source; see
+// the package documentation.)
+
+// SetupWithManager fills the fields left empty from mgr and registers the
+// controller: it watches PodChaperons, the pods they control, and Sources
+// and ClusterSources (to wake the chaperons that wait for them).
+func (r *PodChaperonReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Client == nil {
+		r.Client = mgr.GetClient()
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Impersonator == nil {
+		imp, err := NewImpersonator(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+		if err != nil {
+			return err
+		}
+		r.Impersonator = imp
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder(EventSource)
+	}
+	r.defaults()
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&v1alpha1.PodChaperon{}, builder.WithPredicates(chaperonChanged())).
+		Owns(&corev1.Pod{}, builder.WithPredicates(podChanged())).
+		Watches(&v1alpha1.Source{}, handler.EnqueueRequestsFromMapFunc(r.chaperonsOfSource)).
+		Watches(&v1alpha1.ClusterSource{}, handler.EnqueueRequestsFromMapFunc(r.chaperonsOfClusterSource)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+// defaults sets the zero settings to their defaults, once.
+func (r *PodChaperonReconciler) defaults() { r.once.Do(r.setDefaults) }
+
+func (r *PodChaperonReconciler) setDefaults() {
+	if r.Recorder == nil {
+		r.Recorder = &events.FakeRecorder{} // discards
+	}
+	if r.RetryInterval <= 0 {
+		r.RetryInterval = DefaultRetryInterval
+	}
+	if r.RejectedBackoffInitial <= 0 {
+		r.RejectedBackoffInitial = DefaultRejectedBackoffInitial
+	}
+	if r.RejectedBackoffMax <= 0 {
+		r.RejectedBackoffMax = DefaultRejectedBackoffMax
+	}
+	if r.MaxConcurrentReconciles <= 0 {
+		r.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if r.APIReader == nil {
+		r.APIReader = r.Client
+	}
+	if r.backoff == nil {
+		r.backoff = workqueue.NewTypedItemExponentialFailureRateLimiter[types.NamespacedName](r.RejectedBackoffInitial, r.RejectedBackoffMax)
+	}
+}
+
+// Reconcile creates the chaperon's pod if it was never created, and
+// mirrors the pod onto the chaperon's status.
+func (r *PodChaperonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.defaults()
+	ch := &v1alpha1.PodChaperon{}
+	if err := r.Client.Get(ctx, req.NamespacedName, ch); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.backoff.Forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	res, err := r.sync(ctx, ch, false)
+	if !apierrors.IsConflict(err) {
+		return res, err
+	}
+	// The cache is behind a write of our own to this chaperon's status:
+	// decide again on the chaperon as the API server has it.
+	ctrl.LoggerFrom(ctx).V(1).Info("Status write conflicted; reconciling again from the API server")
+	ch = &v1alpha1.PodChaperon{}
+	if err := r.APIReader.Get(ctx, req.NamespacedName, ch); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return r.sync(ctx, ch, true)
+}
+
+// outcome is what one pass decided: the PodCreated condition to set (nil:
+// leave it), the pod to mirror (nil: none), and when to come back.
+type outcome struct {
+	cond   *metav1.Condition
+	pod    *corev1.Pod
+	result ctrl.Result
+	err    error
+}
+
+// sync decides, from ch and its pod, what to do, does it and writes the
+// status. live says ch was read from the API server, not the cache.
+func (r *PodChaperonReconciler) sync(ctx context.Context, ch *v1alpha1.PodChaperon, live bool) (ctrl.Result, error) {
+	key := client.ObjectKeyFromObject(ch)
+	pod, err := getPod(ctx, r.Client, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	created := wasCreated(ch)
+	if pod == nil && created {
+		// Recorded as created but not in the cache: deleted, or created so
+		// recently that the cache has not seen it yet. Ask the API server.
+		if pod, err = getPod(ctx, r.APIReader, key); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if pod == nil && !created && ch.DeletionTimestamp.IsZero() && !live {
+		// About to create the pod: make sure the record that says it never
+		// was is current, not a cache that has not seen our last write.
+		fresh := &v1alpha1.PodChaperon{}
+		if err := r.APIReader.Get(ctx, key, fresh); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		ch = fresh
+		if created = wasCreated(ch); created {
+			if pod, err = getPod(ctx, r.APIReader, key); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+
+	var out outcome
+	switch {
+	case isDeletedRecord(ch):
+		// Final: the pod was created and deleted; nothing is created again.
+	case pod != nil && isHeldBy(pod, ch):
+		out = outcome{cond: heldCondition(pod), pod: pod}
+	case !ch.DeletionTimestamp.IsZero():
+		// Being deleted: its pod is going, or never came. Nothing to
+		// create, and nothing to report (a loser candidate's pod going
+		// away is no news).
+		return ctrl.Result{}, nil
+	case pod != nil && created:
+		out.cond = deletedCondition(fmt.Sprintf(" A pod named %s that this chaperon does not own now exists; it is left alone.", pod.Name))
+	case pod != nil:
+		out.cond = notOwnedCondition(pod.Name)
+		out.result = ctrl.Result{RequeueAfter: r.RetryInterval}
+	case created:
+		out.cond = deletedCondition("")
+	default:
+		out = r.create(ctx, ch)
+	}
+	if err := r.writeStatus(ctx, ch, out); err != nil {
+		return ctrl.Result{}, errors.Join(out.err, err)
+	}
+	return out.result, out.err
+}
+
+// create creates ch's pod as its source's ServiceAccount.
+func (r *PodChaperonReconciler) create(ctx context.Context, ch *v1alpha1.PodChaperon) outcome {
+	log := ctrl.LoggerFrom(ctx)
+	key := client.ObjectKeyFromObject(ch)
+	if err := checkLabels(ch); err != nil {
+		return outcome{cond: falseCondition(ReasonInvalidChaperon, err.Error())}
+	}
+	id, err := resolveSource(ctx, r.Client, ch)
+	if werr := (*waitError)(nil); errors.As(err, &werr) {
+		return outcome{cond: falseCondition(werr.reason, werr.message), result: ctrl.Result{RequeueAfter: r.RetryInterval}}
+	}
+	if err != nil {
+		return outcome{err: err}
+	}
+	c, err := r.Impersonator.ClientFor(id.userName())
+	if err != nil {
+		return outcome{err: err}
+	}
+
+	pod := BuildPod(ch)
+	log.Info("Creating pod as the source's ServiceAccount", "pod", klog.KObj(pod), "user", id.userName(), "source", id.kind+"/"+id.name)
+	err = c.Create(ctx, pod, client.FieldOwner(FieldOwner))
+	switch {
+	case err == nil:
+		r.backoff.Forget(key)
+		r.Recorder.Eventf(ch, pod, corev1.EventTypeNormal, ReasonPodCreated, "Create",
+			"Created pod %s as %s (%s %s)", pod.Name, id.userName(), id.kind, id.name)
+		return outcome{cond: heldCondition(pod), pod: pod}
+
+	case apierrors.IsAlreadyExists(err):
+		// Ours, not yet in the cache (created before our record was
+		// written), or someone else's.
+		existing, gerr := getPod(ctx, r.APIReader, key)
+		if gerr != nil {
+			return outcome{err: gerr}
+		}
+		if existing == nil {
+			return outcome{err: fmt.Errorf("pod %s already exists, then not found: retrying", key)}
+		}
+		if isHeldBy(existing, ch) {
+			log.Info("Pod already exists and is held by this chaperon", "pod", klog.KObj(existing))
+			return outcome{cond: heldCondition(existing), pod: existing}
+		}
+		return outcome{cond: notOwnedCondition(key.Name), result: ctrl.Result{RequeueAfter: r.RetryInterval}}
+
+	case isRejection(err):
+		delay := r.backoff.When(key)
+		log.Info("The target refused the pod; retrying later", "pod", klog.KObj(pod), "user", id.userName(), "retryAfter", delay, "reason", err.Error())
+		return outcome{cond: falseCondition(ReasonPodRejected, err.Error()), result: ctrl.Result{RequeueAfter: delay}}
+
+	default:
+		return outcome{err: fmt.Errorf("creating pod %s as %s: %w", key, id.userName(), err)}
+	}
+}
+
+// isRejection reports whether err is the API server's answer to a create
+// (RBAC, Pod Security, quota, admission policies and webhooks,
+// validation), as opposed to a transient failure to get one.
+func isRejection(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	return !apierrors.IsTooManyRequests(err) && !apierrors.IsServerTimeout(err) && !apierrors.IsTimeout(err) &&
+		!apierrors.IsServiceUnavailable(err)
+}
+
+// writeStatus applies out to ch's status and writes it when it changed,
+// with ch's resourceVersion as precondition, then records an Event for a
+// PodCreated condition that turned False or changed its reason or message.
+func (r *PodChaperonReconciler) writeStatus(ctx context.Context, ch *v1alpha1.PodChaperon, out outcome) error {
+	before := meta.FindStatusCondition(ch.Status.Conditions, v1alpha1.ConditionPodCreated)
+	if before != nil {
+		before = before.DeepCopy()
+	}
+	want := ch.DeepCopy()
+	status := &want.Status
+	status.ObservedGeneration = ch.Generation
+	if out.cond != nil {
+		cond := *out.cond
+		cond.ObservedGeneration = ch.Generation
+		cond.Message = truncate(cond.Message)
+		meta.SetStatusCondition(&status.Conditions, cond)
+	} else if c := meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionPodCreated); c != nil {
+		c.ObservedGeneration = ch.Generation
+	}
+	if out.pod != nil {
+		status.PodStatus = *out.pod.Status.DeepCopy()
+	}
+	status.NodeName = nodeName(want, out.pod)
+	if equality.Semantic.DeepEqual(ch.Status, want.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, want, client.MergeFromWithOptions(ch, client.MergeFromWithOptimisticLock{}),
+		client.FieldOwner(FieldOwner)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("writing the status of PodChaperon %s: %w", klog.KObj(ch), err)
+	}
+	after := meta.FindStatusCondition(want.Status.Conditions, v1alpha1.ConditionPodCreated)
+	if after != nil && after.Status == metav1.ConditionFalse &&
+		(before == nil || before.Status != after.Status || before.Reason != after.Reason || before.Message != after.Message) {
+		r.Recorder.Eventf(ch, nil, corev1.EventTypeWarning, after.Reason, "Create", "%s", after.Message)
+	}
+	return nil
+}
+
+// nodeName is where the pod runs (once bound), else the candidate
+// scheduler's reservation; a deleted pod keeps the last one known. ch
+// carries the status being written, with its new condition.
+func nodeName(ch *v1alpha1.PodChaperon, pod *corev1.Pod) string {
+	if pod != nil && pod.Spec.NodeName != "" {
+		return pod.Spec.NodeName
+	}
+	if reserved := ch.Annotations[v1alpha1.AnnotationReserved]; reserved != "" {
+		return reserved
+	}
+	if pod == nil && isDeletedRecord(ch) {
+		return ch.Status.NodeName
+	}
+	return ""
+}
+
+// wasCreated reports whether ch's status records that its pod was
+// created: PodCreated is True, or False because the pod was deleted.
+// Only this controller writes a chaperon's status (sources may only read
+// it), so a source cannot erase the record to have a pod created again.
+func wasCreated(ch *v1alpha1.PodChaperon) bool {
+	c := meta.FindStatusCondition(ch.Status.Conditions, v1alpha1.ConditionPodCreated)
+	return c != nil && (c.Status == metav1.ConditionTrue || c.Reason == ReasonPodDeleted)
+}
+
+// isDeletedRecord reports whether ch records that its pod was deleted.
+func isDeletedRecord(ch *v1alpha1.PodChaperon) bool {
+	c := meta.FindStatusCondition(ch.Status.Conditions, v1alpha1.ConditionPodCreated)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == ReasonPodDeleted
+}
+
+func heldCondition(pod *corev1.Pod) *metav1.Condition {
+	return &metav1.Condition{
+		Type:    v1alpha1.ConditionPodCreated,
+		Status:  metav1.ConditionTrue,
+		Reason:  ReasonPodCreated,
+		Message: fmt.Sprintf("Pod %s (uid %s) is held by this chaperon", pod.Name, pod.UID),
+	}
+}
+
+func deletedCondition(more string) *metav1.Condition {
+	return falseCondition(ReasonPodDeleted,
+		"The pod this chaperon held was deleted; fleetlet does not create it again (deleting a delegate deletes its proxy pod, whose controller makes a new one)."+more)
+}
+
+func notOwnedCondition(name string) *metav1.Condition {
+	return falseCondition(ReasonPodNotOwned, fmt.Sprintf(
+		"Pod %s exists and is not owned by this chaperon: fleetlet leaves it alone, and creates this chaperon's pod only once that one is gone", name))
+}
+
+func falseCondition(reason, message string) *metav1.Condition {
+	return &metav1.Condition{Type: v1alpha1.ConditionPodCreated, Status: metav1.ConditionFalse, Reason: reason, Message: message}
+}
+
+func truncate(s string) string {
+	if len(s) <= maxMessageLength {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxMessageLength-3], "") + "..."
+}
+
+// getPod reads the pod of key; nil when there is none.
+func getPod(ctx context.Context, c client.Reader, key types.NamespacedName) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	if err := c.Get(ctx, key, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading pod %s: %w", key, err)
+	}
+	return pod, nil
+}
+
+// chaperonChanged passes the chaperon events that can change what to do:
+// not our own status writes.
+func chaperonChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld, e.ObjectNew
+			return o.GetGeneration() != n.GetGeneration() ||
+				!maps.Equal(o.GetLabels(), n.GetLabels()) ||
+				!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
+				o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero()
+		},
+	}
+}
+
+// podChanged passes the pod events that change what is mirrored.
+func podChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*corev1.Pod)
+			n, ok2 := e.ObjectNew.(*corev1.Pod)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return o.Spec.NodeName != n.Spec.NodeName ||
+				o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
+				!equality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
+				!equality.Semantic.DeepEqual(o.Status, n.Status)
+		},
+	}
+}
+
+// chaperonsOfSource maps a Source to the chaperons of its namespace that
+// name it and still wait for their pod.
+func (r *PodChaperonReconciler) chaperonsOfSource(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.waiting(ctx, obj.GetName(), client.InNamespace(obj.GetNamespace()))
+}
+
+// chaperonsOfClusterSource maps a ClusterSource to the chaperons of every
+// namespace that name it and still wait for their pod.
+func (r *PodChaperonReconciler) chaperonsOfClusterSource(ctx context.Context, obj client.Object) []reconcile.Request {
+	return r.waiting(ctx, obj.GetName())
+}
+
+func (r *PodChaperonReconciler) waiting(ctx context.Context, sourceName string, opts ...client.ListOption) []reconcile.Request {
+	var list v1alpha1.PodChaperonList
+	opts = append(opts, client.MatchingLabels{v1alpha1.LabelParentCluster: sourceName})
+	if err := r.Client.List(ctx, &list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the chaperons of a source", "source", sourceName)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if ch := &list.Items[i]; !wasCreated(ch) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ch)})
+		}
+	}
+	return reqs
+}

@@ -1,0 +1,562 @@
+package chaperon
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+)
+
+const (
+	testNS       = "shop"
+	testName     = "web-1a2b3c4d"
+	chaperonUID  = types.UID("chaperon-uid")
+	sourceUser   = "system:serviceaccount:shop:fleetlet-source-cluster-a"
+	testInterval = 7 * time.Second
+	testBackoff  = 3 * time.Second
+)
+
+// fakeImpersonator hands out clients that create through the fake API
+// server, recording who created what, and failing with createErr if set.
+type fakeImpersonator struct {
+	c         client.WithWatch
+	createErr error
+
+	mu      sync.Mutex
+	creates []string // "user namespace/name"
+}
+
+func (f *fakeImpersonator) ClientFor(user string) (client.Client, error) {
+	return interceptor.NewClient(f.c, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			f.mu.Lock()
+			f.creates = append(f.creates, user+" "+obj.GetNamespace()+"/"+obj.GetName())
+			f.mu.Unlock()
+			if f.createErr != nil {
+				return f.createErr
+			}
+			if pod, ok := obj.(*corev1.Pod); ok && pod.UID == "" {
+				pod.UID = "created-pod-uid" // the fake API server sets none
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}), nil
+}
+
+// staleCache is the manager's cache seen late: it shows chaperon (when
+// set) as it was, and hides the pods in hidePods.
+type staleCache struct {
+	client.Client
+	chaperon *v1alpha1.PodChaperon
+	hidePods bool
+}
+
+func (s staleCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	switch o := obj.(type) {
+	case *v1alpha1.PodChaperon:
+		if s.chaperon != nil && key == client.ObjectKeyFromObject(s.chaperon) {
+			s.chaperon.DeepCopyInto(o)
+			return nil
+		}
+	case *corev1.Pod:
+		if s.hidePods {
+			return apierrors.NewNotFound(corev1.Resource("pods"), key.Name)
+		}
+	}
+	return s.Client.Get(ctx, key, obj, opts...)
+}
+
+// reconcileCase is one chaperon reconciled once (or more) against fakes.
+type reconcileCase struct {
+	name     string
+	chaperon *v1alpha1.PodChaperon
+	objects  []client.Object
+	// createErr makes every impersonated create fail.
+	createErr error
+	// staleChaperon, when set, is what the cache shows of the chaperon,
+	// the chaperon itself being what the API server has.
+	staleChaperon *v1alpha1.PodChaperon
+	// hidePods hides every pod from the cache.
+	hidePods bool
+	// times reconciles this many times (default 1).
+	times int
+
+	wantCreates []string
+	wantStatus  metav1.ConditionStatus
+	wantReason  string // "" with wantStatus "": no condition
+	wantMessage string // a substring of the condition's message
+	wantResult  ctrl.Result
+	wantErr     bool
+	// wantPods are the pods after reconciling, by name: their UID.
+	wantPods map[string]types.UID
+	// wantPodStatus and wantNodeName check the mirror.
+	wantPodStatus *corev1.PodStatus
+	wantNodeName  string
+	// wantEvents are the reasons of the Events recorded, in order.
+	wantEvents []string
+}
+
+func TestReconcile(t *testing.T) {
+	chaperon := func() *chaperonWrapper { return makeChaperon(testNS, testName).uid(chaperonUID) }
+	ns := namespace(testNS, map[string]string{"team": "shop"})
+	source := readySource(testNS, "cluster-a", "fleetlet-source-cluster-a")
+	created := []string{sourceUser + " " + testNS + "/" + testName}
+	forbidden := apierrors.NewForbidden(corev1.Resource("pods"), testName,
+		fmt.Errorf(`User %q cannot create resource "pods" in API group "" in the namespace %q`, sourceUser, testNS))
+
+	tests := []reconcileCase{
+		{
+			name:        "creates the pod as the Source's ServiceAccount",
+			chaperon:    chaperon().obj(),
+			objects:     []client.Object{ns, source},
+			wantCreates: created,
+			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated, wantMessage: "uid created-pod-uid",
+			wantPods:   map[string]types.UID{testName: "created-pod-uid"},
+			wantEvents: []string{ReasonPodCreated},
+		},
+		{
+			name:     "a ClusterSource that selects the namespace",
+			chaperon: chaperon().obj(),
+			objects: []client.Object{ns, readyClusterSource("cluster-a", "fleetlet-system", "sa-cluster-a",
+				map[string]string{"team": "shop"})},
+			wantCreates: []string{"system:serviceaccount:fleetlet-system:sa-cluster-a " + testNS + "/" + testName},
+			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated,
+			wantPods:   map[string]types.UID{testName: "created-pod-uid"},
+			wantEvents: []string{ReasonPodCreated},
+		},
+		{
+			name:     "a ClusterSource without a selector selects the namespaces labelled for it",
+			chaperon: chaperon().obj(),
+			objects: []client.Object{namespace(testNS, map[string]string{"source.multicluster.fleetlet.io/cluster-a": "true"}),
+				readyClusterSource("cluster-a", "fleetlet-system", "sa-cluster-a", nil)},
+			wantCreates: []string{"system:serviceaccount:fleetlet-system:sa-cluster-a " + testNS + "/" + testName},
+			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated,
+			wantPods:   map[string]types.UID{testName: "created-pod-uid"},
+			wantEvents: []string{ReasonPodCreated},
+		},
+		{
+			name:     "a ClusterSource that does not select the namespace",
+			chaperon: chaperon().obj(),
+			objects: []client.Object{ns, readyClusterSource("cluster-a", "fleetlet-system", "sa-cluster-a",
+				map[string]string{"team": "other"})},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonNamespaceNotSelected, wantMessage: `"team=other"`,
+			wantResult: ctrl.Result{RequeueAfter: testInterval},
+			wantEvents: []string{ReasonNamespaceNotSelected},
+		},
+		{
+			name:     "the Source of the namespace wins over a ClusterSource of the same name",
+			chaperon: chaperon().obj(),
+			objects: []client.Object{ns, source, readyClusterSource("cluster-a", "fleetlet-system", "sa-cluster-a",
+				map[string]string{"team": "shop"})},
+			wantCreates: created,
+			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated,
+			wantPods:   map[string]types.UID{testName: "created-pod-uid"},
+			wantEvents: []string{ReasonPodCreated},
+		},
+		{
+			name:       "no Source and no ClusterSource",
+			chaperon:   chaperon().obj(),
+			objects:    []client.Object{ns, readySource("other-ns", "cluster-a", "sa")},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonSourceNotFound, wantMessage: `No Source "cluster-a" in namespace shop`,
+			wantResult: ctrl.Result{RequeueAfter: testInterval},
+			wantEvents: []string{ReasonSourceNotFound},
+		},
+		{
+			name:     "a Source that is not Ready",
+			chaperon: chaperon().obj(),
+			objects: []client.Object{ns, func() client.Object {
+				s := readySource(testNS, "cluster-a", "")
+				s.Status.Conditions[0].Status = metav1.ConditionFalse
+				s.Status.Conditions[0].Reason = v1alpha1.ReasonServiceAccountNotOwned
+				s.Status.Conditions[0].Message = "ServiceAccount x belongs to Source y"
+				return s
+			}()},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonSourceNotReady, wantMessage: "ServiceAccount x belongs to Source y",
+			wantResult: ctrl.Result{RequeueAfter: testInterval},
+			wantEvents: []string{ReasonSourceNotReady},
+		},
+		{
+			name:     "a Source whose status is of an older generation",
+			chaperon: chaperon().obj(),
+			objects: []client.Object{ns, func() client.Object {
+				s := readySource(testNS, "cluster-a", "old-sa")
+				s.Generation = 2
+				return s
+			}()},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonSourceNotReady, wantMessage: "not provisioned yet",
+			wantResult: ctrl.Result{RequeueAfter: testInterval},
+			wantEvents: []string{ReasonSourceNotReady},
+		},
+		{
+			name:       "a chaperon without parent-uid gets no pod",
+			chaperon:   chaperon().noLabel(v1alpha1.LabelParentUID).obj(),
+			objects:    []client.Object{ns, source},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonInvalidChaperon, wantMessage: v1alpha1.LabelParentUID,
+			wantEvents: []string{ReasonInvalidChaperon},
+		},
+		{
+			name:        "a pod the target refuses: PodRejected with its message, backoff",
+			chaperon:    chaperon().obj(),
+			objects:     []client.Object{ns, source},
+			createErr:   forbidden,
+			wantCreates: created,
+			wantStatus:  metav1.ConditionFalse, wantReason: ReasonPodRejected, wantMessage: `cannot create resource "pods"`,
+			wantResult: ctrl.Result{RequeueAfter: testBackoff},
+			wantEvents: []string{ReasonPodRejected},
+		},
+		{
+			name:        "refused again: the backoff doubles, one Event only",
+			chaperon:    chaperon().obj(),
+			objects:     []client.Object{ns, source},
+			createErr:   forbidden,
+			times:       2,
+			wantCreates: append(append([]string{}, created...), created...),
+			wantStatus:  metav1.ConditionFalse, wantReason: ReasonPodRejected,
+			wantResult: ctrl.Result{RequeueAfter: 2 * testBackoff},
+			wantEvents: []string{ReasonPodRejected},
+		},
+		{
+			name:        "a transient error is returned, not reported as a rejection",
+			chaperon:    chaperon().obj(),
+			objects:     []client.Object{ns, source},
+			createErr:   apierrors.NewTooManyRequests("slow down", 1),
+			wantCreates: created,
+			wantErr:     true,
+		},
+		{
+			name:     "the pod exists and is held: its status is mirrored",
+			chaperon: chaperon().cond(metav1.ConditionTrue, ReasonPodCreated).obj(),
+			objects: []client.Object{ns, source,
+				heldPod(chaperon().obj(), "pod-uid", "node-1", corev1.PodRunning)},
+			wantStatus: metav1.ConditionTrue, wantReason: ReasonPodCreated, wantMessage: "uid pod-uid",
+			wantPods:      map[string]types.UID{testName: "pod-uid"},
+			wantPodStatus: &corev1.PodStatus{Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBestEffort},
+			wantNodeName:  "node-1",
+		},
+		{
+			name:     "an unbound pod: nodeName is the candidate scheduler's reservation",
+			chaperon: chaperon().annotation(v1alpha1.AnnotationReserved, "node-r").cond(metav1.ConditionTrue, ReasonPodCreated).obj(),
+			objects: []client.Object{ns, source,
+				heldPod(chaperon().obj(), "pod-uid", "", corev1.PodPending)},
+			wantStatus: metav1.ConditionTrue, wantReason: ReasonPodCreated,
+			wantPods:      map[string]types.UID{testName: "pod-uid"},
+			wantPodStatus: &corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort},
+			wantNodeName:  "node-r",
+		},
+		{
+			name:       "a pod of that name that the chaperon does not own is left alone",
+			chaperon:   chaperon().obj(),
+			objects:    []client.Object{ns, source, foreignPod(testNS, testName)},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonPodNotOwned, wantMessage: "leaves it alone",
+			wantResult: ctrl.Result{RequeueAfter: testInterval},
+			wantPods:   map[string]types.UID{testName: "foreign-uid"},
+			wantEvents: []string{ReasonPodNotOwned},
+		},
+		{
+			name:       "a created pod that is gone is not created again",
+			chaperon:   chaperon().cond(metav1.ConditionTrue, ReasonPodCreated).nodeName("node-1").obj(),
+			objects:    []client.Object{ns, source},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonPodDeleted,
+			wantPods:     map[string]types.UID{},
+			wantNodeName: "node-1",
+			wantEvents:   []string{ReasonPodDeleted},
+		},
+		{
+			name:       "a created pod replaced by someone else's: PodDeleted, the other left alone",
+			chaperon:   chaperon().cond(metav1.ConditionTrue, ReasonPodCreated).obj(),
+			objects:    []client.Object{ns, source, foreignPod(testNS, testName)},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonPodDeleted, wantMessage: "does not own now exists",
+			wantPods:   map[string]types.UID{testName: "foreign-uid"},
+			wantEvents: []string{ReasonPodDeleted},
+		},
+		{
+			name:       "PodDeleted is final",
+			chaperon:   chaperon().cond(metav1.ConditionFalse, ReasonPodDeleted).obj(),
+			objects:    []client.Object{ns, source, heldPod(chaperon().obj(), "another-uid", "", corev1.PodPending)},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonPodDeleted,
+			wantPods: map[string]types.UID{testName: "another-uid"},
+		},
+		{
+			name:     "the cache has not seen our record yet: the API server's record counts",
+			chaperon: chaperon().cond(metav1.ConditionTrue, ReasonPodCreated).obj(),
+			// The cache shows the chaperon before its pod was recorded.
+			staleChaperon: chaperon().obj(),
+			objects:       []client.Object{ns, source},
+			wantStatus:    metav1.ConditionFalse, wantReason: ReasonPodDeleted,
+			wantPods:   map[string]types.UID{},
+			wantEvents: []string{ReasonPodDeleted},
+		},
+		{
+			name:     "a pod the cache has not seen yet is not taken for deleted",
+			chaperon: chaperon().cond(metav1.ConditionTrue, ReasonPodCreated).obj(),
+			objects: []client.Object{ns, source,
+				heldPod(chaperon().obj(), "pod-uid", "", corev1.PodPending)},
+			hidePods:   true,
+			wantStatus: metav1.ConditionTrue, wantReason: ReasonPodCreated,
+			wantPods:      map[string]types.UID{testName: "pod-uid"},
+			wantPodStatus: &corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort},
+		},
+		{
+			name:     "created before the record was written: adopted, not doubled",
+			chaperon: chaperon().obj(),
+			objects: []client.Object{ns, source,
+				heldPod(chaperon().obj(), "pod-uid", "", corev1.PodPending)},
+			hidePods:    true,
+			wantCreates: created,
+			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated,
+			wantPods:      map[string]types.UID{testName: "pod-uid"},
+			wantPodStatus: &corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort},
+		},
+		{
+			name:     "a chaperon being deleted gets no pod and no condition",
+			chaperon: chaperon().deleting().obj(),
+			objects:  []client.Object{ns, source},
+			wantPods: map[string]types.UID{},
+		},
+		{
+			name:       "a chaperon being deleted whose pod is gone gets no PodDeleted",
+			chaperon:   chaperon().deleting().cond(metav1.ConditionTrue, ReasonPodCreated).obj(),
+			objects:    []client.Object{ns, source},
+			wantStatus: metav1.ConditionTrue, wantReason: ReasonPodCreated,
+			wantPods: map[string]types.UID{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { runReconcileCase(t, tt) })
+	}
+}
+
+func runReconcileCase(t *testing.T, tt reconcileCase) {
+	t.Helper()
+	ctx := context.Background()
+	api := fake.NewClientBuilder().WithScheme(scheme).
+		WithObjects(append([]client.Object{tt.chaperon.DeepCopy()}, tt.objects...)...).
+		WithStatusSubresource(&v1alpha1.PodChaperon{}, &v1alpha1.Source{}, &v1alpha1.ClusterSource{}, &corev1.Pod{}).
+		Build()
+	var cache client.Client = api
+	if tt.staleChaperon != nil || tt.hidePods {
+		sc := staleCache{Client: api, hidePods: tt.hidePods}
+		if tt.staleChaperon != nil {
+			// Stale: the resourceVersion before the record was written.
+			sc.chaperon = tt.staleChaperon.DeepCopy()
+			var cur v1alpha1.PodChaperon
+			if err := api.Get(ctx, client.ObjectKeyFromObject(tt.chaperon), &cur); err != nil {
+				t.Fatal(err)
+			}
+			sc.chaperon.ResourceVersion = "1"
+			sc.chaperon.UID = cur.UID
+		}
+		cache = sc
+	}
+	imp := &fakeImpersonator{c: api, createErr: tt.createErr}
+	rec := events.NewFakeRecorder(10)
+	r := &PodChaperonReconciler{
+		Client:                 cache,
+		APIReader:              api,
+		Impersonator:           imp,
+		Recorder:               rec,
+		RetryInterval:          testInterval,
+		RejectedBackoffInitial: testBackoff,
+		RejectedBackoffMax:     time.Minute,
+	}
+	key := client.ObjectKeyFromObject(tt.chaperon)
+	var (
+		res ctrl.Result
+		err error
+	)
+	for range max(tt.times, 1) {
+		res, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+	}
+	if (err != nil) != tt.wantErr {
+		t.Fatalf("Reconcile() error = %v, want error %v", err, tt.wantErr)
+	}
+	if diff := cmp.Diff(tt.wantResult, res); diff != "" {
+		t.Errorf("Reconcile() result (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(tt.wantCreates, imp.creates); diff != "" {
+		t.Errorf("impersonated creates (-want,+got):\n%s", diff)
+	}
+
+	var got v1alpha1.PodChaperon
+	if err := api.Get(ctx, key, &got); err != nil {
+		t.Fatal(err)
+	}
+	cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionPodCreated)
+	switch {
+	case tt.wantStatus == "" && cond != nil && !tt.wantErr:
+		t.Errorf("PodCreated = %+v, want none", cond)
+	case tt.wantStatus != "" && cond == nil:
+		t.Errorf("no PodCreated condition, want %s %s", tt.wantStatus, tt.wantReason)
+	case cond != nil && tt.wantStatus != "":
+		if cond.Status != tt.wantStatus || cond.Reason != tt.wantReason {
+			t.Errorf("PodCreated = %s %s (%s), want %s %s", cond.Status, cond.Reason, cond.Message, tt.wantStatus, tt.wantReason)
+		}
+		if !strings.Contains(cond.Message, tt.wantMessage) {
+			t.Errorf("PodCreated message %q does not contain %q", cond.Message, tt.wantMessage)
+		}
+		if cond.ObservedGeneration != got.Generation || got.Status.ObservedGeneration != got.Generation {
+			t.Errorf("observedGeneration: condition %d, status %d, want %d", cond.ObservedGeneration, got.Status.ObservedGeneration, got.Generation)
+		}
+	}
+	if tt.wantPodStatus != nil {
+		if diff := cmp.Diff(*tt.wantPodStatus, got.Status.PodStatus); diff != "" {
+			t.Errorf("status.podStatus (-want,+got):\n%s", diff)
+		}
+	}
+	if got.Status.NodeName != tt.wantNodeName {
+		t.Errorf("status.nodeName = %q, want %q", got.Status.NodeName, tt.wantNodeName)
+	}
+
+	if tt.wantPods != nil {
+		var pods corev1.PodList
+		if err := api.List(ctx, &pods); err != nil {
+			t.Fatal(err)
+		}
+		gotPods := map[string]types.UID{}
+		for _, p := range pods.Items {
+			gotPods[p.Name] = p.UID
+		}
+		if diff := cmp.Diff(tt.wantPods, gotPods); diff != "" {
+			t.Errorf("pods (-want,+got):\n%s", diff)
+		}
+		for _, p := range pods.Items {
+			if p.UID == "foreign-uid" {
+				if diff := cmp.Diff(foreignPod(testNS, testName).Labels, p.Labels); diff != "" || len(p.OwnerReferences) != 0 {
+					t.Errorf("the foreign pod was changed: labels (-want,+got) %s, owners %v", diff, p.OwnerReferences)
+				}
+			}
+		}
+	}
+
+	close(rec.Events)
+	var reasons []string
+	for e := range rec.Events {
+		reasons = append(reasons, strings.Fields(e)[1])
+	}
+	if diff := cmp.Diff(tt.wantEvents, reasons); diff != "" {
+		t.Errorf("Event reasons (-want,+got):\n%s", diff)
+	}
+}
+
+// A created pod's status is written with the chaperon's generation, and a
+// second pass with nothing new writes nothing.
+func TestReconcileWritesOnlyChanges(t *testing.T) {
+	ctx := context.Background()
+	ch := makeChaperon(testNS, testName).uid(chaperonUID).cond(metav1.ConditionTrue, ReasonPodCreated).obj()
+	ch.Generation = 3
+	pod := heldPod(ch, "pod-uid", "node-1", corev1.PodRunning)
+	writes := 0
+	api := fake.NewClientBuilder().WithScheme(scheme).
+		WithObjects(ch, pod, readySource(testNS, "cluster-a", "sa")).
+		WithStatusSubresource(&v1alpha1.PodChaperon{}).
+		WithInterceptorFuncs(interceptor.Funcs{
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+				writes++
+				return c.SubResource(sub).Patch(ctx, obj, p, opts...)
+			},
+		}).Build()
+	r := &PodChaperonReconciler{Client: api, APIReader: api, Impersonator: &fakeImpersonator{c: api}}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ch)}
+	for i := range 3 {
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatalf("pass %d: %v", i, err)
+		}
+	}
+	if writes != 1 {
+		t.Errorf("status written %d times, want 1", writes)
+	}
+	var got v1alpha1.PodChaperon
+	if err := api.Get(ctx, req.NamespacedName, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.ObservedGeneration != 3 || got.Status.Conditions[0].ObservedGeneration != 3 {
+		t.Errorf("observedGeneration = %d / condition %d, want 3", got.Status.ObservedGeneration, got.Status.Conditions[0].ObservedGeneration)
+	}
+	if !got.Status.Conditions[0].LastTransitionTime.Equal(&metav1.Time{Time: time.Unix(1000, 0)}) {
+		t.Errorf("lastTransitionTime changed to %v although the status did not", got.Status.Conditions[0].LastTransitionTime)
+	}
+}
+
+// The impersonator's clients send the user name, and nothing else, as the
+// user to impersonate, and keep one client per user.
+func TestImpersonator(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("%s %s user=%v groups=%v uid=%v", req.Method, req.URL.Path,
+			req.Header.Values("Impersonate-User"), req.Header.Values("Impersonate-Group"), req.Header.Values("Impersonate-Uid")))
+		mu.Unlock()
+		body, _ := io.ReadAll(req.Body)
+		w.Header().Set("Content-Type", req.Header.Get("Content-Type"))
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
+	// The manager's own configuration may impersonate someone: the
+	// source's user replaces it.
+	cfg := &rest.Config{Host: srv.URL, Impersonate: rest.ImpersonationConfig{UserName: "admin", Groups: []string{"system:masters"}}}
+	imp, err := NewImpersonator(cfg, client.Options{Scheme: scheme, Mapper: mapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, err := imp.ClientFor("system:serviceaccount:ns:a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, _ := imp.ClientFor("system:serviceaccount:ns:a")
+	b, _ := imp.ClientFor("system:serviceaccount:ns:b")
+	if a1 != a2 {
+		t.Error("two clients for the same user")
+	}
+	if a1 == b {
+		t.Error("one client for two users")
+	}
+	pod := func() *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+	}
+	if err := a1.Create(context.Background(), pod()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Create(context.Background(), pod()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"POST /api/v1/namespaces/ns/pods user=[system:serviceaccount:ns:a] groups=[] uid=[]",
+		"POST /api/v1/namespaces/ns/pods user=[system:serviceaccount:ns:b] groups=[] uid=[]",
+	}
+	if diff := cmp.Diff(want, seen); diff != "" {
+		t.Errorf("requests (-want,+got):\n%s", diff)
+	}
+	if _, err := imp.ClientFor(""); err == nil {
+		t.Error("a client for no user")
+	}
+	if _, err := NewImpersonator(cfg, client.Options{HTTPClient: srv.Client()}); err == nil {
+		t.Error("NewImpersonator accepted an HTTP client, which would bypass impersonation")
+	}
+}
