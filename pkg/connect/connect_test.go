@@ -227,7 +227,8 @@ func TestConnectClusterWide(t *testing.T) {
 		{verb: "list", resource: "namespaces", allowed: true},
 		{verb: "get", group: v1alpha1.GroupName, resource: "clustersummaries", name: "default", allowed: true},
 		{verb: "delete", resource: "nodes", name: "n", allowed: false},
-		{verb: "create", resource: "pods", namespace: selected, allowed: false},
+		{verb: "create", resource: "pods", namespace: selected, allowed: true}, // via the chaperon controller's impersonation
+		{verb: "delete", resource: "pods", namespace: selected, allowed: false},
 	})
 	renewLease(t, cfg, DefaultFleetletNamespace, "cluster-a")
 	// A real request, not only the authorizer's opinion.

@@ -67,9 +67,10 @@
 //
 // What a source is allowed is deliberately narrow: PodChaperons (the pods
 // themselves are created by the chaperon controller, impersonating the
-// source's ServiceAccount), read access to pods, their logs and streams,
-// Events, and the ConfigMaps, Secrets and ServiceAccounts it follows —
-// never pods/create, never serviceaccounts/token, never anything outside
+// source's ServiceAccount, so the identity may create pods — never update or
+// delete them), read access to pods, their logs and streams, Events, and the
+// ConfigMaps, Secrets and ServiceAccounts it follows — never
+// serviceaccounts/token, never anything outside
 // the namespaces it was admitted to except reading Namespaces and the
 // ClusterSummary.
 package source

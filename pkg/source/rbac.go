@@ -40,13 +40,26 @@ func SourceRules() []rbacv1.PolicyRule {
 			Resources: []string{"podchaperons/status"},
 			Verbs:     []string{"get"},
 		},
-		// The chaperon controller, impersonating the source, creates the
-		// pods; the source only watches its delegates (feedback, deletion
+		// The chaperon controller sets blockOwnerDeletion on the pods it
+		// creates for the source, which OwnerReferencesPermissionEnforcement
+		// (where enabled) checks against the identity creating them.
+		{
+			APIGroups: []string{v1alpha1.GroupName},
+			Resources: []string{"podchaperons/finalizers"},
+			Verbs:     []string{"update"},
+		},
+		// The chaperon controller creates the pods impersonating the
+		// source's ServiceAccount, so that the target's RBAC, quotas and
+		// Pod Security judge what a source runs: the identity needs
+		// create. That grants no authority a chaperon does not already
+		// give; never update or delete (the garbage collector removes a
+		// chaperon's pod, and the source must not delete the target's
+		// own pods). The source watches its delegates (feedback, deletion
 		// of a proxy when its delegate is deleted).
 		{
 			APIGroups: []string{""},
 			Resources: []string{"pods"},
-			Verbs:     readOnly,
+			Verbs:     []string{"get", "list", "watch", "create"},
 		},
 		// The source's kubelet API serves `kubectl logs` of a proxy pod by
 		// reading its delegate's log.

@@ -27,7 +27,8 @@ func TestRulesAreExactlyLeastPrivilege(t *testing.T) {
 			want: []rbacv1.PolicyRule{
 				{APIGroups: []string{"multicluster.fleetlet.io"}, Resources: []string{"podchaperons"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
 				{APIGroups: []string{"multicluster.fleetlet.io"}, Resources: []string{"podchaperons/status"}, Verbs: []string{"get"}},
-				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+				{APIGroups: []string{"multicluster.fleetlet.io"}, Resources: []string{"podchaperons/finalizers"}, Verbs: []string{"update"}},
+				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create"}},
 				{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
 				{APIGroups: []string{""}, Resources: []string{"pods/exec", "pods/attach", "pods/portforward"}, Verbs: []string{"create"}},
 				{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
@@ -63,8 +64,9 @@ func TestRulesAreExactlyLeastPrivilege(t *testing.T) {
 // No rule may ever grant what a source must not have.
 func TestRulesNeverGrant(t *testing.T) {
 	forbidden := []struct{ group, resource, verb string }{
-		{"", "pods", "create"},
 		{"", "pods", "delete"},
+		{"", "pods", "update"},
+		{"", "pods", "patch"},
 		{"", "serviceaccounts/token", "create"},
 		{"", "nodes", "get"},
 		{"", "namespaces", "create"},
