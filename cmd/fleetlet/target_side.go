@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/fleetlet/fleetlet/pkg/chaperon"
 	"github.com/fleetlet/fleetlet/pkg/source"
 	"github.com/fleetlet/fleetlet/pkg/summary"
 )
@@ -28,6 +29,9 @@ func setupTargetSide(ctx context.Context, mgr ctrl.Manager, _ managerOptions) er
 	}
 	if err := (&source.ClusterSourceReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterSource controller: %w", err)
+	}
+	if err := (&chaperon.PodChaperonReconciler{}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the chaperon controller: %w", err)
 	}
 	// The leader makes sure, once, that what every candidate and every
 	// source needs exists: the PriorityClass and the ClusterRoles.
