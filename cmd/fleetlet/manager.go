@@ -26,8 +26,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/elector"
 	"github.com/fleetlet/fleetlet/pkg/target"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
+	"github.com/fleetlet/fleetlet/pkg/webhook"
 )
 
 // managerOptions are the flags of `fleetlet manager`. Every timeout is one.
@@ -57,6 +59,13 @@ type managerOptions struct {
 	nodeAddress        string
 
 	gracefulShutdown time.Duration
+
+	electionDeadline time.Duration
+	bindTimeout      time.Duration
+	unboundTimeout   time.Duration
+	pendingTargets   int
+
+	webhook webhookOptions
 }
 
 func defaultManagerOptions() managerOptions {
@@ -86,6 +95,11 @@ func defaultManagerOptions() managerOptions {
 		kubeletPort:                 10250,
 		nodeAddress:                 addr,
 		gracefulShutdown:            30 * time.Second,
+		electionDeadline:            elector.DefaultElectionDeadline,
+		bindTimeout:                 elector.DefaultBindTimeout,
+		unboundTimeout:              elector.DefaultUnboundTimeout,
+		pendingTargets:              elector.DefaultPendingTargets,
+		webhook:                     defaultWebhookOptions(),
 	}
 }
 
@@ -120,6 +134,11 @@ func newManagerCommand() *cobra.Command {
 	f.IntVar(&o.kubeletPort, "kubelet-port", o.kubeletPort, "port the virtual nodes advertise for their kubelet API")
 	f.StringVar(&o.nodeAddress, "node-address", o.nodeAddress, "InternalIP the virtual nodes advertise (default $POD_IP, else 127.0.0.1)")
 	f.DurationVar(&o.gracefulShutdown, "graceful-shutdown-timeout", o.gracefulShutdown, "how long runnables get to stop")
+	f.DurationVar(&o.electionDeadline, "election-deadline", o.electionDeadline, "how long an election waits for the other candidates after the first reservation")
+	f.DurationVar(&o.bindTimeout, "election-bind-timeout", o.bindTimeout, "how long an elected candidate may take to be bound in its target before it is deleted and the election rerun")
+	f.DurationVar(&o.unboundTimeout, "unbound-proxy-timeout", o.unboundTimeout, "how long a pinned, ungated proxy may stay unbound before it is deleted")
+	f.IntVar(&o.pendingTargets, "pending-targets", o.pendingTargets, "how many targets keep a pending candidate of a pod no cluster can run now")
+	addWebhookFlags(f, &o.webhook)
 
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
@@ -137,6 +156,12 @@ func (o *managerOptions) validate() error {
 	}
 	if o.leaderElectionRenewDeadline >= o.leaderElectionLeaseDuration {
 		errs = append(errs, fmt.Errorf("--leader-election-renew-deadline (%s) must be shorter than --leader-election-lease-duration (%s)", o.leaderElectionRenewDeadline, o.leaderElectionLeaseDuration))
+	}
+	if o.pendingTargets < 1 {
+		errs = append(errs, fmt.Errorf("--pending-targets must be at least 1, got %d", o.pendingTargets))
+	}
+	if err := o.webhook.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.kubeletPort < 0 || o.kubeletPort > 65535 {
 		errs = append(errs, fmt.Errorf("--kubelet-port %d is not a port", o.kubeletPort))
@@ -201,7 +226,14 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err := setupProbes(mgr); err != nil {
 		return err
 	}
-	if err := setupSourceSide(ctx, mgr, o); err != nil {
+	sealKey, err := loadSealKey(ctx, mgr, o.webhook, o.namespace)
+	if err != nil {
+		return err
+	}
+	if err := setupWebhook(ctx, mgr, o.webhook, o.namespace, sealKey); err != nil {
+		return err
+	}
+	if err := setupSourceSide(ctx, mgr, o, sealKey); err != nil {
 		return err
 	}
 	if err := setupTargetSide(ctx, mgr, o); err != nil {
@@ -221,8 +253,9 @@ func setupProbes(mgr ctrl.Manager) error {
 	return nil
 }
 
-// setupSourceSide wires the target registry and the virtual nodes.
-func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions) error {
+// setupSourceSide wires the target registry, the virtual nodes and the
+// proxy reconciler (elector).
+func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, sealKey []byte) error {
 	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return err
@@ -240,18 +273,43 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions) er
 	if err := mgr.Add(manager.RunnableFunc(nodes.Run)); err != nil {
 		return err
 	}
+	proxies, err := elector.New(elector.Options{
+		SourceName: o.clusterName,
+		Spec: func(pod *corev1.Pod) (*corev1.PodSpec, error) {
+			ss, err := webhook.Open(pod, sealKey)
+			if err != nil {
+				return nil, err
+			}
+			spec := pod.Spec.DeepCopy()
+			ss.Restore(spec)
+			return spec, nil
+		},
+		ElectionDeadline: o.electionDeadline,
+		BindTimeout:      o.bindTimeout,
+		UnboundTimeout:   o.unboundTimeout,
+		PendingTargets:   o.pendingTargets,
+	})
+	if err != nil {
+		return err
+	}
 	reg, err := target.New(target.Options{
 		SourceName:          o.clusterName,
 		ProbeInterval:       o.targetProbeInterval,
 		ProbeTimeout:        o.targetProbeTimeout,
 		ProbeBackoffInitial: o.targetProbeBackoff,
 		HeartbeatDuration:   o.heartbeatDuration,
+		OnChaperon:          proxies.OnChaperon,
+		OnTargetChange:      proxies.OnTargetChange,
 	}, nodes)
 	if err != nil {
 		return err
 	}
 	if err := reg.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the target registry: %w", err)
+	}
+	proxies.SetRegistry(reg)
+	if err := proxies.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the proxy reconciler: %w", err)
 	}
 	return nil
 }

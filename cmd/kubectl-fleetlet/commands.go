@@ -102,7 +102,7 @@ func (f *connectFlags) options(kubeconfig string) (connect.Options, error) {
 			return opts, fmt.Errorf("the context name %q is not a valid target name (%s): pass --target-name", opts.TargetName, strings.Join(msgs, "; "))
 		}
 	}
-	if !f.self && opts.SourceName == "" {
+	if opts.SourceName == "" {
 		opts.SourceName = f.sourceContext
 		if msgs := validation.IsDNS1123Label(opts.SourceName); len(msgs) > 0 {
 			return opts, fmt.Errorf("the context name %q is not a valid source name (%s): pass --source-name", opts.SourceName, strings.Join(msgs, "; "))

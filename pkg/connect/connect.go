@@ -116,6 +116,11 @@ func (o *Options) validate() error {
 	if msgs := validation.IsDNS1123Label(o.FleetletNamespace); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("fleetlet namespace %q: %v", o.FleetletNamespace, msgs))
 	}
+	if o.Self && o.SourceName != "" {
+		if msgs := validation.IsDNS1123Label(o.SourceName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("source name %q: %v", o.SourceName, msgs))
+		}
+	}
 	if !o.Self {
 		if o.Target == nil {
 			errs = append(errs, errors.New("no client configuration for the target cluster"))
@@ -245,6 +250,14 @@ func Connect(ctx context.Context, opts Options) (*Result, error) {
 		return res, err
 	}
 	if opts.Self {
+		// The chaperon controller creates a self target's delegates as a
+		// Source's ServiceAccount too, so that the cluster's own RBAC,
+		// quotas and Pod Security judge them like anyone else's.
+		if opts.SourceName != "" {
+			if _, err := ensureSource(ctx, src, &opts, res); err != nil {
+				return res, err
+			}
+		}
 		return res, ensureTarget(ctx, src, &opts, res, nil)
 	}
 	tgt, err := newClient(opts.Target)

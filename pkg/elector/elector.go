@@ -261,6 +261,7 @@ func (r *Reconciler) targets(ctx context.Context, pod *corev1.Pod, clusters labe
 		key := cl.Key()
 		h := cl.Health()
 		ts := &targetState{key: key, cluster: cl}
+		cl.WatchChaperons(pod.Namespace)
 		var node corev1.Node
 		if err := r.client.Get(ctx, types.NamespacedName{Name: vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})}, &node); err == nil {
 			ts.node = &node
@@ -340,6 +341,11 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		ts := byKey[winner.Target]
 		log.V(2).Info("Electing a candidate", "target", winner.Target, "chaperon", ts.chaperon.Name, "offers", len(offers), "eligible", eligible)
 		if err := r.recordElection(ctx, pod, ts); err != nil {
+			if apierrors.IsConflict(err) {
+				// The proxy changed since it was read: decide again on
+				// the fresh object (the record is never written blind).
+				return reconcile.Result{Requeue: true}, nil
+			}
 			return reconcile.Result{}, err
 		}
 		electionsTotal.WithLabelValues("elected").Inc()
@@ -417,7 +423,7 @@ func answer(pc *v1alpha1.PodChaperon) (answerKind, string) {
 func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userSpec *corev1.PodSpec, ts *targetState) (*v1alpha1.PodChaperon, string) {
 	want := Chaperon(CandidateInput{Proxy: pod, Spec: userSpec, SourceName: r.opts.SourceName, Self: ts.cluster.Self()})
 	var got v1alpha1.PodChaperon
-	err := ts.cluster.Chaperons().Get(ctx, client.ObjectKeyFromObject(want), &got)
+	err := ts.cluster.Chaperons(pod.Namespace).Get(ctx, client.ObjectKeyFromObject(want), &got)
 	if err == nil {
 		if got.Labels[v1alpha1.LabelParentUID] != string(pod.UID) {
 			return nil, fmt.Sprintf("a PodChaperon %s/%s of another pod is in the way", got.Namespace, got.Name)
@@ -588,7 +594,7 @@ func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *c
 			continue
 		}
 		var loser v1alpha1.PodChaperon
-		if err := other.Chaperons().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: naming.RemoteName(pod.Name, pod.UID)}, &loser); err == nil &&
+		if err := other.Chaperons(pod.Namespace).Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: naming.RemoteName(pod.Name, pod.UID)}, &loser); err == nil &&
 			loser.Labels[v1alpha1.LabelParentUID] == string(pod.UID) && loser.DeletionTimestamp == nil {
 			if err := deleteChaperon(ctx, other, &loser, pod.UID); err != nil {
 				return reconcile.Result{}, err
@@ -716,6 +722,12 @@ func (r *Reconciler) ungate(ctx context.Context, pod *corev1.Pod) error {
 		return err
 	}
 	if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, data)); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsNotFound(err) {
+			// The test op failed: the gates moved since the cache saw
+			// them (usually: ours is already gone). The next pass reads
+			// them again.
+			return nil
+		}
 		return fmt.Errorf("lifting the gate of %s: %w", klog.KObj(pod), err)
 	}
 	return nil

@@ -49,10 +49,41 @@ var fleetletComponent = component{
 			"--target-probe-interval=3s",
 			"--target-probe-timeout=2s",
 			"--source-heartbeat-duration=15s",
+			// No Service in front of a local process: the manager writes
+			// the MutatingWebhookConfiguration with a loopback URL.
+			"--webhook-url-mode",
+			"--webhook-host=127.0.0.1",
+			"--webhook-port=" + strconv.Itoa(c.Ports.FleetletWebhook),
 		}
 	},
 	ready: func(ctx context.Context, c *ClusterState) error {
 		return httpGetOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", c.Ports.FleetletHealth), "ok")
+	},
+}
+
+// ComponentScheduler is the process name of a cluster's candidate scheduler.
+const ComponentScheduler = "fleetlet-scheduler"
+
+// schedulerComponent runs `fleetlet scheduler`, the candidate scheduler,
+// serving on loopback with the sandbox's certificate.
+var schedulerComponent = component{
+	name:   ComponentScheduler,
+	binary: binFleetlet,
+	args: func(_ Options, c *ClusterState) []string {
+		return []string{
+			"scheduler",
+			"--kubeconfig=" + c.Kubeconfig,
+			"--authentication-kubeconfig=" + c.Kubeconfig,
+			"--authorization-kubeconfig=" + c.Kubeconfig,
+			"--namespace=" + FleetletNamespace,
+			"--bind-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(c.Ports.FleetletScheduler),
+			"--tls-cert-file=" + c.pki("scheduler-serving.crt"),
+			"--tls-private-key-file=" + c.pki("scheduler-serving.key"),
+		}
+	},
+	ready: func(ctx context.Context, c *ClusterState) error {
+		return httpsHealthy(ctx, c, c.Ports.FleetletScheduler)
 	},
 }
 

@@ -27,9 +27,9 @@ func freePorts(n int) ([]int, error) {
 }
 
 // portsPerCluster is how many ports one cluster needs (the fields of Ports).
-const portsPerCluster = 8
+const portsPerCluster = 10
 
 func portsFrom(p []int) Ports {
 	return Ports{EtcdClient: p[0], EtcdPeer: p[1], APIServer: p[2], ControllerManager: p[3], Scheduler: p[4],
-		FleetletMetrics: p[5], FleetletHealth: p[6], FleetletKubelet: p[7]}
+		FleetletMetrics: p[5], FleetletHealth: p[6], FleetletKubelet: p[7], FleetletWebhook: p[8], FleetletScheduler: p[9]}
 }

@@ -386,6 +386,9 @@ func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState) error {
 		if err := s.startComponent(ctx, c, fleetletComponent, started); err != nil {
 			return err
 		}
+		if err := s.startComponent(ctx, c, schedulerComponent, started); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(s.opts.Out, "%s ready in %s (%s, %d nodes)\n", c.Name, time.Since(start).Round(100*time.Millisecond), c.APIServerURL, s.opts.Nodes)
 	return nil
@@ -484,7 +487,7 @@ func (s *Sandbox) StartComponent(ctx context.Context, cluster, name string) erro
 }
 
 func componentNamed(name string) (component, error) {
-	all := append(components[:len(components):len(components)], fleetletComponent)
+	all := append(components[:len(components):len(components)], fleetletComponent, schedulerComponent)
 	var names []string
 	for _, c := range all {
 		if c.name == name {

@@ -79,6 +79,10 @@ type Ports struct {
 	FleetletMetrics int `json:"fleetletMetrics"`
 	FleetletHealth  int `json:"fleetletHealth"`
 	FleetletKubelet int `json:"fleetletKubelet"`
+	// FleetletWebhook serves the manager's proxy-pod webhook;
+	// FleetletScheduler is the candidate scheduler's secure port.
+	FleetletWebhook   int `json:"fleetletWebhook"`
+	FleetletScheduler int `json:"fleetletScheduler"`
 }
 
 // Cluster returns the named cluster.

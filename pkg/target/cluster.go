@@ -21,6 +21,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -92,11 +93,13 @@ type Cluster struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	// chaperons caches this source's PodChaperons in the target (in the
-	// Target's namespace only, for a namespaced Target); synced tells
-	// whether it may be read.
-	chaperons cache.Cache
-	synced    func() bool
+	// runCtx lives while the cluster runs; chaperon caches run in it.
+	runCtx    context.Context
+	cacheCfg  *rest.Config
+	scheme    *runtime.Scheme
+	cacheMu   sync.Mutex
+	chaperons map[string]*chaperonCache
+	cachesWG  sync.WaitGroup
 
 	mu      sync.RWMutex
 	health  Health
@@ -151,40 +154,32 @@ func newCluster(ctx context.Context, key Key, conn connection, scheme *runtime.S
 		done:   make(chan struct{}),
 		health: Health{Reason: ReasonConnecting, Message: "connecting to the target"},
 	}
-	if opts.OnChaperon != nil {
-		if err := c.newChaperonCache(ctx, cfg, scheme); err != nil {
-			return nil, fmt.Errorf("building the chaperon cache for %s %s: %w", key.Kind(), key, err)
-		}
-	}
+	c.cacheCfg = rest.CopyConfig(cfg)
+	c.cacheCfg.Timeout = 0 // watches are long
+	c.scheme = scheme
 	return c, nil
 }
 
-// newChaperonCache watches this source's chaperons in the target and calls
-// Options.OnChaperon for every change.
-func (c *Cluster) newChaperonCache(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) error {
+// newChaperonCache builds the cache of one namespace's chaperons.
+func (c *Cluster) newChaperonCache(ctx context.Context, ns string) (*chaperonCache, error) {
 	// A static mapping: building the cache must not need the target to
-	// answer discovery (it may be down when the Target is added).
+	// answer discovery (it may be down).
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion})
 	mapper.Add(v1alpha1.GroupVersion.WithKind("PodChaperon"), meta.RESTScopeNamespace)
-	cacheOpts := cache.Options{
-		Scheme: scheme,
-		Mapper: mapper,
+	ch, err := cache.New(c.cacheCfg, cache.Options{
+		Scheme:            c.scheme,
+		Mapper:            mapper,
+		DefaultNamespaces: map[string]cache.Config{ns: {}},
 		ByObject: map[client.Object]cache.ByObject{
 			&v1alpha1.PodChaperon{}: {Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelParentCluster: c.opts.SourceName})},
 		},
-	}
-	if c.key.Namespace != "" {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{c.key.Namespace: {}}
-	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.Timeout = 0 // watches are long
-	ch, err := cache.New(cfg, cacheOpts)
+	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	inf, err := ch.GetInformer(ctx, &v1alpha1.PodChaperon{}, cache.BlockUntilSynced(false))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	handle := func(obj any) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -199,40 +194,77 @@ func (c *Cluster) newChaperonCache(ctx context.Context, cfg *rest.Config, scheme
 		UpdateFunc: func(_, obj any) { handle(obj) },
 		DeleteFunc: handle,
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	c.chaperons = ch
-	c.synced = inf.HasSynced
-	return nil
+	return &chaperonCache{cache: ch, synced: inf.HasSynced}, nil
 }
 
 // ReasonConnecting is the Ready reason before the first probe has answered.
 const ReasonConnecting = "Connecting"
 
-// start runs the probe loop and the chaperon cache until stop.
+// start runs the probe loop until stop; chaperon caches start on demand.
 func (c *Cluster) start(ctx context.Context) {
 	ctx, c.cancel = context.WithCancel(ctx)
-	cacheDone := make(chan struct{})
-	if c.chaperons != nil {
-		go func() {
-			defer close(cacheDone)
-			_ = c.chaperons.Start(ctx)
-		}()
-	} else {
-		close(cacheDone)
+	c.cacheMu.Lock()
+	c.runCtx = ctx
+	c.cacheMu.Unlock()
+	if c.key.Namespace != "" {
+		c.WatchChaperons(c.key.Namespace)
 	}
 	go func() {
 		defer close(c.done)
-		defer func() { <-cacheDone }()
+		defer c.cachesWG.Wait()
 		c.probeLoop(ctx)
 	}()
 }
 
-// Chaperons reads this source's PodChaperons in the target: from the cache
-// once it has synced, else from the API server.
-func (c *Cluster) Chaperons() client.Reader {
-	if c.chaperons != nil && c.synced != nil && c.synced() {
-		return c.chaperons
+// chaperonCache watches this source's PodChaperons in one namespace of the
+// target. A source's identity may read chaperons only in the namespaces it
+// was admitted to, so there is one per namespace, never a cluster-wide one.
+type chaperonCache struct {
+	cache  cache.Cache
+	synced func() bool
+}
+
+// WatchChaperons makes sure this source's PodChaperons in namespace ns are
+// watched (Options.OnChaperon is called on every change). A namespaced
+// Target watches its own namespace only.
+func (c *Cluster) WatchChaperons(ns string) {
+	if c.opts.OnChaperon == nil || (c.key.Namespace != "" && ns != c.key.Namespace) {
+		return
+	}
+	c.cacheMu.Lock()
+	defer c.cacheMu.Unlock()
+	if c.runCtx == nil || c.runCtx.Err() != nil {
+		return
+	}
+	if _, ok := c.chaperons[ns]; ok {
+		return
+	}
+	cc, err := c.newChaperonCache(c.runCtx, ns)
+	if err != nil {
+		ctrl.Log.WithName("target").Error(err, "Watching chaperons", "target", c.key.String(), "namespace", ns)
+		return
+	}
+	if c.chaperons == nil {
+		c.chaperons = map[string]*chaperonCache{}
+	}
+	c.chaperons[ns] = cc
+	c.cachesWG.Add(1)
+	go func() {
+		defer c.cachesWG.Done()
+		_ = cc.cache.Start(c.runCtx)
+	}()
+}
+
+// Chaperons reads this source's PodChaperons of namespace ns in the target:
+// from the namespace's cache once it has synced, else from the API server.
+func (c *Cluster) Chaperons(ns string) client.Reader {
+	c.cacheMu.Lock()
+	cc := c.chaperons[ns]
+	c.cacheMu.Unlock()
+	if cc != nil && cc.synced() {
+		return cc.cache
 	}
 	return c.client
 }
