@@ -97,23 +97,39 @@ func waitBound(t *testing.T, ns, selector string, n int, timeout time.Duration) 
 	ctx := context.Background()
 	for i := range proxies {
 		p := &proxies[i]
-		d := delegatesOf(t, ctx, p)
-		total := 0
-		for _, ps := range d {
-			total += len(ps)
-		}
+		// The invariant, at every moment: at most one bound pod (a
+		// delegate) per proxy, in the cluster the proxy is bound to.
 		want := clusterOfNode(p.Spec.NodeName)
-		if total != 1 || len(d[want]) != 1 {
-			t.Errorf("proxy %s on %s has delegates %v, want exactly one in %s", p.Name, p.Spec.NodeName, names(d), want)
-			continue
+		d := delegatesOf(t, ctx, p)
+		boundIn := map[string]int{}
+		for c, ps := range d {
+			for _, dp := range ps {
+				if dp.Spec.NodeName != "" {
+					boundIn[c]++
+				}
+			}
 		}
-		if d[want][0].Spec.NodeName == "" {
-			t.Errorf("the delegate of %s in %s is not bound", p.Name, want)
+		if len(boundIn) != 1 || boundIn[want] != 1 {
+			t.Errorf("proxy %s on %s has bound delegates %v, want exactly one in %s", p.Name, p.Spec.NodeName, names(d), want)
 		}
 		if c := electedCondition(p); c == nil || c.Status != corev1.ConditionTrue {
 			t.Errorf("proxy %s bound without an Elected=True record: %+v", p.Name, c)
 		}
 	}
+	// And soon the losing candidates are gone everywhere.
+	eventually(t, time.Minute, "the losing candidates to be gone", func(ctx context.Context) (bool, string) {
+		for i := range proxies {
+			d := delegatesOf(t, ctx, &proxies[i])
+			total := 0
+			for _, ps := range d {
+				total += len(ps)
+			}
+			if total != 1 {
+				return false, fmt.Sprintf("%s: %v", proxies[i].Name, names(d))
+			}
+		}
+		return true, ""
+	})
 	return proxies
 }
 

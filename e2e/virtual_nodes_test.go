@@ -62,6 +62,30 @@ func freeCPU(t *testing.T, ctx context.Context, cluster string) resource.Quantit
 	return free
 }
 
+// schedulerFreeCPU is what the source scheduler sees free on a target's
+// virtual node: its allocatable minus the requests of the pods bound to it.
+func schedulerFreeCPU(t *testing.T, ctx context.Context, cluster string) resource.Quantity {
+	t.Helper()
+	n, err := virtualNode(t, ctx, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := n.Status.Allocatable.Cpu().DeepCopy()
+	pods, err := kube(t, sandbox.SourceCluster).CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			free.Sub(*c.Resources.Requests.Cpu())
+		}
+	}
+	return free
+}
+
 // A user connects clusters and sees one honest node per target in the
 // source: Ready, labelled with the target's shared labels, tainted so that
 // only proxies land there, with the cpu the target can still run.
@@ -100,14 +124,10 @@ func TestVirtualNodesTellTheTruth(t *testing.T) {
 		if !tainted {
 			t.Errorf("%s: taints %v lack %v", n.Name, n.Spec.Taints, v1alpha1.VirtualNodeTaint())
 		}
-		want := freeCPU(t, ctx, c)
-		eventually(t, 30*time.Second, n.Name+" cpu = what "+c+" can still run", func(ctx context.Context) (bool, string) {
-			n, err := virtualNode(t, ctx, c)
-			if err != nil {
-				return false, err.Error()
-			}
-			got := n.Status.Allocatable.Cpu()
-			return got.Cmp(want) == 0, fmt.Sprintf("allocatable cpu %s, want %s", got, &want)
+		eventually(t, 30*time.Second, n.Name+": what the scheduler sees free = what "+c+" can still run", func(ctx context.Context) (bool, string) {
+			want := freeCPU(t, ctx, c)
+			got := schedulerFreeCPU(t, ctx, c)
+			return got.Cmp(want) == 0, fmt.Sprintf("free cpu on the virtual node %s, free in the target %s", &got, &want)
 		})
 	}
 
@@ -130,14 +150,10 @@ func TestVirtualNodesTellTheTruth(t *testing.T) {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
 		return err == nil && p.Spec.NodeName != "", "unbound"
 	})
-	want := freeCPU(t, ctx, "cluster-2")
 	took := eventually(t, time.Minute, "fleetlet-cluster-2 to shrink by the load", func(ctx context.Context) (bool, string) {
-		n, err := virtualNode(t, ctx, "cluster-2")
-		if err != nil {
-			return false, err.Error()
-		}
-		got := n.Status.Allocatable.Cpu()
-		return got.Cmp(want) == 0, fmt.Sprintf("allocatable cpu %s, want %s", got, &want)
+		want := freeCPU(t, ctx, "cluster-2")
+		got := schedulerFreeCPU(t, ctx, "cluster-2")
+		return got.Cmp(want) == 0, fmt.Sprintf("free cpu on the virtual node %s, free in the target %s", &got, &want)
 	})
 	t.Logf("a 5-cpu pod in cluster-2 showed on its virtual node after %s", took.Round(100*time.Millisecond))
 }

@@ -198,6 +198,16 @@ func (r *PodChaperonReconciler) sync(ctx context.Context, ch *v1alpha1.PodChaper
 		}
 	}
 
+	if !ch.DeletionTimestamp.IsZero() && pod != nil && isHeldBy(pod, ch) && pod.DeletionTimestamp.IsZero() {
+		// The pod goes with its chaperon at once, whatever the garbage
+		// collector knows yet (it learns new kinds late), so that a loser
+		// candidate never lingers. This controller created it.
+		err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return ctrl.Result{}, fmt.Errorf("deleting the pod of deleted chaperon %s: %w", key, err)
+		}
+	}
+
 	var out outcome
 	switch {
 	case isDeletedRecord(ch):
