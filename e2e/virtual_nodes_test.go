@@ -44,15 +44,17 @@ func freeCPU(t *testing.T, ctx context.Context, cluster string) resource.Quantit
 		t.Fatal(err)
 	}
 	free := resource.Quantity{}
+	real := map[string]bool{}
 	for _, n := range nodes.Items {
 		free.Add(*n.Status.Allocatable.Cpu())
+		real[n.Name] = true
 	}
 	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods.Items {
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if !real[p.Spec.NodeName] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		for _, c := range p.Spec.Containers {
