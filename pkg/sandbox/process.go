@@ -137,13 +137,16 @@ func (p Process) Alive() bool {
 }
 
 // stopProcess sends SIGTERM, waits up to grace for the process to end, then
-// sends SIGKILL. A process that is already gone is not an error.
+// sends SIGKILL; with no grace, SIGKILL at once. A process that is already
+// gone is not an error.
 func stopProcess(p Process, grace time.Duration) error {
 	if !p.Alive() {
 		return nil
 	}
-	if err := syscall.Kill(p.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("%s (pid %d): %w", p.Component, p.PID, err)
+	if grace > 0 {
+		if err := syscall.Kill(p.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("%s (pid %d): %w", p.Component, p.PID, err)
+		}
 	}
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {

@@ -410,6 +410,16 @@ func (s *Sandbox) startComponent(ctx context.Context, c *ClusterState, comp comp
 // ComponentManager, to simulate a fleetlet outage) and leaves the rest
 // running. StartComponent brings it back.
 func (s *Sandbox) StopComponent(ctx context.Context, cluster, name string) error {
+	return s.stopComponent(cluster, name, s.opts.StopGracePeriod)
+}
+
+// KillComponent kills one component of a cluster with SIGKILL, giving it no
+// chance to clean up (leader election Leases are not released): a crash.
+func (s *Sandbox) KillComponent(ctx context.Context, cluster, name string) error {
+	return s.stopComponent(cluster, name, 0)
+}
+
+func (s *Sandbox) stopComponent(cluster, name string, grace time.Duration) error {
 	unlock, err := lockDir(s.opts.Dir)
 	if err != nil {
 		return err
@@ -437,7 +447,7 @@ func (s *Sandbox) StopComponent(ctx context.Context, cluster, name string) error
 	s.mu.Unlock()
 	var errs []error
 	for _, p := range stop {
-		if err := stopProcess(p, s.opts.StopGracePeriod); err != nil {
+		if err := stopProcess(p, grace); err != nil {
 			errs = append(errs, err)
 			keep = append(keep, p)
 			continue
