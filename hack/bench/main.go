@@ -19,8 +19,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
@@ -155,32 +156,35 @@ func measure(ctx context.Context, name string, n, workers int, timeout time.Dura
 	}
 	allDone := make(chan struct{})
 	var closeOnce sync.Once
+	record := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || !done(p) {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := finished[p.Name]; !ok {
+			finished[p.Name] = now
+		}
+		if len(finished) == n {
+			closeOnce.Do(func() { close(allDone) })
+		}
+	}
+	// Informers, not raw watches: they list again and resume when the API
+	// server closes a watch, so no event is lost.
 	for cs, ns := range seen {
-		w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: label})
-		if err != nil {
+		factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = label }))
+		inf := factory.Core().V1().Pods().Informer()
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    record,
+			UpdateFunc: func(_, obj any) { record(obj) },
+		}); err != nil {
 			return result{}, err
 		}
-		go func() {
-			defer w.Stop()
-			for ev := range w.ResultChan() {
-				if ev.Type != watch.Added && ev.Type != watch.Modified {
-					continue
-				}
-				p, ok := ev.Object.(*corev1.Pod)
-				if !ok || !done(p) {
-					continue
-				}
-				now := time.Now()
-				mu.Lock()
-				if _, ok := finished[p.Name]; !ok {
-					finished[p.Name] = now
-				}
-				if len(finished) == n {
-					closeOnce.Do(func() { close(allDone) })
-				}
-				mu.Unlock()
-			}
-		}()
+		factory.Start(ctx.Done())
+		factory.WaitForCacheSync(ctx.Done())
 	}
 
 	begin := time.Now()
