@@ -15,14 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -91,7 +90,11 @@ type Reconciler struct {
 	recorder events.EventRecorder
 	clock    clock.Clock
 
-	requeue chan event.TypedGenericEvent[*corev1.Pod]
+	// queue is the controller's work queue, captured when it starts, so
+	// that chaperon and target events add proxies to it directly: never
+	// blocking, never dropped, deduplicated per proxy.
+	queueMu sync.Mutex
+	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 	mu sync.Mutex
 	// firstReservation is when an election first saw a reservation.
@@ -118,7 +121,6 @@ func New(opts Options) (*Reconciler, error) {
 	return &Reconciler{
 		opts:             opts,
 		clock:            clock.RealClock{},
-		requeue:          make(chan event.TypedGenericEvent[*corev1.Pod], 4096),
 		firstReservation: map[types.UID]time.Time{},
 	}, nil
 }
@@ -153,12 +155,11 @@ func (r *Reconciler) OnTargetChange(target.Key) {
 }
 
 func (r *Reconciler) enqueue(ns, name string) {
-	ev := event.TypedGenericEvent[*corev1.Pod]{Object: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}}
-	select {
-	case r.requeue <- ev:
-	default:
-		// Full: the proxy's own watch and periodic requeues still bring
-		// it back.
+	r.queueMu.Lock()
+	q := r.queue
+	r.queueMu.Unlock()
+	if q != nil {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 	}
 }
 
@@ -194,7 +195,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("proxy").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(isProxy))).
-		WatchesRawSource(source.Channel(r.requeue, &handler.TypedEnqueueRequestForObject[*corev1.Pod]{})).
+		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			r.queueMu.Lock()
+			r.queue = q
+			r.queueMu.Unlock()
+			return nil
+		})).
 		WithOptions(controllerOptions()).
 		Complete(r)
 }
@@ -573,7 +579,13 @@ func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *c
 		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	var pc v1alpha1.PodChaperon
-	if err := cl.Client().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: name}, &pc); err != nil {
+	key2 := types.NamespacedName{Namespace: pod.Namespace, Name: name}
+	err = cl.Chaperons(pod.Namespace).Get(ctx, key2, &pc)
+	if apierrors.IsNotFound(err) {
+		// The cache may be behind: only the API server says it is gone.
+		err = cl.Client().Get(ctx, key2, &pc)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return reconcile.Result{}, r.clearElection(ctx, pod, fmt.Sprintf("the elected candidate %s in %s is gone", name, key))
 		}

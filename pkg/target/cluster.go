@@ -135,7 +135,9 @@ func (c *Cluster) Summary() *v1alpha1.ClusterSummaryStatus {
 
 func newCluster(ctx context.Context, key Key, conn connection, scheme *runtime.Scheme, opts *Options, clk clock.Clock, notify func(Key)) (*Cluster, error) {
 	cfg := rest.CopyConfig(conn.config)
-	cfg.Timeout = opts.ProbeTimeout
+	// Probes bound themselves with ProbeTimeout through their context; the
+	// client's own timeout only guards against a request that hangs.
+	cfg.Timeout = requestTimeout
 	cfg.UserAgent = "fleetlet/" + opts.SourceName
 	if cfg.QPS == 0 {
 		cfg.QPS, cfg.Burst = 50, 100
@@ -198,6 +200,9 @@ func (c *Cluster) newChaperonCache(ctx context.Context, ns string) (*chaperonCac
 	}
 	return &chaperonCache{cache: ch, synced: inf.HasSynced}, nil
 }
+
+// requestTimeout bounds any one request to a target.
+const requestTimeout = 30 * time.Second
 
 // ReasonConnecting is the Ready reason before the first probe has answered.
 const ReasonConnecting = "Connecting"
