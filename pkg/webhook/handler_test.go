@@ -1,0 +1,177 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+)
+
+func node(name string, labels map[string]string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+}
+
+func newTestHandler(t *testing.T, objs ...client.Object) *Handler {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(objs...).Build()
+	h, err := NewHandler(testKey, c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func createRequest(t *testing.T, namespace string, raw []byte) admission.Request {
+	t.Helper()
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID:       "1",
+		Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Resource:  metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Namespace: namespace,
+		Operation: admissionv1.Create,
+		Object:    runtime.RawExtension{Raw: raw},
+	}}
+}
+
+// applyPatch applies a response's JSON patch to raw.
+func applyPatch(t *testing.T, raw []byte, resp admission.Response) []byte {
+	t.Helper()
+	ops, err := json.Marshal(resp.Patches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := jsonpatch.DecodePatch(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := patch.Apply(raw)
+	if err != nil {
+		t.Fatalf("applying the patch: %v", err)
+	}
+	return out
+}
+
+func TestHandlerVirtualNodes(t *testing.T) {
+	h := newTestHandler(t,
+		node("fleetlet-c2", map[string]string{v1alpha1.LabelNodeType: v1alpha1.NodeTypeVirtualKubelet, v1alpha1.LabelCluster: "c2"}),
+		node("fleetlet-long", map[string]string{v1alpha1.LabelNodeType: v1alpha1.NodeTypeVirtualKubelet}),
+		node("vk-other", map[string]string{v1alpha1.LabelNodeType: v1alpha1.NodeTypeVirtualKubelet, v1alpha1.LabelCluster: "c3"}),
+		node("aci-connector", map[string]string{v1alpha1.LabelNodeType: v1alpha1.NodeTypeVirtualKubelet}),
+		node("fleetlet-lookalike", map[string]string{"type": "real"}),
+	)
+	cases := map[string]bool{ // node → refused
+		"fleetlet-c2":        true,
+		"fleetlet-long":      true, // target name too long for the cluster label
+		"vk-other":           true, // labelled with a target
+		"aci-connector":      false,
+		"fleetlet-lookalike": false,
+		"no-such-node":       false,
+	}
+	for name, refused := range cases {
+		t.Run(name, func(t *testing.T) {
+			raw, _ := json.Marshal(makePod("ns", "p").nodeName(name).obj())
+			resp := h.Handle(context.Background(), createRequest(t, "ns", raw))
+			if refused {
+				if resp.Allowed || resp.Result.Code != http.StatusForbidden || !strings.Contains(resp.Result.Message, "virtual node") {
+					t.Errorf("response = %+v, want refused (403) with the virtual-node message", resp.Result)
+				}
+				return
+			}
+			if !resp.Allowed || len(resp.Patches) > 0 {
+				t.Errorf("response = allowed %v, %d patches, %+v; want allowed, untouched", resp.Allowed, len(resp.Patches), resp.Result)
+			}
+		})
+	}
+}
+
+func TestHandlerPatch(t *testing.T) {
+	h := newTestHandler(t)
+	// A pod as a newer API server might send it: a field this fleetlet
+	// does not know, which the patch must leave alone; no namespace in the
+	// object (the request has it).
+	pod := makePod("", "p").pvc("data", "d").mount("app", "data", "/data").port("app", 80, 8080).obj()
+	raw, _ := json.Marshal(pod)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	m["spec"].(map[string]any)["futureField"] = map[string]any{"x": 1.0}
+	raw, _ = json.Marshal(m)
+
+	resp := h.Handle(context.Background(), createRequest(t, "ns", raw))
+	if !resp.Allowed || len(resp.Patches) == 0 {
+		t.Fatalf("response = %+v, want allowed with a patch", resp)
+	}
+	out := applyPatch(t, raw, resp)
+	var got map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]any{"x": 1.0}, got["spec"].(map[string]any)["futureField"]); diff != "" {
+		t.Errorf("unknown field touched (-want,+got):\n%s", diff)
+	}
+	var gotPod corev1.Pod
+	if err := json.Unmarshal(out, &gotPod); err != nil {
+		t.Fatal(err)
+	}
+	gotPod.Namespace = "ns"
+	want, err := Mutate(func() *corev1.Pod { p := pod.DeepCopy(); p.Namespace = "ns"; return p }(), Options{Key: testKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want.Pod, &gotPod); diff != "" {
+		t.Errorf("patched pod (-want,+got):\n%s", diff)
+	}
+
+	// Reinvoked on its own output: nothing to patch.
+	resp = h.Handle(context.Background(), createRequest(t, "ns", out))
+	if !resp.Allowed || len(resp.Patches) != 0 {
+		t.Errorf("second pass: allowed %v, %d patches; want allowed, none", resp.Allowed, len(resp.Patches))
+	}
+}
+
+func TestHandlerIgnoresOtherRequests(t *testing.T) {
+	h := newTestHandler(t)
+	raw, _ := json.Marshal(makePod("ns", "p").obj())
+	req := createRequest(t, "ns", raw)
+	req.Operation = admissionv1.Update
+	if resp := h.Handle(context.Background(), req); !resp.Allowed || len(resp.Patches) != 0 {
+		t.Errorf("UPDATE: %+v, want allowed untouched", resp)
+	}
+	req = createRequest(t, "ns", []byte(`{"spec": 3}`))
+	if resp := h.Handle(context.Background(), req); resp.Allowed || resp.Result.Code != http.StatusBadRequest {
+		t.Errorf("bad pod: %+v, want a 400", resp.Result)
+	}
+}
+
+func TestNewHandlerNeedsKey(t *testing.T) {
+	if _, err := NewHandler([]byte("short"), fake.NewClientBuilder().Build(), nil); err == nil {
+		t.Error("a short key was accepted")
+	}
+}
+
+// A node the cache does not know yet is looked up live.
+func TestHandlerAsksLiveForUnknownNodes(t *testing.T) {
+	empty := fake.NewClientBuilder().WithScheme(newScheme(t)).Build()
+	live := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(
+		node("fleetlet-new", map[string]string{v1alpha1.LabelNodeType: v1alpha1.NodeTypeVirtualKubelet, v1alpha1.LabelCluster: "new"})).Build()
+	h, err := NewHandler(testKey, empty, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(makePod("ns", "p").nodeName("fleetlet-new").obj())
+	if resp := h.Handle(context.Background(), createRequest(t, "ns", raw)); resp.Allowed {
+		t.Errorf("a pod on a virtual node only the API server knows was allowed: %+v", resp.Result)
+	}
+}
