@@ -185,6 +185,28 @@ func measure(ctx context.Context, name string, n, workers int, timeout time.Dura
 		}
 		factory.Start(ctx.Done())
 		factory.WaitForCacheSync(ctx.Done())
+		// A safety net: a periodic list records what an event may not
+		// have shown (at the time of the list, so never too early).
+		go func() {
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-allDone:
+					return
+				case <-tick.C:
+				}
+				list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: label, ResourceVersion: "0"})
+				if err != nil {
+					continue
+				}
+				for i := range list.Items {
+					record(&list.Items[i])
+				}
+			}
+		}()
 	}
 
 	begin := time.Now()
