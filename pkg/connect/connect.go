@@ -392,8 +392,10 @@ func waitSourceReady(ctx context.Context, c client.Client, opts *Options, key ty
 		if kind == source.KindSource {
 			var s v1alpha1.Source
 			if err := c.Get(ctx, key, &s); err != nil {
+				// Every read error is worth another try until the
+				// timeout, which then names the last one.
 				last = err.Error()
-				return false, client.IgnoreNotFound(err)
+				return false, nil
 			}
 			conds, generation = s.Status.Conditions, s.Generation
 			sa = types.NamespacedName{Namespace: s.Namespace, Name: s.Status.ServiceAccountName}
@@ -401,7 +403,7 @@ func waitSourceReady(ctx context.Context, c client.Client, opts *Options, key ty
 			var s v1alpha1.ClusterSource
 			if err := c.Get(ctx, key, &s); err != nil {
 				last = err.Error()
-				return false, client.IgnoreNotFound(err)
+				return false, nil
 			}
 			conds, generation = s.Status.Conditions, s.Generation
 			sa = types.NamespacedName{Namespace: s.Status.ServiceAccountNamespace, Name: s.Status.ServiceAccountName}
