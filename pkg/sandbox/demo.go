@@ -17,9 +17,23 @@ import (
 // DemoPodName is the pod the demo runs in every cluster.
 const DemoPodName = "fleetlet-demo"
 
-// Demo runs one pod in every cluster of the sandbox, waits until each is
-// Running, and prints the nodes and the pods.
+// Demo prints every cluster's nodes (cluster-1's virtual nodes among them),
+// then, with fleetlet, runs a Deployment in cluster-1 whose replicas are
+// elected across the clusters and shows where each runs; without fleetlet,
+// runs one pod in every cluster.
 func (s *Sandbox) Demo(ctx context.Context, out io.Writer) error {
+	if err := s.printNodes(ctx, out); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	if !s.opts.NoFleetlet {
+		return s.demoDeployment(ctx, out)
+	}
+	return s.demoPods(ctx, out)
+}
+
+// demoPods runs one pod in every cluster and prints where it runs.
+func (s *Sandbox) demoPods(ctx context.Context, out io.Writer) error {
 	for _, name := range s.ClusterNames() {
 		cs, err := s.Client(name)
 		if err != nil {
@@ -44,27 +58,6 @@ func (s *Sandbox) Demo(ctx context.Context, out io.Writer) error {
 	}
 
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tNODE\tREADY\tCPU\tMEMORY\tZONE")
-	for _, name := range s.ClusterNames() {
-		cs, err := s.Client(name)
-		if err != nil {
-			return err
-		}
-		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return fmt.Errorf("%s: listing nodes: %w", name, err)
-		}
-		for _, n := range nodes.Items {
-			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\n", name, n.Name, NodeIsReady(&n),
-				n.Status.Allocatable.Cpu(), n.Status.Allocatable.Memory(), n.Labels[LabelZone])
-		}
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(out)
-
-	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLUSTER\tPOD\tNODE\tPHASE\tIP")
 	for _, name := range s.ClusterNames() {
 		cs, err := s.Client(name)
@@ -83,6 +76,27 @@ func (s *Sandbox) Demo(ctx context.Context, out io.Writer) error {
 			return fmt.Errorf("%s: pod %s is not Running: %w", name, DemoPodName, err)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, pod.Name, pod.Spec.NodeName, pod.Status.Phase, pod.Status.PodIP)
+	}
+	return tw.Flush()
+}
+
+// printNodes prints every cluster's nodes.
+func (s *Sandbox) printNodes(ctx context.Context, out io.Writer) error {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tNODE\tREADY\tCPU\tMEMORY\tZONE")
+	for _, name := range s.ClusterNames() {
+		cs, err := s.Client(name)
+		if err != nil {
+			return err
+		}
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("%s: listing nodes: %w", name, err)
+		}
+		for _, n := range nodes.Items {
+			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\n", name, n.Name, NodeIsReady(&n),
+				n.Status.Allocatable.Cpu(), n.Status.Allocatable.Memory(), n.Labels[LabelZone])
+		}
 	}
 	return tw.Flush()
 }
