@@ -614,7 +614,16 @@ func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *c
 		}
 	}
 
-	if !bound(&pc) {
+	isBound := bound(&pc)
+	if !isBound {
+		// The binding shows on the pod before the chaperon mirrors it.
+		var dp corev1.Pod
+		if err := cl.Chaperons(pod.Namespace).Get(ctx, key2, &dp); err == nil && dp.Spec.NodeName != "" &&
+			dp.Labels[v1alpha1.LabelParentUID] == string(pod.UID) && metav1.IsControlledBy(&dp, &pc) {
+			isBound = true
+		}
+	}
+	if !isBound {
 		if failed(&pc) || r.clock.Since(rec.LastTransitionTime.Time) > r.opts.BindTimeout {
 			r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventReelecting, "Elect", "The candidate in %s was not bound in time or was refused; electing again", key)
 			if err := deleteChaperon(ctx, cl, &pc, pod.UID); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -166,20 +167,21 @@ func newCluster(ctx context.Context, key Key, conn connection, scheme *runtime.S
 func (c *Cluster) newChaperonCache(ctx context.Context, ns string) (*chaperonCache, error) {
 	// A static mapping: building the cache must not need the target to
 	// answer discovery (it may be down).
-	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion})
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion, corev1.SchemeGroupVersion})
 	mapper.Add(v1alpha1.GroupVersion.WithKind("PodChaperon"), meta.RESTScopeNamespace)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
+	ours := labels.SelectorFromSet(labels.Set{v1alpha1.LabelParentCluster: c.opts.SourceName})
 	ch, err := cache.New(c.cacheCfg, cache.Options{
 		Scheme:            c.scheme,
 		Mapper:            mapper,
 		DefaultNamespaces: map[string]cache.Config{ns: {}},
 		ByObject: map[client.Object]cache.ByObject{
-			&v1alpha1.PodChaperon{}: {Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelParentCluster: c.opts.SourceName})},
+			&v1alpha1.PodChaperon{}: {Label: ours},
+			// The delegates and candidates themselves: their binding
+			// shows here first, before the chaperon mirrors it.
+			&corev1.Pod{}: {Label: ours},
 		},
 	})
-	if err != nil {
-		return nil, err
-	}
-	inf, err := ch.GetInformer(ctx, &v1alpha1.PodChaperon{}, cache.BlockUntilSynced(false))
 	if err != nil {
 		return nil, err
 	}
@@ -187,18 +189,37 @@ func (c *Cluster) newChaperonCache(ctx context.Context, ns string) (*chaperonCac
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj = t.Obj
 		}
-		if pc, ok := obj.(*v1alpha1.PodChaperon); ok {
-			c.opts.OnChaperon(c.key, pc)
+		switch o := obj.(type) {
+		case *v1alpha1.PodChaperon:
+			c.opts.OnChaperon(c.key, o)
+		case *corev1.Pod:
+			// Same parent annotations as the chaperon's.
+			c.opts.OnChaperon(c.key, &v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Annotations: o.Annotations}})
 		}
 	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    handle,
-		UpdateFunc: func(_, obj any) { handle(obj) },
-		DeleteFunc: handle,
-	}); err != nil {
-		return nil, err
+	var synced []func() bool
+	for _, obj := range []client.Object{&v1alpha1.PodChaperon{}, &corev1.Pod{}} {
+		inf, err := ch.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+		if err != nil {
+			return nil, err
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    handle,
+			UpdateFunc: func(_, obj any) { handle(obj) },
+			DeleteFunc: handle,
+		}); err != nil {
+			return nil, err
+		}
+		synced = append(synced, inf.HasSynced)
 	}
-	return &chaperonCache{cache: ch, synced: inf.HasSynced}, nil
+	return &chaperonCache{cache: ch, synced: func() bool {
+		for _, s := range synced {
+			if !s() {
+				return false
+			}
+		}
+		return true
+	}}, nil
 }
 
 // requestTimeout bounds any one request to a target.
@@ -262,8 +283,9 @@ func (c *Cluster) WatchChaperons(ns string) {
 	}()
 }
 
-// Chaperons reads this source's PodChaperons of namespace ns in the target:
-// from the namespace's cache once it has synced, else from the API server.
+// Chaperons reads this source's PodChaperons, and the pods they hold, of
+// namespace ns in the target: from the namespace's cache once it has synced,
+// else from the API server.
 func (c *Cluster) Chaperons(ns string) client.Reader {
 	c.cacheMu.Lock()
 	cc := c.chaperons[ns]
