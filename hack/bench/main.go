@@ -73,7 +73,9 @@ func run(n, clusters int, dir, binDir string, timeout time.Duration, workers int
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: binDir, Clusters: clusters, DieWithParent: true, Out: os.Stderr})
+	// Both runs' pods stay until the end: the nodes take far more pods
+	// than kubelet's default 250, so that neither run is refused for room.
+	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: binDir, Clusters: clusters, NodePods: "2000", DieWithParent: true, Out: os.Stderr})
 	if err != nil {
 		return err
 	}
