@@ -64,9 +64,9 @@ func TestConnectFlagsToOptions(t *testing.T) {
 			want:  connect.Options{SourceName: "east", TargetName: "west", Namespace: "team-a", SourceContext: "cluster-1", TargetContext: "cluster-2"},
 		},
 		{
-			name:  "self names the target after the source context",
+			name:  "self names the target and its Source after the source context",
 			flags: connectFlags{sourceContext: "cluster-1", self: true},
-			want:  connect.Options{TargetName: "cluster-1", Self: true, SourceContext: "cluster-1"},
+			want:  connect.Options{SourceName: "cluster-1", TargetName: "cluster-1", Self: true, SourceContext: "cluster-1"},
 		},
 		{name: "source context required", flags: connectFlags{targetContext: "cluster-2"}, wantErr: "--source-context is required"},
 		{name: "target context required", flags: connectFlags{sourceContext: "cluster-1"}, wantErr: "--target-context is required"},
