@@ -66,6 +66,10 @@ const (
 	DefaultPendingTargets   = 1
 )
 
+// requeueSoon brings a proxy back at once, for the next step of its
+// election, without counting as a failure.
+const requeueSoon = 10 * time.Millisecond
+
 // Event reasons.
 const (
 	EventElected          = "Elected"
@@ -350,7 +354,7 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 			if apierrors.IsConflict(err) {
 				// The proxy changed since it was read: decide again on
 				// the fresh object (the record is never written blind).
-				return reconcile.Result{Requeue: true}, nil
+				return reconcile.Result{RequeueAfter: requeueSoon}, nil
 			}
 			return reconcile.Result{}, err
 		}
@@ -363,7 +367,7 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		r.mu.Unlock()
 		// The record stands: the next pass marks the winner and removes
 		// the losers.
-		return reconcile.Result{Requeue: true}, nil
+		return reconcile.Result{RequeueAfter: requeueSoon}, nil
 	}
 
 	if answered < eligible {

@@ -33,7 +33,8 @@ func TestRemoteName(t *testing.T) {
 		t.Error("two pods with the same name but different UIDs share a remote name")
 	}
 	// Stable: the same pod always gets the same name.
-	if RemoteName("db-0", "uid-a") != RemoteName("db-0", "uid-a") {
+	first, again := RemoteName("db-0", "uid-a"), RemoteName("db-0", types.UID("uid-a"))
+	if first != again {
 		t.Error("RemoteName is not deterministic")
 	}
 	if len(UIDHash("x")) != 8 {

@@ -549,7 +549,10 @@ func (s *Sandbox) waitFor(ctx context.Context, c *ClusterState, what string, wat
 	for {
 		for _, r := range watch {
 			if done, err := r.exited(); done {
-				return fmt.Errorf("%s: %s exited (%v) while waiting for %s; last lines of %s:\n%s",
+				if err == nil {
+					err = errors.New("exit status 0")
+				}
+				return fmt.Errorf("%s: %s exited (%w) while waiting for %s; last lines of %s:\n%s",
 					c.Name, r.Component, err, what, r.Log, tailFile(r.Log, 20))
 			}
 		}
@@ -562,10 +565,10 @@ func (s *Sandbox) waitFor(ctx context.Context, c *ClusterState, what string, wat
 		select {
 		case <-ctx.Done():
 			if len(watch) == 0 {
-				return fmt.Errorf("%s: timed out waiting for %s: %v", c.Name, what, last)
+				return fmt.Errorf("%s: timed out waiting for %s: %w", c.Name, what, last)
 			}
 			r := watch[len(watch)-1]
-			return fmt.Errorf("%s: timed out waiting for %s: %v; last lines of %s:\n%s",
+			return fmt.Errorf("%s: timed out waiting for %s: %w; last lines of %s:\n%s",
 				c.Name, what, last, r.Log, tailFile(r.Log, 20))
 		case <-time.After(pollInterval):
 		}

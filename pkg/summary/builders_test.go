@@ -83,7 +83,7 @@ func (w *nodeWrapper) virtual() *nodeWrapper {
 	return w.label(v1alpha1.LabelNodeType, v1alpha1.NodeTypeVirtualKubelet)
 }
 
-func (w *nodeWrapper) obj() *corev1.Node { return w.Node.DeepCopy() }
+func (w *nodeWrapper) obj() *corev1.Node { return w.DeepCopy() }
 
 // podWrapper builds test pods: bound to a node (unless "" is given), Running,
 // with no containers unless added.
@@ -151,4 +151,4 @@ func (w *podWrapper) label(key, value string) *podWrapper {
 	return w
 }
 
-func (w *podWrapper) obj() *corev1.Pod { return w.Pod.DeepCopy() }
+func (w *podWrapper) obj() *corev1.Pod { return w.DeepCopy() }

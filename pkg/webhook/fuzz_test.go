@@ -251,7 +251,7 @@ func checkBindable(t *testing.T, in, out *corev1.Pod) {
 			t.Fatalf("container %q keeps resource claims %v", c.name, *c.claims)
 		}
 		for _, p := range *c.ports {
-			if p.HostPort != 0 && !(c.regular && spec.HostNetwork) {
+			if p.HostPort != 0 && (!c.regular || !spec.HostNetwork) {
 				t.Fatalf("container %q keeps hostPort %d", c.name, p.HostPort)
 			}
 		}
