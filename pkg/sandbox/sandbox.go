@@ -217,17 +217,11 @@ func (s *Sandbox) Env(name string) (string, error) {
 // Stop takes one cluster's whole control plane down, keeping its data, as an
 // outage would. Start brings it back.
 func (s *Sandbox) Stop(ctx context.Context, name string) error {
-	unlock, err := lockDir(s.opts.Dir)
+	c, unlock, err := s.lockCluster(name)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	s.mu.Lock()
-	c, err := s.state.Cluster(name)
-	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
 	start := time.Now()
 	if err := s.stopCluster(c); err != nil {
 		return err
@@ -242,17 +236,11 @@ func (s *Sandbox) Stop(ctx context.Context, name string) error {
 
 // Start restarts a stopped cluster with its data, ports and certificates.
 func (s *Sandbox) Start(ctx context.Context, name string) error {
-	unlock, err := lockDir(s.opts.Dir)
+	c, unlock, err := s.lockCluster(name)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	s.mu.Lock()
-	c, err := s.state.Cluster(name)
-	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
 	for _, p := range c.Processes {
 		if p.Alive() {
 			return fmt.Errorf("%s is running (%s pid %d): stop it first", name, p.Component, p.PID)
@@ -270,6 +258,23 @@ func (s *Sandbox) Start(ctx context.Context, name string) error {
 	err = s.state.save()
 	s.mu.Unlock()
 	return err
+}
+
+// lockCluster locks the sandbox folder for one command and returns the named
+// cluster; unlock releases the folder.
+func (s *Sandbox) lockCluster(name string) (c *ClusterState, unlock func(), err error) {
+	unlock, err = lockDir(s.opts.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	c, err = s.state.Cluster(name)
+	s.mu.Unlock()
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return c, unlock, nil
 }
 
 // Down stops every process the sandbox started, by PID, and leaves the data
@@ -420,17 +425,11 @@ func (s *Sandbox) KillComponent(ctx context.Context, cluster, name string) error
 }
 
 func (s *Sandbox) stopComponent(cluster, name string, grace time.Duration) error {
-	unlock, err := lockDir(s.opts.Dir)
+	c, unlock, err := s.lockCluster(cluster)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	s.mu.Lock()
-	c, err := s.state.Cluster(cluster)
-	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
 	if _, err := componentNamed(name); err != nil {
 		return err
 	}
@@ -467,21 +466,15 @@ func (s *Sandbox) stopComponent(cluster, name string, grace time.Duration) error
 
 // StartComponent starts one component of a running cluster again.
 func (s *Sandbox) StartComponent(ctx context.Context, cluster, name string) error {
-	unlock, err := lockDir(s.opts.Dir)
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	comp, err := componentNamed(name)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	c, err := s.state.Cluster(cluster)
-	s.mu.Unlock()
+	c, unlock, err := s.lockCluster(cluster)
 	if err != nil {
 		return err
 	}
+	defer unlock()
 	for _, p := range c.Processes {
 		if p.Component == name && p.Alive() {
 			return fmt.Errorf("%s: %s is running (pid %d)", cluster, name, p.PID)
