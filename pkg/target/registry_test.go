@@ -392,3 +392,54 @@ func gauge(t *testing.T, name, cluster string) float64 {
 	}
 	return -1
 }
+
+// A ClusterTarget a-b and a Target b in namespace a map to one virtual node
+// name: the older keeps it, the newer says so and gets no node; when the
+// older goes, the newer takes the name.
+func TestNodeNameConflict(t *testing.T) {
+	f := start(t)
+	ensureSummary(t, f.target)
+	ctx := context.Background()
+	ns := f.ns // Target <ns>/x and ClusterTarget <ns>-x collide
+	f.putSecret(t, "c", kubeconfigFor(t, targetEnv.Config, "default"))
+	f.createTarget(t, "x", "c")
+	f.waitReady(t, "x", metav1.ConditionTrue, v1alpha1.ReasonConnected)
+
+	// The ClusterTarget's Secret: in the same namespace, named explicitly.
+	ct := &v1alpha1.ClusterTarget{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-x"},
+		Spec:       v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Name: "c", Namespace: ns}},
+	}
+	if err := f.source.Create(ctx, ct); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.source.Delete(context.Background(), ct) })
+	var got v1alpha1.ClusterTarget
+	poll(t, "the newer ClusterTarget to report the conflict", func(ctx context.Context) bool {
+		if err := f.source.Get(ctx, client.ObjectKey{Name: ct.Name}, &got); err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Reason == v1alpha1.ReasonInvalidSpec && strings.Contains(c.Message, "Target "+ns+"/x")
+	})
+	if got.Status.VirtualNodeName != "" {
+		t.Errorf("the losing ClusterTarget claims virtual node %q", got.Status.VirtualNodeName)
+	}
+	if _, ok := f.nodes.get(vnode.TargetKey{Name: ct.Name}); ok {
+		t.Error("the losing ClusterTarget was given a virtual node")
+	}
+	if st, ok := f.nodes.get(vnode.TargetKey{Namespace: ns, Name: "x"}); !ok || !st.Ready {
+		t.Errorf("the older Target lost its node: %+v %t", st, ok)
+	}
+
+	if err := f.source.Delete(ctx, &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the ClusterTarget to take the name once the Target is gone", func(ctx context.Context) bool {
+		if err := f.source.Get(ctx, client.ObjectKey{Name: ct.Name}, &got); err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue && got.Status.VirtualNodeName == vnode.NodeName(vnode.TargetKey{Name: ct.Name})
+	})
+}
