@@ -340,11 +340,7 @@ func (r *Registry) reconcile(ctx context.Context, key Key) error {
 			defer r.opts.OnTargetChange(key)
 		}
 		log.V(2).Info("Removing the virtual node of a deleted target")
-		if err := r.nodes.Remove(ctx, vkey); err != nil {
-			return err
-		}
-		r.notifySameNodeName(ctx, key)
-		return nil
+		return r.nodes.Remove(ctx, vkey)
 	}
 	if err != nil {
 		return err
@@ -378,20 +374,6 @@ func (r *Registry) reconcile(ctx context.Context, key Key) error {
 	}
 
 	nodeName := vnode.NodeName(vkey)
-	owner, err := r.nodeNameOwner(ctx, key, obj, nodeName)
-	if err != nil {
-		return err
-	}
-	if owner != "" {
-		// Two targets whose names map to one node (a ClusterTarget a-b
-		// and a Target b in namespace a): the older keeps it.
-		health = Health{Reason: v1alpha1.ReasonInvalidSpec, Message: fmt.Sprintf("its virtual node name %s is already taken by %s; rename one of them", nodeName, owner)}
-		if err := r.updateStatus(ctx, obj, health, ""); err != nil {
-			return err
-		}
-		r.removeCluster(key)
-		return nil
-	}
 	if err := r.updateStatus(ctx, obj, health, nodeName); err != nil {
 		return err
 	}
@@ -408,60 +390,6 @@ func (r *Registry) reconcile(ctx context.Context, key Key) error {
 		ExcludedLabelsRegexp: spec.ExcludedLabelsRegexp,
 	})
 	return nil
-}
-
-// nodeNameOwner returns the other target (as "Kind key") that has nodeName
-// for its virtual node and came first — created earlier, or at the same
-// time with the smaller key — or "" when this target may have it.
-func (r *Registry) nodeNameOwner(ctx context.Context, key Key, obj targetObject, nodeName string) (string, error) {
-	mine := obj.GetCreationTimestamp().Time
-	first := func(other Key, created time.Time) bool {
-		if other == key || vnode.NodeName(vnode.TargetKey{Namespace: other.Namespace, Name: other.Name}) != nodeName {
-			return false
-		}
-		return created.Before(mine) || (created.Equal(mine) && other.String() < key.String())
-	}
-	var targets v1alpha1.TargetList
-	if err := r.client.List(ctx, &targets); err != nil {
-		return "", err
-	}
-	for _, t := range targets.Items {
-		if k := (Key{Namespace: t.Namespace, Name: t.Name}); t.DeletionTimestamp == nil && first(k, t.CreationTimestamp.Time) {
-			return "Target " + k.String(), nil
-		}
-	}
-	var clusterTargets v1alpha1.ClusterTargetList
-	if err := r.client.List(ctx, &clusterTargets); err != nil {
-		return "", err
-	}
-	for _, t := range clusterTargets.Items {
-		if k := (Key{Name: t.Name}); t.DeletionTimestamp == nil && first(k, t.CreationTimestamp.Time) {
-			return "ClusterTarget " + k.String(), nil
-		}
-	}
-	return "", nil
-}
-
-// notifySameNodeName requeues the targets whose virtual node name equals the
-// deleted target's: one that lost the name to it may have it now.
-func (r *Registry) notifySameNodeName(ctx context.Context, gone Key) {
-	name := vnode.NodeName(vnode.TargetKey{Namespace: gone.Namespace, Name: gone.Name})
-	var targets v1alpha1.TargetList
-	if err := r.client.List(ctx, &targets); err == nil {
-		for _, t := range targets.Items {
-			if k := (Key{Namespace: t.Namespace, Name: t.Name}); vnode.NodeName(vnode.TargetKey{Namespace: k.Namespace, Name: k.Name}) == name {
-				r.notify(k)
-			}
-		}
-	}
-	var clusterTargets v1alpha1.ClusterTargetList
-	if err := r.client.List(ctx, &clusterTargets); err == nil {
-		for _, t := range clusterTargets.Items {
-			if vnode.NodeName(vnode.TargetKey{Name: t.Name}) == name {
-				r.notify(Key{Name: t.Name})
-			}
-		}
-	}
 }
 
 // updateStatus writes the Ready condition, the virtual node name and the
