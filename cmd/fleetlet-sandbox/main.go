@@ -81,40 +81,35 @@ func newRootCommand() *cobra.Command {
 		},
 	}
 
-	var only string
-	stopCmd := &cobra.Command{
-		Use:   "stop cluster-<i>",
-		Short: "Take one cluster's control plane down, keeping its data (an outage); --only stops one component",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := sandbox.Load(dir, sandbox.Options{Out: os.Stdout})
-			if err != nil {
-				return err
-			}
-			if only != "" {
-				return s.StopComponent(cmd.Context(), args[0], only)
-			}
-			return s.Stop(cmd.Context(), args[0])
-		},
+	// stop and start act on a whole cluster, or with --only on one of its
+	// components.
+	clusterCommand := func(use, short, verb string,
+		whole func(*sandbox.Sandbox, context.Context, string) error,
+		one func(*sandbox.Sandbox, context.Context, string, string) error,
+	) *cobra.Command {
+		var only string
+		cmd := &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				s, err := sandbox.Load(dir, sandbox.Options{Out: os.Stdout})
+				if err != nil {
+					return err
+				}
+				if only != "" {
+					return one(s, cmd.Context(), args[0], only)
+				}
+				return whole(s, cmd.Context(), args[0])
+			},
+		}
+		cmd.Flags().StringVar(&only, "only", "", verb+" only this component, for example "+sandbox.ComponentManager)
+		return cmd
 	}
-	stopCmd.Flags().StringVar(&only, "only", "", "stop only this component, for example "+sandbox.ComponentManager)
-
-	start := &cobra.Command{
-		Use:   "start cluster-<i>",
-		Short: "Bring a stopped cluster (or, with --only, one component) back with its data",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := sandbox.Load(dir, sandbox.Options{Out: os.Stdout})
-			if err != nil {
-				return err
-			}
-			if only != "" {
-				return s.StartComponent(cmd.Context(), args[0], only)
-			}
-			return s.Start(cmd.Context(), args[0])
-		},
-	}
-	start.Flags().StringVar(&only, "only", "", "start only this component, for example "+sandbox.ComponentManager)
+	stopCmd := clusterCommand("stop cluster-<i>", "Take one cluster's control plane down, keeping its data (an outage); --only stops one component", "stop",
+		(*sandbox.Sandbox).Stop, (*sandbox.Sandbox).StopComponent)
+	start := clusterCommand("start cluster-<i>", "Bring a stopped cluster (or, with --only, one component) back with its data", "start",
+		(*sandbox.Sandbox).Start, (*sandbox.Sandbox).StartComponent)
 
 	env := &cobra.Command{
 		Use:   "env [cluster-<i>]",
