@@ -1,0 +1,41 @@
+package gc
+
+import (
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlet/fleetlet/pkg/target"
+)
+
+// Target is one target cluster as the collector sees it.
+type Target interface {
+	// Key names the Target or ClusterTarget; a namespaced Target
+	// (Key().Namespace set) handles its own namespace only.
+	Key() target.Key
+	// Client talks to the target with the Target's credentials.
+	Client() client.Client
+	// Ready is true when the target answered its last probe.
+	Ready() bool
+}
+
+// Targets lists the live targets.
+type Targets interface {
+	List() []Target
+}
+
+// RegistryTargets adapts the target registry.
+func RegistryTargets(reg *target.Registry) Targets { return registryTargets{reg} }
+
+type registryTargets struct{ reg *target.Registry }
+
+func (r registryTargets) List() []Target {
+	clusters := r.reg.List()
+	out := make([]Target, 0, len(clusters))
+	for _, c := range clusters {
+		out = append(out, registryTarget{c})
+	}
+	return out
+}
+
+type registryTarget struct{ *target.Cluster }
+
+func (t registryTarget) Ready() bool { return t.Health().Ready }
