@@ -200,7 +200,9 @@ func (f *fixture) collector(t *testing.T, tgt client.Client, clk *clocktesting.F
 }
 
 // A clock a while after every object of the test was created.
-func later() *clocktesting.FakeClock { return clocktesting.NewFakeClock(time.Now().Add(10 * time.Minute)) }
+func later() *clocktesting.FakeClock {
+	return clocktesting.NewFakeClock(time.Now().Add(10 * time.Minute))
+}
 
 func TestCollectOrphans(t *testing.T) {
 	f := setup(t)
@@ -415,4 +417,3 @@ func containsString(s []string, v string) bool {
 	}
 	return false
 }
-
