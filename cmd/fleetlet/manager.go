@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/elector"
+	"github.com/fleetlet/fleetlet/pkg/feedback"
 	"github.com/fleetlet/fleetlet/pkg/target"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
 	"github.com/fleetlet/fleetlet/pkg/webhook"
@@ -65,6 +67,10 @@ type managerOptions struct {
 	unboundTimeout   time.Duration
 	pendingTargets   int
 
+	// followAllowedKinds are the namespaced kinds a pod may ask to take
+	// along (multicluster.fleetlet.io/follow), besides what it references.
+	followAllowedKinds []string
+
 	webhook webhookOptions
 }
 
@@ -99,6 +105,7 @@ func defaultManagerOptions() managerOptions {
 		bindTimeout:                 elector.DefaultBindTimeout,
 		unboundTimeout:              elector.DefaultUnboundTimeout,
 		pendingTargets:              elector.DefaultPendingTargets,
+		followAllowedKinds:          []string{"ConfigMap", "Secret", "ServiceAccount"},
 		webhook:                     defaultWebhookOptions(),
 	}
 }
@@ -138,6 +145,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.bindTimeout, "election-bind-timeout", o.bindTimeout, "how long an elected candidate may take to be bound in its target before it is deleted and the election rerun")
 	f.DurationVar(&o.unboundTimeout, "unbound-proxy-timeout", o.unboundTimeout, "how long a pinned, ungated proxy may stay unbound before it is deleted")
 	f.IntVar(&o.pendingTargets, "pending-targets", o.pendingTargets, "how many targets keep a pending candidate of a pod no cluster can run now")
+	f.StringSliceVar(&o.followAllowedKinds, "follow-allowed-kinds", o.followAllowedKinds, "namespaced kinds a pod may ask to take along to its targets with "+v1alpha1.Prefix+"follow (Kind names, comma-separated)")
 	addWebhookFlags(f, &o.webhook)
 
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -160,11 +168,34 @@ func (o *managerOptions) validate() error {
 	if o.pendingTargets < 1 {
 		errs = append(errs, fmt.Errorf("--pending-targets must be at least 1, got %d", o.pendingTargets))
 	}
+	if err := validateKinds(o.followAllowedKinds); err != nil {
+		errs = append(errs, fmt.Errorf("--follow-allowed-kinds: %w", err))
+	}
 	if err := o.webhook.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if o.kubeletPort < 0 || o.kubeletPort > 65535 {
 		errs = append(errs, fmt.Errorf("--kubelet-port %d is not a port", o.kubeletPort))
+	}
+	return errors.Join(errs...)
+}
+
+// kindName is what a Kind is spelled like: an upper-case letter, then
+// letters and digits (ConfigMap, PersistentVolumeClaim).
+var kindName = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+
+// validateKinds checks a list of Kind names: each well-formed, none twice.
+func validateKinds(kinds []string) error {
+	var errs []error
+	seen := make(map[string]bool, len(kinds))
+	for _, k := range kinds {
+		switch {
+		case !kindName.MatchString(k):
+			errs = append(errs, fmt.Errorf("%q is not a Kind name (such as ConfigMap)", k))
+		case seen[k]:
+			errs = append(errs, fmt.Errorf("%s is given twice", k))
+		}
+		seen[k] = true
 	}
 	return errors.Join(errs...)
 }
@@ -292,14 +323,18 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	if err != nil {
 		return err
 	}
+	var fb *feedback.Reconciler
 	reg, err := target.New(target.Options{
 		SourceName:          o.clusterName,
 		ProbeInterval:       o.targetProbeInterval,
 		ProbeTimeout:        o.targetProbeTimeout,
 		ProbeBackoffInitial: o.targetProbeBackoff,
 		HeartbeatDuration:   o.heartbeatDuration,
-		OnChaperon:          proxies.OnChaperon,
-		OnTargetChange:      proxies.OnTargetChange,
+		OnChaperon: func(k target.Key, pc *v1alpha1.PodChaperon) {
+			proxies.OnChaperon(k, pc)
+			fb.OnChaperon(k, pc)
+		},
+		OnTargetChange: proxies.OnTargetChange,
 	}, nodes)
 	if err != nil {
 		return err
@@ -310,6 +345,10 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	proxies.SetRegistry(reg)
 	if err := proxies.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the proxy reconciler: %w", err)
+	}
+	fb = feedback.New(reg)
+	if err := fb.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the feedback controller: %w", err)
 	}
 	return nil
 }

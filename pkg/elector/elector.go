@@ -170,7 +170,10 @@ func (r *Reconciler) enqueue(ns, name string) {
 // IndexGated indexes pods that still carry fleetlet's scheduling gate.
 const IndexGated = "elector.gated"
 
-// isProxy reports whether fleetlet manages a pod: it carries our finalizer.
+// IsProxy reports whether fleetlet manages a pod: it carries our finalizer,
+// whatever its namespace's label says now.
+func IsProxy(o client.Object) bool { return isProxy(o) }
+
 func isProxy(o client.Object) bool {
 	for _, f := range o.GetFinalizers() {
 		if f == v1alpha1.FinalizerDelegate {
@@ -517,6 +520,18 @@ func (r *Reconciler) recordElection(ctx context.Context, pod *corev1.Pod, ts *ta
 // electionMessage and parseElection keep the record readable and exact.
 func electionMessage(key target.Key, chaperon string) string {
 	return fmt.Sprintf("target=%s chaperon=%s", key, chaperon)
+}
+
+// ElectedTarget reads a proxy's election record: the elected target and
+// the chaperon there. ok is false while no election stands (no record, or
+// Elected is not True, or the record cannot be read).
+func ElectedTarget(p *corev1.Pod) (key target.Key, chaperon string, ok bool) {
+	c := electedCondition(p)
+	if c == nil || c.Status != corev1.ConditionTrue {
+		return target.Key{}, "", false
+	}
+	key, chaperon, err := parseElection(c.Message)
+	return key, chaperon, err == nil
 }
 
 func parseElection(msg string) (target.Key, string, error) {

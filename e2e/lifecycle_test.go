@@ -1,0 +1,256 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/sandbox"
+)
+
+// deployment creates a Deployment of n small replicas in ns and returns its
+// pod selector.
+func deployment(t *testing.T, ns, name string, n int32, mutate func(*corev1.PodSpec)) string {
+	t.Helper()
+	spec := podSpec("100m")
+	if mutate != nil {
+		mutate(&spec)
+	}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(n),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: spec},
+		},
+	}
+	if _, err := kube(t, sandbox.SourceCluster).AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return "app=" + name
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitDeploymentRunning waits until the Deployment has n ready, available
+// replicas, every one a Running and Ready proxy on a virtual node, and
+// returns the proxies.
+func waitDeploymentRunning(t *testing.T, ns, name string, n int, timeout time.Duration) []corev1.Pod {
+	t.Helper()
+	src := kube(t, sandbox.SourceCluster)
+	var proxies []corev1.Pod
+	eventually(t, timeout, fmt.Sprintf("deployment %s: %d Running and Ready proxies", name, n), func(ctx context.Context) (bool, string) {
+		d, err := src.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		list, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			return false, err.Error()
+		}
+		proxies = proxies[:0]
+		running := 0
+		for _, p := range list.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			proxies = append(proxies, p)
+			if p.Status.Phase == corev1.PodRunning && podReady(&p) && strings.HasPrefix(p.Spec.NodeName, "fleetlet-") {
+				running++
+			}
+		}
+		return running == n && len(proxies) == n && d.Status.ReadyReplicas == int32(n) && d.Status.AvailableReplicas == int32(n),
+			fmt.Sprintf("%d of %d proxies Running and Ready; deployment ready %d available %d", running, len(proxies), d.Status.ReadyReplicas, d.Status.AvailableReplicas)
+	})
+	return proxies
+}
+
+// remoteLeftovers lists, in every cluster, the chaperons and pods that stand
+// for a proxy of the source in namespace ns.
+func remoteLeftovers(t *testing.T, ctx context.Context, ns string) []string {
+	t.Helper()
+	sel := client.MatchingLabels{v1alpha1.LabelParentCluster: sandbox.SourceCluster}
+	var out []string
+	for _, c := range sb.ClusterNames() {
+		cl := ctrlClient(t, c)
+		var pcs v1alpha1.PodChaperonList
+		if err := cl.List(ctx, &pcs, client.InNamespace(ns), sel); err != nil {
+			t.Fatal(err)
+		}
+		for _, pc := range pcs.Items {
+			out = append(out, c+": podchaperon/"+pc.Name)
+		}
+		var pods corev1.PodList
+		if err := cl.List(ctx, &pods, client.InNamespace(ns), sel); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			out = append(out, c+": pod/"+p.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// A 12-replica Deployment: every proxy reports its delegate's truth
+// (Running, Ready, the delegate's IP, the virtual node as host), deleting a
+// delegate in its target replaces the proxy, and deleting the Deployment
+// leaves nothing anywhere.
+func TestDeploymentLifecycle(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "lifecycle", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	src := kube(t, sandbox.SourceCluster)
+	deployment(t, ns, "web", 12, nil)
+	proxies := waitDeploymentRunning(t, ns, "web", 12, 3*time.Minute)
+
+	nodeIPs := map[string]string{}
+	for i := range proxies {
+		p := &proxies[i]
+		d := delegatesOf(t, ctx, p)
+		dp := d[clusterOfNode(p.Spec.NodeName)]
+		if len(dp) != 1 {
+			t.Fatalf("proxy %s on %s: delegates %v", p.Name, p.Spec.NodeName, names(d))
+		}
+		if p.Status.PodIP == "" || p.Status.PodIP != dp[0].Status.PodIP {
+			t.Errorf("proxy %s podIP %q, delegate's %q", p.Name, p.Status.PodIP, dp[0].Status.PodIP)
+		}
+		ip, ok := nodeIPs[p.Spec.NodeName]
+		if !ok {
+			n, err := src.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range n.Status.Addresses {
+				if a.Type == corev1.NodeInternalIP {
+					ip = a.Address
+				}
+			}
+			nodeIPs[p.Spec.NodeName] = ip
+		}
+		if p.Status.HostIP != ip || ip == "" {
+			t.Errorf("proxy %s hostIP %q, virtual node's %q", p.Name, p.Status.HostIP, ip)
+		}
+		if p.Status.StartTime == nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
+			t.Errorf("proxy %s: start time %v, container statuses %+v", p.Name, p.Status.StartTime, p.Status.ContainerStatuses)
+		}
+		if c := electedCondition(p); c == nil || c.Status != corev1.ConditionTrue {
+			t.Errorf("proxy %s lost its Elected record: %+v", p.Name, p.Status.Conditions)
+		}
+	}
+
+	// Deleting one delegate in its target deletes its proxy; the
+	// ReplicaSet makes a new one, which runs somewhere.
+	victim := proxies[0]
+	cluster := clusterOfNode(victim.Spec.NodeName)
+	dp := delegatesOf(t, ctx, &victim)[cluster][0]
+	if err := kube(t, cluster).CoreV1().Pods(ns).Delete(ctx, dp.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the proxy of the deleted delegate to be gone", func(ctx context.Context) (bool, string) {
+		_, err := src.CoreV1().Pods(ns).Get(ctx, victim.Name, metav1.GetOptions{})
+		return err != nil, fmt.Sprintf("proxy %s still there", victim.Name)
+	})
+	after := waitDeploymentRunning(t, ns, "web", 12, 2*time.Minute)
+	for i := range after {
+		if after[i].UID == victim.UID {
+			t.Fatalf("proxy %s came back", victim.Name)
+		}
+		d := delegatesOf(t, ctx, &after[i])
+		total := 0
+		for _, ps := range d {
+			total += len(ps)
+		}
+		if total > 1 {
+			t.Errorf("proxy %s has %d delegates: %v", after[i].Name, total, names(d))
+		}
+	}
+
+	// Deleting the Deployment leaves no proxy, chaperon or delegate.
+	if err := src.AppsV1().Deployments(ns).Delete(ctx, "web", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "nothing left of the deployment anywhere", func(ctx context.Context) (bool, string) {
+		pods, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		left := remoteLeftovers(t, ctx, ns)
+		return len(pods.Items) == 0 && len(left) == 0, fmt.Sprintf("%d proxies; remote: %v", len(pods.Items), left)
+	})
+}
+
+// A Job of 8 completions completes: finished proxies keep their final
+// status.
+func TestJobCompletes(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "job", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	src := kube(t, sandbox.SourceCluster)
+	spec := podSpec("100m")
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "batch", Namespace: ns},
+		Spec: batchv1.JobSpec{
+			Completions:  ptr.To[int32](8),
+			Parallelism:  ptr.To[int32](4),
+			BackoffLimit: ptr.To[int32](0),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{sandbox.AnnotationCompleteAfter: "2s"}},
+				Spec:       spec,
+			},
+		},
+	}
+	if _, err := src.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 4*time.Minute, "the job to complete", func(ctx context.Context) (bool, string) {
+		j, err := src.BatchV1().Jobs(ns).Get(ctx, "batch", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+				t.Fatalf("job failed: %s", c.Message)
+			}
+			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("succeeded %d, active %d, failed %d", j.Status.Succeeded, j.Status.Active, j.Status.Failed)
+	})
+	pods, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=batch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	succeeded := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodSucceeded {
+			succeeded++
+			if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Terminated == nil {
+				t.Errorf("succeeded proxy %s without a terminated container: %+v", p.Name, p.Status.ContainerStatuses)
+			}
+		}
+	}
+	if succeeded != 8 {
+		t.Errorf("%d succeeded proxies, want 8", succeeded)
+	}
+}

@@ -1,0 +1,252 @@
+package feedback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/chaperon"
+	"github.com/fleetlet/fleetlet/pkg/elector"
+	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/vnode"
+)
+
+// Event reasons on proxy pods.
+const (
+	// EventDelegateDeleted: the delegate or its chaperon was deleted in
+	// the target, so the proxy is deleted too (its controller makes a new
+	// one; a pod never comes back from the dead).
+	EventDelegateDeleted = "DelegateDeleted"
+)
+
+// Reconciler copies each bound proxy's delegate status onto the proxy, and
+// deletes the proxy when its delegate is deleted in the target. It reads
+// the delegate from the target registry's per-namespace caches (which call
+// OnChaperon on every change of a chaperon or delegate), so nothing polls.
+type Reconciler struct {
+	client   client.Client
+	registry *target.Registry
+	recorder events.EventRecorder
+
+	queueMu sync.Mutex
+	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+// New returns the feedback reconciler of the proxies of reg's targets.
+func New(reg *target.Registry) *Reconciler { return &Reconciler{registry: reg} }
+
+// OnChaperon requeues the proxy of a chaperon or delegate that changed in a
+// target.
+func (r *Reconciler) OnChaperon(_ target.Key, pc *v1alpha1.PodChaperon) {
+	if r == nil {
+		return
+	}
+	ns, name := pc.Annotations[v1alpha1.AnnotationParentNamespace], pc.Annotations[v1alpha1.AnnotationParentName]
+	if ns == "" || name == "" {
+		return
+	}
+	r.queueMu.Lock()
+	q := r.queue
+	r.queueMu.Unlock()
+	if q != nil {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+	}
+}
+
+// SetupWithManager registers the controller. It watches bound proxies in
+// the source; the targets' caches feed it through OnChaperon.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.registry == nil {
+		return errors.New("feedback: no target registry")
+	}
+	r.client = mgr.GetClient()
+	r.recorder = mgr.GetEventRecorder("fleetlet-feedback")
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("feedback").
+		For(&corev1.Pod{}, builder.WithPredicates(boundProxy())).
+		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			r.queueMu.Lock()
+			r.queue = q
+			r.queueMu.Unlock()
+			return nil
+		})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 16}).
+		Complete(r)
+}
+
+// boundProxy passes proxy pods bound to a node, except status writes of
+// our own that change nothing else we read.
+func boundProxy() predicate.Predicate {
+	ok := func(o client.Object) bool {
+		p, isPod := o.(*corev1.Pod)
+		return isPod && p.Spec.NodeName != "" && elector.IsProxy(p)
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return ok(e.Object) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(e event.GenericEvent) bool { return ok(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
+			return ok(n) && (o.Spec.NodeName != n.Spec.NodeName || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero())
+		},
+	}
+}
+
+// Reconcile brings one proxy's status in line with its delegate.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var proxy corev1.Pod
+	if err := r.client.Get(ctx, req.NamespacedName, &proxy); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !elector.IsProxy(&proxy) || proxy.Spec.NodeName == "" || proxy.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	key, name, ok := elector.ElectedTarget(&proxy)
+	if !ok || proxy.Spec.NodeName != vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name}) {
+		return reconcile.Result{}, nil
+	}
+	cl, ok := r.registry.Get(key)
+	if !ok {
+		// The target was deleted: its virtual node goes, and the pod
+		// garbage collector deletes the pods bound to it.
+		return reconcile.Result{}, nil
+	}
+	cl.WatchChaperons(proxy.Namespace)
+	if !cl.Health().Ready {
+		// Nothing can be confirmed: the virtual node is NotReady and
+		// Kubernetes' own eviction takes it from here.
+		return reconcile.Result{}, nil
+	}
+
+	d, err := r.delegate(ctx, cl, &proxy, name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if d.status != nil {
+		if err := r.writeStatus(ctx, &proxy, d.status); err != nil {
+			if apierrors.IsConflict(err) {
+				return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
+			}
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	if d.gone == "" || terminal(proxy.Status.Phase) || (d.status != nil && terminal(d.status.Phase)) {
+		return reconcile.Result{}, nil
+	}
+	// The delegate is gone or going, and not because it finished: the
+	// proxy goes too, so that its controller makes a new one. Deleting
+	// the proxy deletes the chaperon (foreground) and then the finalizer.
+	r.recorder.Eventf(&proxy, nil, corev1.EventTypeWarning, EventDelegateDeleted, "Delete", "%s in %s; deleting the proxy", d.gone, key)
+	updatesTotal.WithLabelValues("deleted").Inc()
+	err = r.client.Delete(ctx, &proxy, client.Preconditions{UID: ptr.To(proxy.UID)})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{}, err
+}
+
+// delegateState is what the target says of a proxy's delegate: its status
+// (nil when unknown), and, when it is deleted or being deleted, why.
+type delegateState struct {
+	status *corev1.PodStatus
+	gone   string
+}
+
+// delegate reads the elected chaperon and its pod. A chaperon the cache
+// does not have is looked up in the API server before it counts as gone.
+func (r *Reconciler) delegate(ctx context.Context, cl *target.Cluster, proxy *corev1.Pod, name string) (delegateState, error) {
+	key := types.NamespacedName{Namespace: proxy.Namespace, Name: name}
+	var pc v1alpha1.PodChaperon
+	err := cl.Chaperons(proxy.Namespace).Get(ctx, key, &pc)
+	if apierrors.IsNotFound(err) {
+		err = cl.Client().Get(ctx, key, &pc)
+	}
+	if apierrors.IsNotFound(err) {
+		return delegateState{gone: fmt.Sprintf("PodChaperon %s was deleted", key)}, nil
+	}
+	if err != nil {
+		return delegateState{}, fmt.Errorf("reading the delegate's chaperon %s in %s: %w", key, cl.Key(), err)
+	}
+	if pc.Labels[v1alpha1.LabelParentUID] != string(proxy.UID) {
+		return delegateState{gone: fmt.Sprintf("PodChaperon %s belongs to another pod", key)}, nil
+	}
+	st := delegateState{status: &pc.Status.PodStatus}
+	var pod corev1.Pod
+	if err := cl.Chaperons(proxy.Namespace).Get(ctx, key, &pod); err == nil && metav1.IsControlledBy(&pod, &pc) {
+		// The pod itself is fresher than the chaperon's mirror.
+		st.status = &pod.Status
+		if pod.DeletionTimestamp != nil {
+			st.gone = fmt.Sprintf("the delegate %s is being deleted", key)
+		}
+	}
+	switch {
+	case pc.DeletionTimestamp != nil:
+		st.gone = fmt.Sprintf("PodChaperon %s is being deleted", key)
+	case deletedRecord(&pc):
+		st.gone = fmt.Sprintf("the delegate %s was deleted", key)
+	}
+	if st.status.Phase == "" && len(st.status.Conditions) == 0 {
+		st.status = nil // nothing mirrored yet
+	}
+	return st, nil
+}
+
+// deletedRecord reports whether the chaperon records that its pod was
+// deleted.
+func deletedRecord(pc *v1alpha1.PodChaperon) bool {
+	c := meta.FindStatusCondition(pc.Status.Conditions, v1alpha1.ConditionPodCreated)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == chaperon.ReasonPodDeleted
+}
+
+// writeStatus writes the translated status through the status subresource,
+// with the proxy's resourceVersion as precondition, when it changes
+// anything.
+func (r *Reconciler) writeStatus(ctx context.Context, proxy *corev1.Pod, delegate *corev1.PodStatus) error {
+	want := Translate(proxy, delegate, r.hostIP(ctx, proxy.Spec.NodeName))
+	if statusEqual(&proxy.Status, &want) {
+		return nil
+	}
+	p := proxy.DeepCopy()
+	p.Status = want
+	if err := r.client.Status().Update(ctx, p); err != nil {
+		updatesTotal.WithLabelValues("error").Inc()
+		return err
+	}
+	updatesTotal.WithLabelValues("updated").Inc()
+	*proxy = *p
+	return nil
+}
+
+// hostIP is the virtual node's InternalIP.
+func (r *Reconciler) hostIP(ctx context.Context, nodeName string) string {
+	var node corev1.Node
+	if err := r.client.Get(ctx, types.NamespacedName{Name: nodeName}, &node); err != nil {
+		return ""
+	}
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
+}
