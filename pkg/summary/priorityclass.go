@@ -25,7 +25,9 @@ const PriorityClassCandidateDescription = "Every fleetlet candidate pod has this
 func CandidatePriorityClass() *schedulingv1.PriorityClass {
 	never := corev1.PreemptNever
 	return &schedulingv1.PriorityClass{
-		ObjectMeta:       metav1.ObjectMeta{Name: v1alpha1.PriorityClassCandidate},
+		// The managed-by label lets `fleetlet cleanup` tell a class the
+		// manager created from one someone else made.
+		ObjectMeta:       metav1.ObjectMeta{Name: v1alpha1.PriorityClassCandidate, Labels: map[string]string{"app.kubernetes.io/managed-by": "fleetlet"}},
 		Value:            0,
 		PreemptionPolicy: &never,
 		GlobalDefault:    false,
