@@ -2,12 +2,15 @@ package chaperon
 
 import (
 	"maps"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/source"
 )
 
 // chaperonWrapper builds test chaperons: by default labelled for source
@@ -93,6 +96,24 @@ func (w *chaperonWrapper) cond(status metav1.ConditionStatus, reason string) *ch
 	return w
 }
 
+// condAt sets the PodCreated condition, last changed at t, with message.
+func (w *chaperonWrapper) condAt(status metav1.ConditionStatus, reason string, t time.Time, message string) *chaperonWrapper {
+	w.cond(status, reason)
+	w.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t)
+	w.Status.Conditions[0].Message = message
+	return w
+}
+
+// elected marks the chaperon elected by its source: its pod is a delegate.
+func (w *chaperonWrapper) elected() *chaperonWrapper {
+	return w.annotation(v1alpha1.AnnotationElected, "true")
+}
+
+func (w *chaperonWrapper) restartPolicy(p corev1.RestartPolicy) *chaperonWrapper {
+	w.Spec.Template.Spec.RestartPolicy = p
+	return w
+}
+
 func (w *chaperonWrapper) nodeName(n string) *chaperonWrapper { w.Status.NodeName = n; return w }
 
 func (w *chaperonWrapper) deleting() *chaperonWrapper {
@@ -141,6 +162,23 @@ func readyClusterSource(name, saNamespace, serviceAccount string, sel map[string
 	return cs
 }
 
+// heartbeatLease is the heartbeat Lease of source sourceName in namespace,
+// as the source writes it: renewed at renew, lasting duration.
+func heartbeatLease(namespace, sourceName string, renew time.Time, duration time.Duration) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace,
+			Name:      source.HeartbeatLeaseName(sourceName),
+			Labels:    map[string]string{v1alpha1.LabelParentCluster: sourceName},
+		},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       &sourceName,
+			LeaseDurationSeconds: ptrTo(int32(duration / time.Second)),
+			RenewTime:            &metav1.MicroTime{Time: renew},
+		},
+	}
+}
+
 func namespace(name string, labels map[string]string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 }
@@ -162,3 +200,5 @@ func foreignPod(namespace, name string) *corev1.Pod {
 		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
 	}
 }
+
+func (w *chaperonWrapper) noAnnotation(k string) *chaperonWrapper { delete(w.Annotations, k); return w }

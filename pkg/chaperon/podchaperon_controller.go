@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,6 +63,14 @@ type PodChaperonReconciler struct {
 	// MaxConcurrentReconciles is how many chaperons are reconciled at
 	// once; zero means DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// RecreateDelay is how long a deleted delegate stays gone, counted
+	// from the later of its deletion and its source's heartbeat expiry,
+	// before it is created again because its source is unreachable; zero
+	// means DefaultRecreateDelay.
+	RecreateDelay time.Duration
+	// Clock tells the time: when a pod was seen deleted, whether a
+	// heartbeat expired. Nil means the real clock.
+	Clock clock.PassiveClock
 
 	once    sync.Once
 	backoff workqueue.TypedRateLimiter[types.NamespacedName]
@@ -71,12 +81,17 @@ type PodChaperonReconciler struct {
 // +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=sources;clustersources,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods;namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
 // (Impersonation of each source's ServiceAccount is granted per source; see
 // the package documentation.)
 
 // SetupWithManager fills the fields left empty from mgr and registers the
-// controller: it watches PodChaperons, the pods they control, and Sources
-// and ClusterSources (to wake the chaperons that wait for them).
+// controller and its field index (IndexAwaitingRecreation): it watches
+// PodChaperons, the pods they control, Sources and ClusterSources (to wake
+// the chaperons that wait for them), and the sources' heartbeat Leases (to
+// wake the chaperons whose delegate may be created again). The manager's
+// cache may be restricted to the heartbeat Leases with
+// HeartbeatLeaseCache.
 func (r *PodChaperonReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
@@ -95,12 +110,18 @@ func (r *PodChaperonReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Recorder = mgr.GetEventRecorder(EventSource)
 	}
 	r.defaults()
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.PodChaperon{}, IndexAwaitingRecreation,
+		awaitingRecreationIndex); err != nil {
+		return fmt.Errorf("indexing PodChaperons by %s: %w", IndexAwaitingRecreation, err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.PodChaperon{}, builder.WithPredicates(chaperonChanged())).
 		Owns(&corev1.Pod{}, builder.WithPredicates(podChanged())).
 		Watches(&v1alpha1.Source{}, handler.EnqueueRequestsFromMapFunc(r.chaperonsOfSource)).
 		Watches(&v1alpha1.ClusterSource{}, handler.EnqueueRequestsFromMapFunc(r.chaperonsOfClusterSource)).
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.chaperonsOfLease),
+			builder.WithPredicates(isHeartbeatLease(), heartbeatChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
@@ -123,6 +144,12 @@ func (r *PodChaperonReconciler) setDefaults() {
 	}
 	if r.MaxConcurrentReconciles <= 0 {
 		r.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if r.RecreateDelay <= 0 {
+		r.RecreateDelay = DefaultRecreateDelay
+	}
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
 	}
 	if r.APIReader == nil {
 		r.APIReader = r.Client
@@ -210,10 +237,15 @@ func (r *PodChaperonReconciler) sync(ctx context.Context, ch *v1alpha1.PodChaper
 
 	var out outcome
 	switch {
+	case isDeletedRecord(ch) && pod == nil && ch.DeletionTimestamp.IsZero():
+		// The pod was created and deleted: it stays gone, unless it is a
+		// delegate whose source is unreachable (see afterDeletion).
+		out, ch = r.afterDeletion(ctx, ch, deletedAt(ch))
 	case isDeletedRecord(ch):
-		// Final: the pod was created and deleted; nothing is created again.
+		// A pod of that name that is not ours, or a chaperon being
+		// deleted: nothing is created again.
 	case pod != nil && isHeldBy(pod, ch):
-		out = outcome{cond: heldCondition(pod), pod: pod}
+		out = outcome{cond: heldConditionFor(ch, pod), pod: pod}
 	case !ch.DeletionTimestamp.IsZero():
 		// Being deleted: its pod is going, or never came. Nothing to
 		// create, and nothing to report (a loser candidate's pod going
@@ -225,9 +257,10 @@ func (r *PodChaperonReconciler) sync(ctx context.Context, ch *v1alpha1.PodChaper
 		out.cond = notOwnedCondition(pod.Name)
 		out.result = ctrl.Result{RequeueAfter: r.RetryInterval}
 	case created:
-		out.cond = deletedCondition("")
+		// Seen deleted now, to the second, as lastTransitionTime keeps it.
+		out, ch = r.afterDeletion(ctx, ch, r.Clock.Now().Truncate(time.Second))
 	default:
-		out = r.create(ctx, ch)
+		out = r.create(ctx, ch, nil)
 	}
 	if err := r.writeStatus(ctx, ch, out); err != nil {
 		return ctrl.Result{}, errors.Join(out.err, err)
@@ -235,8 +268,9 @@ func (r *PodChaperonReconciler) sync(ctx context.Context, ch *v1alpha1.PodChaper
 	return out.result, out.err
 }
 
-// create creates ch's pod as its source's ServiceAccount.
-func (r *PodChaperonReconciler) create(ctx context.Context, ch *v1alpha1.PodChaperon) outcome {
+// create creates ch's pod as its source's ServiceAccount; again, because
+// its source is unreachable, when rec is set.
+func (r *PodChaperonReconciler) create(ctx context.Context, ch *v1alpha1.PodChaperon, rec *recreation) outcome {
 	log := ctrl.LoggerFrom(ctx)
 	key := client.ObjectKeyFromObject(ch)
 	if err := checkLabels(ch); err != nil {
@@ -258,6 +292,13 @@ func (r *PodChaperonReconciler) create(ctx context.Context, ch *v1alpha1.PodChap
 	log.Info("Creating pod as the source's ServiceAccount", "pod", klog.KObj(pod), "user", id.userName(), "source", id.kind+"/"+id.name)
 	err = c.Create(ctx, pod, client.FieldOwner(FieldOwner))
 	switch {
+	case err == nil && rec != nil:
+		r.backoff.Forget(key)
+		r.Recorder.Eventf(ch, pod, corev1.EventTypeNormal, ReasonDelegateRecreated, "Create",
+			"Created pod %s again as %s: the delegate was deleted while its source (%s) was unreachable (heartbeat Lease %s expired at %s)",
+			pod.Name, id.userName(), rec.source, rec.lease, rec.expired.UTC().Format(time.RFC3339))
+		return outcome{cond: recreatedCondition(pod, *rec), pod: pod}
+
 	case err == nil:
 		r.backoff.Forget(key)
 		r.Recorder.Eventf(ch, pod, corev1.EventTypeNormal, ReasonPodCreated, "Create",
@@ -316,6 +357,9 @@ func (r *PodChaperonReconciler) writeStatus(ctx context.Context, ch *v1alpha1.Po
 	if out.cond != nil {
 		cond := *out.cond
 		cond.ObservedGeneration = ch.Generation
+		if cond.LastTransitionTime.IsZero() { // used only if the status changes
+			cond.LastTransitionTime = metav1.NewTime(r.Clock.Now().Truncate(time.Second))
+		}
 		cond.Message = truncate(cond.Message)
 		meta.SetStatusCondition(&status.Conditions, cond)
 	} else if c := meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionPodCreated); c != nil {
@@ -448,7 +492,8 @@ func podChanged() predicate.Predicate {
 }
 
 // chaperonsOfSource maps a Source to the chaperons of its namespace that
-// name it and still wait for their pod.
+// name it and still wait for their pod, or for their deleted delegate to
+// be created again.
 func (r *PodChaperonReconciler) chaperonsOfSource(ctx context.Context, obj client.Object) []reconcile.Request {
 	return r.waiting(ctx, obj.GetName(), client.InNamespace(obj.GetNamespace()))
 }
@@ -468,7 +513,7 @@ func (r *PodChaperonReconciler) waiting(ctx context.Context, sourceName string, 
 	}
 	var reqs []reconcile.Request
 	for i := range list.Items {
-		if ch := &list.Items[i]; !wasCreated(ch) {
+		if ch := &list.Items[i]; !wasCreated(ch) || awaitsRecreation(ch) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ch)})
 		}
 	}

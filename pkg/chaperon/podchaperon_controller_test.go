@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	testingclock "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -34,7 +35,12 @@ const (
 	sourceUser   = "system:serviceaccount:shop:fleetlet-source-cluster-a"
 	testInterval = 7 * time.Second
 	testBackoff  = 3 * time.Second
+	// testDelay is the reconciler's RecreateDelay in the unit tests.
+	testDelay = 30 * time.Second
 )
+
+// testNow is the fake clock's time in the unit tests.
+var testNow = time.Unix(1_000_000, 0)
 
 // fakeImpersonator hands out clients that create through the fake API
 // server, recording who created what, and failing with createErr if set.
@@ -378,6 +384,8 @@ func runReconcileCase(t *testing.T, tt reconcileCase) {
 		RetryInterval:          testInterval,
 		RejectedBackoffInitial: testBackoff,
 		RejectedBackoffMax:     time.Minute,
+		RecreateDelay:          testDelay,
+		Clock:                  testingclock.NewFakePassiveClock(testNow),
 	}
 	key := client.ObjectKeyFromObject(tt.chaperon)
 	var (
