@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -27,6 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/chaperon"
 	"github.com/fleetlet/fleetlet/pkg/elector"
 	"github.com/fleetlet/fleetlet/pkg/feedback"
 	"github.com/fleetlet/fleetlet/pkg/target"
@@ -67,6 +69,8 @@ type managerOptions struct {
 	unboundTimeout   time.Duration
 	pendingTargets   int
 
+	delegateRecreateDelay time.Duration
+
 	// followAllowedKinds are the namespaced kinds a pod may ask to take
 	// along (multicluster.fleetlet.io/follow), besides what it references.
 	followAllowedKinds []string
@@ -105,6 +109,7 @@ func defaultManagerOptions() managerOptions {
 		bindTimeout:                 elector.DefaultBindTimeout,
 		unboundTimeout:              elector.DefaultUnboundTimeout,
 		pendingTargets:              elector.DefaultPendingTargets,
+		delegateRecreateDelay:       chaperon.DefaultRecreateDelay,
 		followAllowedKinds:          []string{"ConfigMap", "Secret", "ServiceAccount"},
 		webhook:                     defaultWebhookOptions(),
 	}
@@ -145,6 +150,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.bindTimeout, "election-bind-timeout", o.bindTimeout, "how long an elected candidate may take to be bound in its target before it is deleted and the election rerun")
 	f.DurationVar(&o.unboundTimeout, "unbound-proxy-timeout", o.unboundTimeout, "how long a pinned, ungated proxy may stay unbound before it is deleted")
 	f.IntVar(&o.pendingTargets, "pending-targets", o.pendingTargets, "how many targets keep a pending candidate of a pod no cluster can run now")
+	f.DurationVar(&o.delegateRecreateDelay, "delegate-recreate-delay", o.delegateRecreateDelay, "target side: how long a deleted delegate (restartPolicy Always) stays gone, once its source's heartbeat Lease has expired, before it is created again; counted from the later of the deletion and the expiry")
 	f.StringSliceVar(&o.followAllowedKinds, "follow-allowed-kinds", o.followAllowedKinds, "namespaced kinds a pod may ask to take along to its targets with "+v1alpha1.Prefix+"follow (Kind names, comma-separated)")
 	addWebhookFlags(f, &o.webhook)
 
@@ -164,6 +170,9 @@ func (o *managerOptions) validate() error {
 	}
 	if o.leaderElectionRenewDeadline >= o.leaderElectionLeaseDuration {
 		errs = append(errs, fmt.Errorf("--leader-election-renew-deadline (%s) must be shorter than --leader-election-lease-duration (%s)", o.leaderElectionRenewDeadline, o.leaderElectionLeaseDuration))
+	}
+	if o.delegateRecreateDelay <= 0 {
+		errs = append(errs, fmt.Errorf("--delegate-recreate-delay must be positive, got %s", o.delegateRecreateDelay))
 	}
 	if o.pendingTargets < 1 {
 		errs = append(errs, fmt.Errorf("--pending-targets must be at least 1, got %d", o.pendingTargets))
@@ -249,7 +258,10 @@ func runManager(ctx context.Context, o managerOptions) error {
 			// Secrets are read when needed, never cached with their data.
 			DisableFor: []client.Object{&corev1.Secret{}},
 		}},
-		Cache: cache.Options{},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			// Only the sources' heartbeat Leases are read from the cache.
+			&coordinationv1.Lease{}: chaperon.HeartbeatLeaseCache(),
+		}},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)

@@ -20,7 +20,7 @@ import (
 // setupTargetSide wires what runs because this cluster is a target: the
 // ClusterSummary and Source controllers, the candidate PriorityClass and the
 // ClusterRoles sources are bound to.
-func setupTargetSide(ctx context.Context, mgr ctrl.Manager, _ managerOptions) error {
+func setupTargetSide(ctx context.Context, mgr ctrl.Manager, o managerOptions) error {
 	if err := (&summary.ClusterSummaryReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterSummary controller: %w", err)
 	}
@@ -30,7 +30,7 @@ func setupTargetSide(ctx context.Context, mgr ctrl.Manager, _ managerOptions) er
 	if err := (&source.ClusterSourceReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterSource controller: %w", err)
 	}
-	if err := (&chaperon.PodChaperonReconciler{}).SetupWithManager(mgr); err != nil {
+	if err := (&chaperon.PodChaperonReconciler{RecreateDelay: o.delegateRecreateDelay}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the chaperon controller: %w", err)
 	}
 	// The leader makes sure, once, that what every candidate and every
