@@ -26,7 +26,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newManagerCommand(), newSchedulerCommand())
+	root.AddCommand(newManagerCommand(), newSchedulerCommand(), newCleanupCommand())
 	return root
 }
 
