@@ -12,6 +12,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -39,6 +40,10 @@ var (
 const (
 	// waitTimeout bounds every wait on the controllers.
 	waitTimeout = 30 * time.Second
+
+	// testRecreateDelay is the chaperon controller's RecreateDelay here:
+	// whole seconds, as lastTransitionTime keeps them.
+	testRecreateDelay = 3 * time.Second
 
 	// labelProvisioned marks the Sources the real Source controller
 	// provisions in these tests; a test provisions any other Source by
@@ -191,7 +196,11 @@ func startManagers(ctx context.Context) (func() error, error) {
 		return nil, err
 	}
 	chaperonMgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
+		Scheme: scheme,
+		// As the fleetlet manager's: only heartbeat Leases are cached.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&coordinationv1.Lease{}: HeartbeatLeaseCache(),
+		}},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
@@ -202,6 +211,7 @@ func startManagers(ctx context.Context) (func() error, error) {
 		RetryInterval:          2 * time.Second,
 		RejectedBackoffInitial: 200 * time.Millisecond,
 		RejectedBackoffMax:     2 * time.Second,
+		RecreateDelay:          testRecreateDelay,
 	}
 	if err := r.SetupWithManager(chaperonMgr); err != nil {
 		return nil, err
