@@ -30,6 +30,9 @@
 // reservation); and the PodCreated condition:
 //
 //   - True, PodCreated: the pod exists and is this chaperon's;
+//   - True, DelegateRecreated: the same, for a delegate created again
+//     while its source was unreachable (see "When the source is
+//     unreachable"), for as long as that pod lives;
 //   - False, InvalidChaperon: a parent label is missing;
 //   - False, SourceNotFound / SourceNotReady / NamespaceNotSelected: no
 //     identity to create the pod as (see below); retried when the Source or
@@ -41,11 +44,14 @@
 //   - False, PodNotOwned: a pod of that name exists that the chaperon does
 //     not control; it is never touched, and checked again every
 //     RetryInterval (once it is gone, the chaperon gets its pod);
-//   - False, PodDeleted: the pod was created and is gone. Final.
+//   - False, PodDeleted: the pod was created and is gone. Final, but for a
+//     delegate whose source is unreachable; the message says which, and
+//     when the pod comes back.
 //
 // A condition that turns False, or changes its reason or message, is also
 // an Event on the chaperon (Warning, reason as above); a created pod is a
-// Normal PodCreated Event naming the identity it was created as.
+// Normal PodCreated Event naming the identity it was created as, and a
+// recreated delegate a Normal DelegateRecreated Event.
 //
 // It never updates or deletes a pod, its own included: deletion is the
 // garbage collector's, through the owner reference.
@@ -68,10 +74,10 @@
 //
 // # Never twice
 //
-// A pod that was created and then disappeared is never created again here:
+// A pod that was created and then disappeared is not created again here:
 // deleting a delegate deletes its proxy pod, whose controller makes a new
-// one (recreating a delegate after a source's heartbeat expired is a later,
-// separate decision). Telling "never created" from "created, then deleted"
+// one. The one exception, a delegate whose source is unreachable, is the
+// next section. Telling "never created" from "created, then deleted"
 // rests on the chaperon's status: PodCreated True, or False with reason
 // PodDeleted, means the pod was created. Status is the record because only
 // this controller writes it — a source may read a chaperon's status but not
@@ -94,11 +100,84 @@
 //
 // A chaperon being deleted gets no pod and no new condition.
 //
+// # When the source is unreachable
+//
+// Sources and targets talk one way: only the source can replace a deleted
+// delegate (by deleting its proxy, whose controller makes a new one), and
+// it cannot while it is unreachable. Each source's manager renews a
+// heartbeat Lease in the target, fleetlet-source-<source>
+// (source.HeartbeatLeaseName) in the namespace of the source's
+// ServiceAccount — the Source's namespace, or a ClusterSource's
+// status.serviceAccountNamespace — found through the chaperon's
+// parent-cluster label as for the pod's identity. The Lease expires at
+// renewTime + leaseDurationSeconds.
+//
+// While it is expired, the target keeps the workload alive: a chaperon
+// whose pod was created and is gone has it created again, with the same
+// name, by the same path as the first time (as the source's
+// ServiceAccount, held by the same chaperon), when all of these hold
+// (decideRecreate):
+//
+//   - the chaperon is elected (multicluster.fleetlet.io/elected=true): a
+//     candidate never elected is never created again;
+//   - its template's restartPolicy is Always (or unset, which a pod
+//     defaults to Always): an OnFailure or Never pod that is gone has
+//     finished or was meant to go;
+//   - the chaperon is not being deleted and no pod of that name exists;
+//   - the heartbeat Lease exists, has been renewed and has a duration, and
+//     is expired. A missing Lease never counts as expired: a self target
+//     has none, a source may predate its heartbeat, and this controller
+//     cannot tell a Lease deleted from one never created — leaving a pod
+//     deleted is the side that can never make two delegates;
+//   - RecreateDelay (--delegate-recreate-delay, default one minute) has
+//     passed since the later of the heartbeat's expiry and the moment the
+//     pod was seen deleted, which is the PodDeleted condition's
+//     lastTransitionTime (to the second; it survives restarts). Counting
+//     from the later of the two gives a source that was reachable a
+//     moment ago the whole delay to notice the deletion and delete the
+//     chaperon itself, and damps a storm of deletions; counting from the
+//     deletion alone would recreate at once a pod deleted long before an
+//     outage.
+//
+// Before creating, the chaperon and the Lease are read again from the API
+// server, so that neither a cache behind a renewal nor one behind the
+// source deleting the chaperon causes a recreation. The condition becomes
+// True with reason DelegateRecreated; a refusal keeps PodDeleted (with the
+// API server's message) and is retried with the PodRejected backoff, so
+// that a source that comes back finds nothing created behind its back
+// after it returned.
+//
+// When the source is back, nothing is doubled: the recreated pod has the
+// chaperon's fixed name and is held by the chaperon the source elected, so
+// there is still one delegate, whose status the source reads as before.
+// From then on a deleted delegate stays deleted again.
+//
+// Expiry is time passing, not an event: a chaperon whose delegate is gone
+// is requeued for the heartbeat's expiry while the source is reachable,
+// and for the recreation instant once it is not; every change of a
+// heartbeat Lease wakes the chaperons of that source that may be
+// recreated (field index IndexAwaitingRecreation), so a renewal is seen
+// at once. There is no polling per pod.
+//
+// renewTime is written by the source's clock, and expiry judged by this
+// manager's: a skew between the two shifts the expiry by as much, and
+// RecreateDelay should exceed any skew expected. A source's heartbeat
+// Role lets it create any Lease in its ServiceAccount's namespace (RBAC
+// cannot limit create to a name), so another source sharing that
+// namespace could create this source's Lease before it does; the real
+// source's next renewal (it may update its own Lease) corrects it.
+//
 // # What it watches
 //
 // PodChaperons (not our own status writes), pods controlled by a
-// PodChaperon (status, nodeName, deletion), and Sources and ClusterSources
-// (each change wakes the chaperons that name it and wait for their pod).
+// PodChaperon (status, nodeName, deletion), Sources and ClusterSources
+// (each change wakes the chaperons that name it and wait for their pod, or
+// for their delegate to be created again), and Leases named
+// fleetlet-source-* whose expiry changed (each wakes the chaperons of that
+// source whose delegate may be created again). The manager's cache of
+// Leases can be restricted to the heartbeat Leases, labelled
+// parent-cluster by their source, with HeartbeatLeaseCache; the manager
+// does so.
 // Pods are read from the manager's cache, which the ClusterSummary
 // controller already fills with every pod of the cluster; restricting the
 // manager's pod cache to pods labelled parent-uid would break that
@@ -107,7 +186,7 @@
 // # RBAC
 //
 // The manager needs: get, list and watch on podchaperons, sources,
-// clustersources, pods and namespaces; get and patch on podchaperons/status;
+// clustersources, pods, namespaces and coordination.k8s.io leases; get and patch on podchaperons/status;
 // create and patch on events.k8s.io events; and the right to impersonate
 // each source's ServiceAccount and nothing else. With constrained
 // impersonation (Kubernetes 1.35+, beta and on by default since 1.36) that
