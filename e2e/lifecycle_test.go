@@ -21,12 +21,9 @@ import (
 
 // deployment creates a Deployment of n small replicas in ns and returns its
 // pod selector.
-func deployment(t *testing.T, ns, name string, n int32, mutate func(*corev1.PodSpec)) string {
+func deployment(t *testing.T, ns, name string, n int32, mutate ...func(*appsv1.Deployment)) string {
 	t.Helper()
 	spec := podSpec("100m")
-	if mutate != nil {
-		mutate(&spec)
-	}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.DeploymentSpec{
@@ -34,6 +31,9 @@ func deployment(t *testing.T, ns, name string, n int32, mutate func(*corev1.PodS
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: spec},
 		},
+	}
+	for _, m := range mutate {
+		m(d)
 	}
 	if _, err := kube(t, sandbox.SourceCluster).AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func TestDeploymentLifecycle(t *testing.T) {
 	ns := enabledNamespace(t, "lifecycle", sb.ClusterNames()[1:]...)
 	ctx := context.Background()
 	src := kube(t, sandbox.SourceCluster)
-	deployment(t, ns, "web", 12, nil)
+	deployment(t, ns, "web", 12)
 	proxies := waitDeploymentRunning(t, ns, "web", 12, 3*time.Minute)
 
 	nodeIPs := map[string]string{}

@@ -231,53 +231,6 @@ func TestTargetOutageShowsOnItsNode(t *testing.T) {
 	t.Logf("fleetlet-cluster-3 Ready %s after cluster-3 began to start (its control plane takes most of it)", time.Since(back).Round(100*time.Millisecond))
 }
 
-// A fleetlet outage is not a cluster failure: the leases lapse and the node
-// lifecycle controller marks the nodes Unknown; nothing else. When the
-// manager returns, the nodes are Ready again.
-func TestManagerOutageLetsLeasesLapse(t *testing.T) {
-	need(t)
-	ctx := context.Background()
-	stopped := time.Now()
-	if err := sb.StopComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = sb.StartComponent(context.Background(), sandbox.SourceCluster, sandbox.ComponentManager)
-		}
-	})
-	for _, c := range sb.ClusterNames() {
-		eventually(t, 2*time.Minute, "fleetlet-"+c+" Unknown", func(ctx context.Context) (bool, string) {
-			n, err := virtualNode(t, ctx, c)
-			if err != nil {
-				return false, err.Error()
-			}
-			r := readyCondition(n)
-			return r.Status == corev1.ConditionUnknown, fmt.Sprintf("%+v", r)
-		})
-	}
-	t.Logf("every virtual node Unknown %s after the manager stopped", time.Since(stopped).Round(100*time.Millisecond))
-	back := time.Now()
-	if err := sb.StartComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
-	defer func() {
-		t.Logf("every virtual node Ready %s after the manager was restarted", time.Since(back).Round(100*time.Millisecond))
-	}()
-	for _, c := range sb.ClusterNames() {
-		eventually(t, 2*time.Minute, "fleetlet-"+c+" Ready after the manager is back", func(ctx context.Context) (bool, string) {
-			n, err := virtualNode(t, ctx, c)
-			if err != nil {
-				return false, err.Error()
-			}
-			r := readyCondition(n)
-			return r.Status == corev1.ConditionTrue, fmt.Sprintf("%+v", r)
-		})
-	}
-}
-
 // `kubectl fleetlet connect` between two sandbox clusters gives a Ready
 // target and its node; disconnect deletes the target, and its node goes.
 func TestConnectAndDisconnect(t *testing.T) {

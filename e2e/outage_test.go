@@ -1,0 +1,297 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/sandbox"
+)
+
+// proxiesOn lists the live proxies of ns bound to a virtual node, by node.
+func proxiesOn(t *testing.T, ctx context.Context, ns, selector string) map[string][]corev1.Pod {
+	t.Helper()
+	list, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]corev1.Pod{}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out[p.Spec.NodeName] = append(out[p.Spec.NodeName], p)
+		}
+	}
+	return out
+}
+
+// delegatesIn counts this source's pods in namespace ns of a cluster.
+func delegatesIn(t *testing.T, ctx context.Context, cluster, ns string) []string {
+	t.Helper()
+	var out []string
+	for _, l := range remoteLeftovers(t, ctx, ns) {
+		if strings.HasPrefix(l, cluster+": pod/") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// notSource keeps a Deployment's pods out of cluster-1 (the source, a self
+// target), so that a scenario can take a target away from them.
+func notSource(name string) func(*appsv1.Deployment) {
+	return func(d *appsv1.Deployment) {
+		if d.Spec.Template.Annotations == nil {
+			d.Spec.Template.Annotations = map[string]string{}
+		}
+		d.Spec.Template.Annotations[v1alpha1.AnnotationClusterSelector] = "topology.kubernetes.io/region in (cluster-2,cluster-3)"
+	}
+}
+
+// busiest is the virtual node with the most proxies of the selector.
+func busiest(t *testing.T, ctx context.Context, ns, selector string) string {
+	t.Helper()
+	best, n := "", 0
+	for node, ps := range proxiesOn(t, ctx, ns, selector) {
+		if strings.HasPrefix(node, "fleetlet-") && len(ps) > n {
+			best, n = node, len(ps)
+		}
+	}
+	if best == "" {
+		t.Fatal("no proxy on any virtual node")
+	}
+	return best
+}
+
+// Draining a virtual node is a blue/green cluster upgrade: its proxies are
+// evicted through the Eviction API (a PodDisruptionBudget respected),
+// their delegates go, and the Deployment comes back in the other clusters.
+func TestDrainMovesWorkloadsElsewhere(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "drain", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	src := kube(t, sandbox.SourceCluster)
+	sel := deployment(t, ns, "web", 12, notSource("web"))
+	waitDeploymentRunning(t, ns, "web", 12, 3*time.Minute)
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+		},
+	}
+	if _, err := src.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the PDB to allow one disruption", func(ctx context.Context) (bool, string) {
+		p, err := src.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && p.Status.DisruptionsAllowed == 1 && p.Status.CurrentHealthy == 12, fmt.Sprintf("%+v", p.Status)
+	})
+	node := busiest(t, ctx, ns, sel)
+	drained := clusterOfNode(node)
+	t.Cleanup(func() { _, _ = kubectl(t, "--context", sandbox.SourceCluster, "uncordon", node) })
+	start := time.Now()
+	out, err := kubectl(t, "--context", sandbox.SourceCluster, "drain", node, "--ignore-daemonsets", "--timeout=3m")
+	if err != nil {
+		t.Fatalf("kubectl drain %s: %v\n%s", node, err, out)
+	}
+	t.Logf("kubectl drain %s took %s", node, time.Since(start).Round(100*time.Millisecond))
+	if !strings.Contains(out, "evicted") {
+		t.Errorf("kubectl drain evicted nothing:\n%s", out)
+	}
+	proxies := waitDeploymentRunning(t, ns, "web", 12, 2*time.Minute)
+	for _, p := range proxies {
+		if p.Spec.NodeName == node {
+			t.Errorf("proxy %s is still on the drained node", p.Name)
+		}
+	}
+	eventually(t, time.Minute, "no delegate left in "+drained, func(ctx context.Context) (bool, string) {
+		d := delegatesIn(t, ctx, drained, ns)
+		return len(d) == 0, fmt.Sprint(d)
+	})
+	// The PDB held: the Deployment never had more than one replica down
+	// at once, which the disruption controller records as never going
+	// below 11 healthy while it evicted.
+	p, err := src.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status.CurrentHealthy != 12 {
+		t.Errorf("PDB status after the drain: %+v", p.Status)
+	}
+}
+
+// A fleetlet outage is not a cluster failure: with the manager stopped for
+// longer than the unreachable toleration, the virtual nodes go Unknown and
+// are tainted, but no proxy is evicted and no delegate restarted; when the
+// manager returns, the same pods run on.
+func TestManagerOutageEvictsNothing(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "mgr-outage", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	sel := deployment(t, ns, "web", 6)
+	before := waitDeploymentRunning(t, ns, "web", 6, 3*time.Minute)
+	delegatesBefore := map[types.UID]types.UID{}
+	for i := range before {
+		for _, ps := range delegatesOf(t, ctx, &before[i]) {
+			delegatesBefore[before[i].UID] = ps[0].UID
+		}
+	}
+
+	stopped := time.Now()
+	if err := sb.StopComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = sb.StartComponent(context.Background(), sandbox.SourceCluster, sandbox.ComponentManager)
+		}
+	})
+	var tainted time.Time
+	for _, c := range sb.ClusterNames() {
+		eventually(t, 2*time.Minute, "fleetlet-"+c+" Unknown and tainted unreachable", func(ctx context.Context) (bool, string) {
+			n, err := virtualNode(t, ctx, c)
+			if err != nil {
+				return false, err.Error()
+			}
+			r := readyCondition(n)
+			for _, taint := range n.Spec.Taints {
+				if taint.Key == corev1.TaintNodeUnreachable && taint.Effect == corev1.TaintEffectNoExecute {
+					return r.Status == corev1.ConditionUnknown, fmt.Sprintf("%+v", r)
+				}
+			}
+			return false, fmt.Sprintf("%+v, taints %v", r, n.Spec.Taints)
+		})
+	}
+	tainted = time.Now()
+	t.Logf("every virtual node Unknown and tainted %s after the manager stopped", tainted.Sub(stopped).Round(100*time.Millisecond))
+	// Past the default unreachable toleration (which the proxies do not
+	// have: theirs is unbounded) nothing has been evicted.
+	time.Sleep(time.Duration(sandbox.DefaultTolerationSeconds+10) * time.Second)
+	for node, ps := range proxiesOn(t, ctx, ns, sel) {
+		for _, p := range ps {
+			if _, ok := delegatesBefore[p.UID]; !ok {
+				t.Errorf("proxy %s on %s is new: something was evicted", p.Name, node)
+			}
+		}
+	}
+	if got := len(proxiesOn(t, ctx, ns, sel)); got == 0 {
+		t.Fatal("no proxy left")
+	}
+
+	back := time.Now()
+	if err := sb.StartComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	for _, c := range sb.ClusterNames() {
+		eventually(t, 2*time.Minute, "fleetlet-"+c+" Ready after the manager is back", func(ctx context.Context) (bool, string) {
+			n, err := virtualNode(t, ctx, c)
+			if err != nil {
+				return false, err.Error()
+			}
+			r := readyCondition(n)
+			return r.Status == corev1.ConditionTrue, fmt.Sprintf("%+v", r)
+		})
+	}
+	t.Logf("every virtual node Ready %s after the manager was restarted", time.Since(back).Round(100*time.Millisecond))
+	after := waitDeploymentRunning(t, ns, "web", 6, time.Minute)
+	for i := range after {
+		p := &after[i]
+		want, ok := delegatesBefore[p.UID]
+		if !ok {
+			t.Errorf("proxy %s was replaced during the outage", p.Name)
+			continue
+		}
+		d := delegatesOf(t, ctx, p)
+		got := d[clusterOfNode(p.Spec.NodeName)]
+		if len(got) != 1 || got[0].UID != want {
+			t.Errorf("proxy %s: delegate changed or doubled: %v", p.Name, names(d))
+		}
+	}
+}
+
+// A target outage is a node failure: its virtual node goes NotReady, the
+// proxies there are evicted after their not-ready toleration and the
+// Deployment's replicas come back in the other clusters; the evicted
+// proxies stay Terminating until their delegates are confirmed gone, which
+// happens when the target returns — leaving no stale delegate there.
+func TestTargetOutageMovesReplicas(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "tgt-outage", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	src := kube(t, sandbox.SourceCluster)
+	sel := deployment(t, ns, "web", 9, notSource("web"), func(d *appsv1.Deployment) {
+		s := &d.Spec.Template.Spec
+		s.Tolerations = append(s.Tolerations, corev1.Toleration{
+			Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5),
+		})
+	})
+	waitDeploymentRunning(t, ns, "web", 9, 3*time.Minute)
+	node := busiest(t, ctx, ns, sel)
+	down := clusterOfNode(node)
+	on3 := proxiesOn(t, ctx, ns, sel)[node]
+
+	if err := sb.Stop(ctx, down); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = sb.Start(context.Background(), down)
+		}
+	})
+	// Replicas come back elsewhere while the evicted proxies wait.
+	eventually(t, 3*time.Minute, "9 Running replicas outside "+down, func(ctx context.Context) (bool, string) {
+		by := proxiesOn(t, ctx, ns, sel)
+		running := 0
+		for n, ps := range by {
+			if n == node {
+				continue
+			}
+			for _, p := range ps {
+				if p.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+		}
+		return running == 9 && len(by[node]) == 0, fmt.Sprintf("%d running elsewhere, %d live on %s", running, len(by[node]), node)
+	})
+	for _, p := range on3 {
+		got, err := src.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("evicted proxy %s is gone while its target is down (its delegate cannot be confirmed gone): %v", p.Name, err)
+			continue
+		}
+		if got.DeletionTimestamp == nil {
+			t.Errorf("proxy %s on the failed target was not evicted", p.Name)
+		}
+	}
+
+	if err := sb.Start(ctx, down); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	eventually(t, 3*time.Minute, "the evicted proxies gone and no stale delegate in "+down, func(ctx context.Context) (bool, string) {
+		left := 0
+		for _, p := range on3 {
+			if _, err := src.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err == nil {
+				left++
+			}
+		}
+		d := delegatesIn(t, ctx, down, ns)
+		return left == 0 && len(d) == 0, fmt.Sprintf("%d evicted proxies left; %s delegates %v", left, down, d)
+	})
+	waitDeploymentRunning(t, ns, "web", 9, time.Minute)
+}
