@@ -3,6 +3,8 @@ package chaperon
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -396,20 +398,11 @@ func TestChaperonsOfLease(t *testing.T) {
 		{NamespacedName: types.NamespacedName{Namespace: testNS, Name: "default-policy"}},
 		{NamespacedName: types.NamespacedName{Namespace: "other-ns", Name: "in-other-namespace"}},
 	}
-	sortRequests(got)
-	sortRequests(want)
+	byKey := func(a, b reconcile.Request) int { return strings.Compare(a.String(), b.String()) }
+	slices.SortFunc(got, byKey)
+	slices.SortFunc(want, byKey)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("chaperonsOfLease() (-want,+got):\n%s", diff)
-	}
-}
-
-func sortRequests(reqs []reconcile.Request) {
-	for i := range reqs {
-		for j := i + 1; j < len(reqs); j++ {
-			if reqs[j].String() < reqs[i].String() {
-				reqs[i], reqs[j] = reqs[j], reqs[i]
-			}
-		}
 	}
 }
 
