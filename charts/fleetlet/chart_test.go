@@ -550,7 +550,9 @@ func rulesFor(t *testing.T, objs manifests, sa string) (cluster []rbacv1.PolicyR
 	t.Helper()
 	byNamespace = map[string][]rbacv1.PolicyRule{}
 	bound := func(subjects []rbacv1.Subject) bool {
-		return slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool { return s.Kind == "ServiceAccount" && s.Name == sa && s.Namespace == releaseNS })
+		return slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == "ServiceAccount" && s.Name == sa && s.Namespace == releaseNS
+		})
 	}
 	for _, o := range objs {
 		switch b := o.(type) {
