@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -75,6 +76,8 @@ type staleCache struct {
 	client.Client
 	chaperon *v1alpha1.PodChaperon
 	hidePods bool
+	// lease, when set, is what the cache shows of the Lease of its name.
+	lease *coordinationv1.Lease
 }
 
 func (s staleCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -87,6 +90,11 @@ func (s staleCache) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 	case *corev1.Pod:
 		if s.hidePods {
 			return apierrors.NewNotFound(corev1.Resource("pods"), key.Name)
+		}
+	case *coordinationv1.Lease:
+		if s.lease != nil && key == client.ObjectKeyFromObject(s.lease) {
+			s.lease.DeepCopyInto(o)
+			return nil
 		}
 	}
 	return s.Client.Get(ctx, key, obj, opts...)
@@ -104,6 +112,9 @@ type reconcileCase struct {
 	staleChaperon *v1alpha1.PodChaperon
 	// hidePods hides every pod from the cache.
 	hidePods bool
+	// staleLease, when set, is what the cache shows of the Lease of its
+	// name, the API server having the one in objects.
+	staleLease *coordinationv1.Lease
 	// times reconciles this many times (default 1).
 	times int
 
@@ -360,8 +371,8 @@ func runReconcileCase(t *testing.T, tt reconcileCase) {
 		WithStatusSubresource(&v1alpha1.PodChaperon{}, &v1alpha1.Source{}, &v1alpha1.ClusterSource{}, &corev1.Pod{}).
 		Build()
 	var cache client.Client = api
-	if tt.staleChaperon != nil || tt.hidePods {
-		sc := staleCache{Client: api, hidePods: tt.hidePods}
+	if tt.staleChaperon != nil || tt.hidePods || tt.staleLease != nil {
+		sc := staleCache{Client: api, hidePods: tt.hidePods, lease: tt.staleLease}
 		if tt.staleChaperon != nil {
 			// Stale: the resourceVersion before the record was written.
 			sc.chaperon = tt.staleChaperon.DeepCopy()

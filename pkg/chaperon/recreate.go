@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -251,8 +250,7 @@ func (r *PodChaperonReconciler) decideAfterDeletion(ctx context.Context, ch *v1a
 	case awaitDelay:
 		log.V(1).Info("Source unreachable: the delegate is created again later", "lease", leaseKey, "expired", rec.expired, "at", v.at)
 		return outcome{cond: unreachableDeletedCondition(rec), result: v.requeue(now)}, ch
-	case recreateNow:
-	default:
+	case keepDeleted:
 		return outcome{cond: deletedCondition("")}, ch
 	}
 
@@ -263,8 +261,13 @@ func (r *PodChaperonReconciler) decideAfterDeletion(ctx context.Context, ch *v1a
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ch), fresh); err != nil {
 		return outcome{err: client.IgnoreNotFound(err)}, ch
 	}
+	// A change seen here is also an event on its way (the chaperon's, or
+	// the Lease's) that makes this controller decide again; RetryInterval
+	// is only a safety net.
+	changed := outcome{result: ctrl.Result{RequeueAfter: r.RetryInterval}}
 	if fresh.UID != ch.UID || !awaitsRecreation(fresh) {
-		return outcome{err: fmt.Errorf("PodChaperon %s changed while deciding to recreate its delegate: deciding again", klog.KObj(ch))}, ch
+		log.V(1).Info("The chaperon changed since the cache saw it; not recreating its delegate now")
+		return changed, ch
 	}
 	if lease, err = getLease(ctx, r.APIReader, leaseKey); err != nil {
 		return outcome{err: err}, ch
@@ -272,7 +275,8 @@ func (r *PodChaperonReconciler) decideAfterDeletion(ctx context.Context, ch *v1a
 	in.heartbeat, in.now = heartbeatOf(lease), r.Clock.Now()
 	in.deletedAt = deletedAt(fresh)
 	if v = decideRecreate(in); v.kind != recreateNow {
-		return outcome{err: fmt.Errorf("the heartbeat Lease %s or PodChaperon %s changed while deciding to recreate its delegate: deciding again", leaseKey, klog.KObj(ch))}, ch
+		log.V(1).Info("The heartbeat Lease or the deletion record changed since the cache saw them; not recreating the delegate now", "lease", leaseKey)
+		return changed, ch
 	}
 	rec.expired, rec.at = in.heartbeat.expires, v.at
 	log.Info("Source unreachable: creating its deleted delegate again", "lease", leaseKey, "expired", rec.expired, "deletedAt", in.deletedAt)
