@@ -1,0 +1,350 @@
+package chart_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fleetlet/fleetlet/pkg/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	log.SetLogger(logr.Discard())
+	os.Exit(testenv.StartMain(m, testenv.Options{}, &env))
+}
+
+// kubeconfig writes an administrator's kubeconfig for helm.
+func kubeconfig(t *testing.T, cfg *rest.Config) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	kc.CurrentContext = "envtest"
+	f := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// as returns a client that impersonates user.
+func as(t *testing.T, user string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// eventually retries f until it returns nil or the deadline passes.
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// The chart, installed with local processes and URL mode (what a sandbox of
+// local control planes does), is accepted by a real kube-apiserver: CRDs,
+// RBAC (the API server's escalation checks included), the webhook
+// configuration, the PriorityClass and the admission policies. Then the
+// policies hold: nobody but fleetlet changes multicluster.fleetlet.io/
+// annotations of a pod, and a chaperon's parent-cluster names its writer.
+func TestInstallOnAPIServer(t *testing.T) {
+	testenv.Need(t, env)
+	ctx := context.Background()
+	admin, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := kubeconfig(t, env.Config)
+	for _, ns := range []string{"team-a", "apps"} {
+		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+		// No controller-manager here: the pods' ServiceAccount by hand.
+		if err := admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A refused value fails helm install with the schema's message, and
+	// creates nothing.
+	_, err = helm(t, "install", releaseName, chartDir(t), "--kubeconfig", kc, "--namespace", releaseNS, "--create-namespace",
+		"--set", "clusterName="+clusterName, "-f", valuesFile(t, "scheduler:\n  extraResources:\n    - {apiVersion: v1, kind: Secret, metadata: {name: s}}\n"))
+	if err == nil || !strings.Contains(err.Error(), "at '/scheduler/extraResources/0/kind': value must be one of 'ConfigMap', 'ClusterRole'") {
+		t.Fatalf("helm install with a Secret in extraResources = %v", err)
+	}
+	if err := admin.Get(ctx, types.NamespacedName{Name: "podchaperons.multicluster.fleetlet.io"}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a refused install created the CRDs: %v", err)
+	}
+
+	out, err := helm(t, "install", releaseName, chartDir(t), "--kubeconfig", kc, "--namespace", releaseNS, "--create-namespace",
+		"--set", "clusterName="+clusterName, "-f", valuesFile(t, `localProcesses: true
+webhook:
+  url: https://127.0.0.1:9443/mutate-pods
+manager:
+  rbac:
+    impersonate: [{namespace: team-a, name: fleetlet-source-cluster-2}]
+scheduler:
+  extraResources:
+    - {apiVersion: v1, kind: ConfigMap, metadata: {name: scoring}, data: {a: b}}
+    - {apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, metadata: {}, rules: [{apiGroups: [""], resources: [nodes], verbs: [get]}]}
+`))
+	if err != nil {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	for _, crd := range []string{"targets", "clustertargets", "sources", "clustersources", "podchaperons", "clustersummaries"} {
+		eventually(t, "CRD "+crd+" established", func() error {
+			var got apiextensionsv1.CustomResourceDefinition
+			if err := admin.Get(ctx, types.NamespacedName{Name: crd + ".multicluster.fleetlet.io"}, &got); err != nil {
+				return err
+			}
+			for _, c := range got.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					return nil
+				}
+			}
+			return errNotYet
+		})
+	}
+
+	t.Run("pod annotations", func(t *testing.T) { testPodAnnotationsPolicy(t, admin) })
+	t.Run("chaperon parent-cluster", func(t *testing.T) { testChaperonPolicy(t, admin) })
+
+	// Uninstall removes what the release created, extra resources included,
+	// and keeps the CRDs.
+	if out, err := helm(t, "uninstall", releaseName, "--kubeconfig", kc, "--namespace", releaseNS, "--wait", "--timeout", "60s"); err != nil {
+		t.Fatalf("helm uninstall: %v\n%s", err, out)
+	}
+	for _, obj := range []client.Object{
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "fl-fleetlet-scheduler-extra"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: "scoring"}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: managerSA + "-impersonate"}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "fleetlet-source"}},
+	} {
+		eventually(t, "deleting "+obj.GetName(), func() error {
+			if err := admin.Get(ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
+				return errNotYet
+			}
+			return nil
+		})
+	}
+	if err := admin.Get(ctx, types.NamespacedName{Name: "podchaperons.multicluster.fleetlet.io"}, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
+		t.Errorf("the CRDs were not kept: %v", err)
+	}
+}
+
+type notYet struct{}
+
+func (notYet) Error() string { return "not yet" }
+
+var errNotYet error = notYet{}
+
+func testPodAnnotationsPolicy(t *testing.T, admin client.Client) {
+	ctx := context.Background()
+	const alice = "alice"
+	// alice may patch pods in apps: only the policy stands in her way.
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "pod-editor"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "patch", "update"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "pod-editor"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pod-editor"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: alice}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", Annotations: map[string]string{
+			"multicluster.fleetlet.io/source-spec": `{"sealed":"by-fleetlet"}`, "team": "a",
+		}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
+	}
+	if err := admin.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	patch := func(c client.Client, annotations string) error {
+		return c.Patch(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}},
+			client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":`+annotations+`}}`)))
+	}
+	user := as(t, alice)
+	// The policy takes a moment to load: wait until it refuses (each try
+	// with a new value: a patch that changes nothing is no change).
+	try := 0
+	eventually(t, "the pod annotation policy refusing alice", func() error {
+		try++
+		err := patch(user, fmt.Sprintf(`{"multicluster.fleetlet.io/source-spec":"forged-%d"}`, try))
+		if err == nil {
+			return errNotYet
+		}
+		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			return err
+		}
+		if !strings.Contains(err.Error(), "only fleetlet may change multicluster.fleetlet.io/ annotations") ||
+			!strings.Contains(err.Error(), "multicluster.fleetlet.io/source-spec") {
+			t.Fatalf("refused with another message: %v", err)
+		}
+		return nil
+	})
+	var current corev1.Pod
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(pod), &current); err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := json.Marshal(map[string]string{"multicluster.fleetlet.io/source-spec": current.Annotations["multicluster.fleetlet.io/source-spec"]})
+	for _, tc := range []struct {
+		name, patch string
+		allowed     bool
+	}{
+		{name: "another annotation", patch: `{"team":"b"}`, allowed: true},
+		{name: "add one", patch: `{"multicluster.fleetlet.io/elected":"x"}`},
+		{name: "remove one", patch: `{"multicluster.fleetlet.io/source-spec":null}`},
+		{name: "same value", patch: string(spec), allowed: true},
+	} {
+		err := patch(user, tc.patch)
+		if tc.allowed && err != nil {
+			t.Errorf("alice, %s: %v", tc.name, err)
+		}
+		if !tc.allowed && (err == nil || !strings.Contains(err.Error(), "only fleetlet may change")) {
+			t.Errorf("alice, %s: %v, want the policy's refusal", tc.name, err)
+		}
+	}
+	// fleetlet's ServiceAccount may, with the RBAC the chart gives it.
+	manager := as(t, "system:serviceaccount:"+releaseNS+":"+managerSA)
+	if err := patch(manager, `{"multicluster.fleetlet.io/source-spec":"resealed","multicluster.fleetlet.io/elected":"x"}`); err != nil {
+		t.Fatalf("fleetlet's ServiceAccount changing its annotations: %v", err)
+	}
+	var got corev1.Pod
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(pod), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations["multicluster.fleetlet.io/source-spec"] != "resealed" || got.Annotations["team"] != "b" {
+		t.Errorf("annotations = %v", got.Annotations)
+	}
+	// Another ServiceAccount, even an administrator's, may not.
+	if err := patch(as(t, "system:serviceaccount:kube-system:admin"), `{"multicluster.fleetlet.io/source-spec":"x"}`); err == nil {
+		t.Error("another identity changed a multicluster.fleetlet.io/ annotation")
+	}
+}
+
+func chaperon(name, parentCluster string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "multicluster.fleetlet.io/v1alpha1",
+		"kind":       "PodChaperon",
+		"metadata":   map[string]any{"namespace": "team-a", "name": name, "labels": map[string]any{"multicluster.fleetlet.io/parent-cluster": parentCluster}},
+		"spec":       map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "nginx"}}}}},
+	}}
+	if parentCluster == "" {
+		u.SetLabels(nil)
+	}
+	return u
+}
+
+func testChaperonPolicy(t *testing.T, admin client.Client) {
+	ctx := context.Background()
+	// As the Source controller does: cluster-2's ServiceAccount bound to
+	// fleetlet-source in team-a, and another source's too.
+	for _, src := range []string{"cluster-2", "cluster-3"} {
+		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "fleetlet-source-" + src},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleetlet-source"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "team-a", Name: "fleetlet-source-" + src}}}
+		if err := admin.Create(ctx, rb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// alice may create chaperons as far as RBAC goes.
+	cr := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-chaperons"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleetlet-source"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}}
+	if err := admin.Create(ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	cluster2 := as(t, "system:serviceaccount:team-a:fleetlet-source-cluster-2")
+	cluster3 := as(t, "system:serviceaccount:team-a:fleetlet-source-cluster-3")
+	eventually(t, "the chaperon policy refusing a forged parent-cluster", func() error {
+		err := cluster2.Create(ctx, chaperon("forged", "cluster-3"))
+		if err == nil {
+			return errNotYet
+		}
+		if !strings.Contains(err.Error(), "must be 'cluster-2', not 'cluster-3'") {
+			return err
+		}
+		return nil
+	})
+	for _, tc := range []struct {
+		name    string
+		c       client.Client
+		obj     *unstructured.Unstructured
+		wantErr string
+	}{
+		{name: "source, own name", c: cluster2, obj: chaperon("own", "cluster-2")},
+		{name: "source, no label", c: cluster2, obj: chaperon("unlabelled", ""), wantErr: "must be 'cluster-2', not ''"},
+		{name: "not a source", c: as(t, "alice"), obj: chaperon("alice", "cluster-2"), wantErr: "alice may not create PodChaperons"},
+		{name: "fleetlet, its cluster name (self target)", c: as(t, "system:serviceaccount:"+releaseNS+":"+managerSA), obj: chaperon("self", clusterName)},
+		{name: "fleetlet, another name", c: as(t, "system:serviceaccount:"+releaseNS+":"+managerSA), obj: chaperon("self-forged", "cluster-2"), wantErr: "must be '" + clusterName + "'"},
+	} {
+		err := tc.c.Create(ctx, tc.obj)
+		if tc.wantErr == "" && err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.wantErr)
+		}
+	}
+	// The label never changes, and a source touches only its own chaperons.
+	relabel := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"multicluster.fleetlet.io/parent-cluster":"cluster-3"}}}`))
+	if err := admin.Patch(ctx, chaperon("own", ""), relabel); err == nil || !strings.Contains(err.Error(), "cannot change") {
+		t.Errorf("relabelling a chaperon: %v", err)
+	}
+	annotate := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"multicluster.fleetlet.io/elected":"true"}}}`))
+	if err := cluster3.Patch(ctx, chaperon("own", ""), annotate); err == nil || !strings.Contains(err.Error(), "only change or delete its own") {
+		t.Errorf("another source electing cluster-2's chaperon: %v", err)
+	}
+	if err := cluster3.Delete(ctx, chaperon("own", "")); err == nil || !strings.Contains(err.Error(), "only change or delete its own") {
+		t.Errorf("another source deleting cluster-2's chaperon: %v", err)
+	}
+	if err := cluster2.Patch(ctx, chaperon("own", ""), annotate); err != nil {
+		t.Errorf("the source electing its own chaperon: %v", err)
+	}
+	// The candidate scheduler annotates any chaperon (mf/reserved).
+	reserve := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"multicluster.fleetlet.io/reserved":"node-1"}}}`))
+	if err := as(t, "system:serviceaccount:"+releaseNS+":"+schedulerSA).Patch(ctx, chaperon("own", ""), reserve); err != nil {
+		t.Errorf("the candidate scheduler reserving: %v", err)
+	}
+	if err := cluster2.Delete(ctx, chaperon("own", "")); err != nil {
+		t.Errorf("the source deleting its own chaperon: %v", err)
+	}
+}
