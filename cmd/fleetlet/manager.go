@@ -31,6 +31,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/chaperon"
 	"github.com/fleetlet/fleetlet/pkg/elector"
 	"github.com/fleetlet/fleetlet/pkg/feedback"
+	"github.com/fleetlet/fleetlet/pkg/gc"
 	"github.com/fleetlet/fleetlet/pkg/target"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
 	"github.com/fleetlet/fleetlet/pkg/webhook"
@@ -68,6 +69,7 @@ type managerOptions struct {
 	bindTimeout      time.Duration
 	unboundTimeout   time.Duration
 	pendingTargets   int
+	gcInterval       time.Duration
 
 	delegateRecreateDelay time.Duration
 
@@ -109,6 +111,7 @@ func defaultManagerOptions() managerOptions {
 		bindTimeout:                 elector.DefaultBindTimeout,
 		unboundTimeout:              elector.DefaultUnboundTimeout,
 		pendingTargets:              elector.DefaultPendingTargets,
+		gcInterval:                  gc.DefaultInterval,
 		delegateRecreateDelay:       chaperon.DefaultRecreateDelay,
 		followAllowedKinds:          []string{"ConfigMap", "Secret", "ServiceAccount"},
 		webhook:                     defaultWebhookOptions(),
@@ -149,6 +152,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.electionDeadline, "election-deadline", o.electionDeadline, "how long an election waits for the other candidates after the first reservation")
 	f.DurationVar(&o.bindTimeout, "election-bind-timeout", o.bindTimeout, "how long an elected candidate may take to be bound in its target before it is deleted and the election rerun")
 	f.DurationVar(&o.unboundTimeout, "unbound-proxy-timeout", o.unboundTimeout, "how long a pinned, ungated proxy may stay unbound before it is deleted")
+	f.DurationVar(&o.gcInterval, "gc-interval", o.gcInterval, "how often chaperons, delegates and copies whose proxy is gone are collected in every target")
 	f.IntVar(&o.pendingTargets, "pending-targets", o.pendingTargets, "how many targets keep a pending candidate of a pod no cluster can run now")
 	f.DurationVar(&o.delegateRecreateDelay, "delegate-recreate-delay", o.delegateRecreateDelay, "target side: how long a deleted delegate (restartPolicy Always) stays gone, once its source's heartbeat Lease has expired, before it is created again; counted from the later of the deletion and the expiry")
 	f.StringSliceVar(&o.followAllowedKinds, "follow-allowed-kinds", o.followAllowedKinds, "namespaced kinds a pod may ask to take along to its targets with "+v1alpha1.Prefix+"follow (Kind names, comma-separated)")
@@ -346,7 +350,10 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 			proxies.OnChaperon(k, pc)
 			fb.OnChaperon(k, pc)
 		},
-		OnTargetChange: proxies.OnTargetChange,
+		OnTargetChange: func(k target.Key) {
+			proxies.OnTargetChange(k)
+			fb.OnTargetChange(k)
+		},
 	}, nodes)
 	if err != nil {
 		return err
@@ -361,6 +368,13 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	fb = feedback.New(reg)
 	if err := fb.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the feedback controller: %w", err)
+	}
+	collector, err := gc.New(gc.Options{SourceName: o.clusterName, Targets: gc.RegistryTargets(reg), Interval: o.gcInterval})
+	if err != nil {
+		return err
+	}
+	if err := collector.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the garbage collector: %w", err)
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/chaperon"
 	"github.com/fleetlet/fleetlet/pkg/elector"
+	"github.com/fleetlet/fleetlet/pkg/summary"
 	"github.com/fleetlet/fleetlet/pkg/target"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
 )
@@ -65,11 +66,34 @@ func (r *Reconciler) OnChaperon(_ target.Key, pc *v1alpha1.PodChaperon) {
 	if ns == "" || name == "" {
 		return
 	}
+	r.add(types.NamespacedName{Namespace: ns, Name: name})
+}
+
+// OnTargetChange requeues every proxy bound to the target's virtual node:
+// its health changed (a target that answers again has news the caches may
+// already hold, such as a delegate deleted while it was unreachable).
+func (r *Reconciler) OnTargetChange(key target.Key) {
+	if r == nil || r.client == nil {
+		return
+	}
+	node := vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})
+	go func() {
+		var pods corev1.PodList
+		if err := r.client.List(context.Background(), &pods, client.MatchingFields{summary.IndexActivePodNodeName: node}); err != nil {
+			return
+		}
+		for i := range pods.Items {
+			r.add(types.NamespacedName{Namespace: pods.Items[i].Namespace, Name: pods.Items[i].Name})
+		}
+	}()
+}
+
+func (r *Reconciler) add(key types.NamespacedName) {
 	r.queueMu.Lock()
 	q := r.queue
 	r.queueMu.Unlock()
 	if q != nil {
-		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+		q.Add(reconcile.Request{NamespacedName: key})
 	}
 }
 
@@ -134,7 +158,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	cl.WatchChaperons(proxy.Namespace)
 	if !cl.Health().Ready {
 		// Nothing can be confirmed: the virtual node is NotReady and
-		// Kubernetes' own eviction takes it from here.
+		// Kubernetes' own eviction takes it from here. OnTargetChange
+		// brings the proxy back when the target answers again.
 		return reconcile.Result{}, nil
 	}
 
