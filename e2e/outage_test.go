@@ -295,3 +295,66 @@ func TestTargetOutageMovesReplicas(t *testing.T) {
 	})
 	waitDeploymentRunning(t, ns, "web", 9, time.Minute)
 }
+
+// With the source cluster down, a target keeps its workload alive: a
+// delegate deleted there is recreated once the source's heartbeat has
+// expired and the delay has passed. When the source returns nothing is
+// doubled: exactly one delegate per proxy.
+func TestSourceOutageTargetRecreatesDelegates(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "src-outage", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	deployment(t, ns, "web", 4, notSource("web"))
+	proxies := waitDeploymentRunning(t, ns, "web", 4, 3*time.Minute)
+	victim := proxies[0]
+	cluster := clusterOfNode(victim.Spec.NodeName)
+	dp := delegatesOf(t, ctx, &victim)[cluster][0]
+
+	if err := sb.Stop(ctx, sandbox.SourceCluster); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = sb.Start(context.Background(), sandbox.SourceCluster)
+		}
+	})
+	tc := kube(t, cluster)
+	if err := tc.CoreV1().Pods(ns).Delete(ctx, dp.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	eventually(t, 2*time.Minute, "the deleted delegate recreated in "+cluster, func(ctx context.Context) (bool, string) {
+		p, err := tc.CoreV1().Pods(ns).Get(ctx, dp.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.UID != dp.UID && p.Status.Phase == corev1.PodRunning, fmt.Sprintf("uid %s phase %s", p.UID, p.Status.Phase)
+	})
+	t.Logf("delegate recreated %s after it was deleted with the source down", time.Since(deleted).Round(100*time.Millisecond))
+
+	if err := sb.Start(ctx, sandbox.SourceCluster); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	after := waitDeploymentRunning(t, ns, "web", 4, 2*time.Minute)
+	eventually(t, time.Minute, "exactly one delegate per proxy", func(ctx context.Context) (bool, string) {
+		total := 0
+		for i := range after {
+			d := delegatesOf(t, ctx, &after[i])
+			n := 0
+			for _, ps := range d {
+				n += len(ps)
+			}
+			if n != 1 {
+				return false, fmt.Sprintf("proxy %s: %v", after[i].Name, names(d))
+			}
+			total += n
+		}
+		var all int
+		for _, c := range sb.ClusterNames() {
+			all += len(delegatesIn(t, ctx, c, ns))
+		}
+		return all == total && total == 4, fmt.Sprintf("%d delegates in the targets for %d proxies", all, total)
+	})
+}

@@ -49,6 +49,9 @@ var fleetletComponent = component{
 			"--target-probe-interval=3s",
 			"--target-probe-timeout=2s",
 			"--source-heartbeat-duration=15s",
+			// A target keeps a deleted delegate of an unreachable source
+			// alive after 10 s (1 minute by default).
+			"--delegate-recreate-delay=10s",
 			// No Service in front of a local process: the manager writes
 			// the MutatingWebhookConfiguration with a loopback URL.
 			"--webhook-url-mode",
