@@ -157,6 +157,23 @@ func TestDeploymentLifecycle(t *testing.T) {
 		}
 	}
 
+	// The delegates' Events reach their proxies (the target's scheduler
+	// said where it bound each one).
+	eventually(t, time.Minute, "an Event of a delegate mirrored on its proxy", func(ctx context.Context) (bool, string) {
+		evs, err := src.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if strings.Contains(e.Message, "(delegate in ") {
+				return true, ""
+			}
+			seen = append(seen, e.Reason)
+		}
+		return false, fmt.Sprintf("events: %v", seen)
+	})
+
 	// Deleting one delegate in its target deletes its proxy; the
 	// ReplicaSet makes a new one, which runs somewhere.
 	victim := proxies[0]

@@ -350,6 +350,7 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 			proxies.OnChaperon(k, pc)
 			fb.OnChaperon(k, pc)
 		},
+		OnDelegateEvent: func(k target.Key, e *corev1.Event) { fb.OnDelegateEvent(k, e) },
 		OnTargetChange: func(k target.Key) {
 			proxies.OnTargetChange(k)
 			fb.OnTargetChange(k)

@@ -51,10 +51,14 @@ type Reconciler struct {
 
 	queueMu sync.Mutex
 	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+	// started: Events from before are not mirrored.
+	started time.Time
+	events  eventLimiter
 }
 
 // New returns the feedback reconciler of the proxies of reg's targets.
-func New(reg *target.Registry) *Reconciler { return &Reconciler{registry: reg} }
+func New(reg *target.Registry) *Reconciler { return &Reconciler{registry: reg, started: time.Now()} }
 
 // OnChaperon requeues the proxy of a chaperon or delegate that changed in a
 // target.

@@ -10,6 +10,11 @@ var updatesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Proxy status writes from their delegates, by result (updated, error, deleted: the delegate was deleted so the proxy was).",
 }, []string{"result"})
 
+var eventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "fleetlet_feedback_events_total",
+	Help: "Events about delegates mirrored onto their proxies, by result (mirrored, dropped by the rate limit).",
+}, []string{"result"})
+
 func init() {
-	metrics.Registry.MustRegister(updatesTotal)
+	metrics.Registry.MustRegister(updatesTotal, eventsTotal)
 }

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -170,17 +171,25 @@ func (c *Cluster) newChaperonCache(ctx context.Context, ns string) (*chaperonCac
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion, corev1.SchemeGroupVersion})
 	mapper.Add(v1alpha1.GroupVersion.WithKind("PodChaperon"), meta.RESTScopeNamespace)
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("Event"), meta.RESTScopeNamespace)
 	ours := labels.SelectorFromSet(labels.Set{v1alpha1.LabelParentCluster: c.opts.SourceName})
+	byObject := map[client.Object]cache.ByObject{
+		&v1alpha1.PodChaperon{}: {Label: ours},
+		// The delegates and candidates themselves: their binding
+		// shows here first, before the chaperon mirrors it.
+		&corev1.Pod{}: {Label: ours},
+	}
+	watched := []client.Object{&v1alpha1.PodChaperon{}, &corev1.Pod{}}
+	if c.opts.OnDelegateEvent != nil {
+		// Events about pods (Events carry no labels to select ours by).
+		byObject[&corev1.Event{}] = cache.ByObject{Field: fields.OneTermEqualSelector("involvedObject.kind", "Pod")}
+		watched = append(watched, &corev1.Event{})
+	}
 	ch, err := cache.New(c.cacheCfg, cache.Options{
 		Scheme:            c.scheme,
 		Mapper:            mapper,
 		DefaultNamespaces: map[string]cache.Config{ns: {}},
-		ByObject: map[client.Object]cache.ByObject{
-			&v1alpha1.PodChaperon{}: {Label: ours},
-			// The delegates and candidates themselves: their binding
-			// shows here first, before the chaperon mirrors it.
-			&corev1.Pod{}: {Label: ours},
-		},
+		ByObject:          byObject,
 	})
 	if err != nil {
 		return nil, err
@@ -197,8 +206,26 @@ func (c *Cluster) newChaperonCache(ctx context.Context, ns string) (*chaperonCac
 			c.opts.OnChaperon(c.key, &v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Annotations: o.Annotations}})
 		}
 	}
+	handleEvent := func(obj any) {
+		if e, ok := obj.(*corev1.Event); ok && c.opts.OnDelegateEvent != nil {
+			c.opts.OnDelegateEvent(c.key, e)
+		}
+	}
 	var synced []func() bool
-	for _, obj := range []client.Object{&v1alpha1.PodChaperon{}, &corev1.Pod{}} {
+	for _, obj := range watched {
+		if _, isEvent := obj.(*corev1.Event); isEvent {
+			inf, err := ch.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+			if err != nil {
+				return nil, err
+			}
+			if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+				AddFunc:    handleEvent,
+				UpdateFunc: func(_, obj any) { handleEvent(obj) },
+			}); err != nil {
+				return nil, err
+			}
+			continue // the chaperon reader does not wait for Events
+		}
 		inf, err := ch.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 		if err != nil {
 			return nil, err

@@ -66,6 +66,11 @@ type Options struct {
 	// OnChaperon, when set, makes every target watch this source's
 	// PodChaperons and calls it (without blocking for long) on every change.
 	OnChaperon func(Key, *v1alpha1.PodChaperon)
+	// OnDelegateEvent, when set with OnChaperon, makes the same
+	// per-namespace caches watch the Events about pods there, and calls it
+	// for every Event added or updated. The Events are not filtered: the
+	// callee looks the pod up among this source's.
+	OnDelegateEvent func(Key, *corev1.Event)
 	// OnTargetChange, when set, is called after a target's state changed
 	// (health, summary, added or removed).
 	OnTargetChange func(Key)
