@@ -20,3 +20,10 @@ go tool controller-gen \
   crd \
   paths=./pkg/apis/... \
   output:crd:dir="${crd_dir}"
+
+# The Helm chart renders the same CRDs as templates (so that `helm upgrade`
+# updates them); its tests check that the copies match.
+chart_crd_dir=charts/fleetlet/files/crds
+mkdir -p "${chart_crd_dir}"
+rm -f "${chart_crd_dir}"/multicluster.fleetlet.io_*.yaml
+cp "${crd_dir}"/multicluster.fleetlet.io_*.yaml "${chart_crd_dir}/"
