@@ -1,8 +1,10 @@
 // Command bench measures fleetlet against the floor on a local sandbox: N
 // pods created in an enabled namespace of cluster-1 (proxies: gated,
-// elected, pinned, bound to a virtual node), then the same N pods created
-// directly in the targets, spread evenly. It prints both side by side with
-// the ratios. It reports; it asserts nothing. Run it with `make bench`.
+// elected, pinned, bound to a virtual node, Running once their delegates
+// are), then the same N pods created directly in the targets, spread
+// evenly, until Running. It prints both side by side with the ratios, and
+// the feedback lag (delegate seen Running → proxy seen Running). It
+// reports; it asserts nothing. Run it with `make bench`.
 package main
 
 import (
@@ -49,16 +51,61 @@ type result struct {
 	pods      int
 	total     time.Duration
 	latencies []time.Duration
+	// finished is when each pod was seen done.
+	finished map[string]time.Time
 }
 
-func (r result) percentile(p float64) time.Duration {
-	if len(r.latencies) == 0 {
+func (r result) percentile(p float64) time.Duration { return percentile(r.latencies, p) }
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
 		return 0
 	}
-	l := append([]time.Duration(nil), r.latencies...)
+	l := append([]time.Duration(nil), d...)
 	sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
 	i := int(p * float64(len(l)-1))
 	return l[i]
+}
+
+func running(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
+
+// watchDelegates records when each delegate of the source in namespace ns
+// of the targets is first seen Running, by its proxy's name.
+func watchDelegates(ctx context.Context, clients map[string]kubernetes.Interface, ns string) func() map[string]time.Time {
+	var mu sync.Mutex
+	seen := map[string]time.Time{}
+	record := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok || !running(p) {
+			return
+		}
+		now := time.Now()
+		name := p.Annotations[v1alpha1.AnnotationParentName]
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := seen[name]; !ok && name != "" {
+			seen[name] = now
+		}
+	}
+	for _, cs := range clients {
+		factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.LabelSelector = v1alpha1.LabelParentCluster + "=" + sandbox.SourceCluster
+			}))
+		inf := factory.Core().V1().Pods().Informer()
+		_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }})
+		factory.Start(ctx.Done())
+		factory.WaitForCacheSync(ctx.Done())
+	}
+	return func() map[string]time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		out := make(map[string]time.Time, len(seen))
+		for k, v := range seen {
+			out[k] = v
+		}
+		return out
+	}
 }
 
 func (r result) throughput() float64 { return float64(r.pods) / r.total.Seconds() }
@@ -117,20 +164,30 @@ func run(n, clusters int, dir, binDir string, timeout time.Duration, workers int
 	fmt.Fprintln(os.Stderr, "warming up")
 	if _, err := measure(ctx, "warm-up", len(names), workers, timeout, func(i int) (kubernetes.Interface, string) {
 		return clients[sandbox.SourceCluster], ns
-	}, func(p *corev1.Pod) bool { return strings.HasPrefix(p.Spec.NodeName, "fleetlet-") }); err != nil {
+	}, running); err != nil {
 		return err
 	}
+	delegates := watchDelegates(ctx, clients, ns)
 	fmt.Fprintf(os.Stderr, "fleetlet: %d pods in %s/%s\n", n, sandbox.SourceCluster, ns)
-	proxied, err := measure(ctx, "fleetlet (proxy bound)", n, workers, timeout, func(i int) (kubernetes.Interface, string) {
+	proxied, err := measure(ctx, "fleetlet (proxy Running)", n, workers, timeout, func(i int) (kubernetes.Interface, string) {
 		return clients[sandbox.SourceCluster], ns
-	}, func(p *corev1.Pod) bool { return strings.HasPrefix(p.Spec.NodeName, "fleetlet-") })
+	}, running)
 	if err != nil {
 		return err
 	}
+	// Feedback lag: from the delegate seen Running in its target to its
+	// proxy seen Running in the source (same observer, same clock).
+	var lag []time.Duration
+	delegateRunning := delegates()
+	for name, proxyRunning := range proxied.finished {
+		if d, ok := delegateRunning[name]; ok {
+			lag = append(lag, max(0, proxyRunning.Sub(d)))
+		}
+	}
 	fmt.Fprintf(os.Stderr, "direct: %d pods spread over %v\n", n, names)
-	direct, err := measure(ctx, "direct (pod bound)", n, workers, timeout, func(i int) (kubernetes.Interface, string) {
+	direct, err := measure(ctx, "direct (pod Running)", n, workers, timeout, func(i int) (kubernetes.Interface, string) {
 		return clients[names[i%len(names)]], directNS
-	}, func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
+	}, running)
 	if err != nil {
 		return err
 	}
@@ -144,6 +201,8 @@ func run(n, clusters int, dir, binDir string, timeout time.Duration, workers int
 	ratio := func(a, b time.Duration) string { return fmt.Sprintf("%.2fx", a.Seconds()/b.Seconds()) }
 	fmt.Fprintf(tw, "fleetlet / direct\t\t%s\t%.2fx\t%s\t%s\t\n", ratio(proxied.total, direct.total), proxied.throughput()/direct.throughput(),
 		ratio(proxied.percentile(0.5), direct.percentile(0.5)), ratio(proxied.percentile(0.99), direct.percentile(0.99)))
+	fmt.Fprintf(tw, "feedback lag (delegate Running → proxy Running)\t%d\t\t\t%s\t%s\t\n", len(lag),
+		percentile(lag, 0.5).Round(time.Millisecond), percentile(lag, 0.99).Round(time.Millisecond))
 	return tw.Flush()
 }
 
@@ -268,9 +327,10 @@ func measure(ctx context.Context, name string, n, workers int, timeout time.Dura
 		return result{}, fmt.Errorf("%s: only %d of %d pods done after %s", name, got, n, timeout)
 	}
 	total := time.Since(begin)
-	r := result{name: name, pods: n, total: total}
+	r := result{name: name, pods: n, total: total, finished: map[string]time.Time{}}
 	mu.Lock()
 	for podName, end := range finished {
+		r.finished[podName] = end
 		r.latencies = append(r.latencies, end.Sub(started[podName]))
 	}
 	mu.Unlock()
