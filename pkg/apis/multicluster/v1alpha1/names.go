@@ -74,6 +74,12 @@ const (
 	// remote object.
 	AnnotationParentNamespace = Prefix + "parent-namespace"
 
+	// AnnotationFollowers on a followed object's copy in a target lists the
+	// proxy pods whose candidates or delegates there need it, as
+	// comma-separated "<pod name>/<pod UID>" sorted by UID. The copy is
+	// deleted when the list becomes empty.
+	AnnotationFollowers = Prefix + "followers"
+
 	// AnnotationReserved on a PodChaperon is written by the candidate
 	// scheduler: the node reserved for the candidate.
 	AnnotationReserved = Prefix + "reserved"
