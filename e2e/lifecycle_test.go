@@ -12,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -201,7 +202,13 @@ func TestDeploymentLifecycle(t *testing.T) {
 		}
 	}
 
-	// Deleting the Deployment leaves no proxy, chaperon or delegate.
+	// A pod carrying fleetlet's finalizer stays managed whatever its
+	// namespace's label says now; and deleting the Deployment leaves no
+	// proxy, chaperon or delegate.
+	unlabel := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, v1alpha1.LabelEnabled)
+	if _, err := src.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(unlabel), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := src.AppsV1().Deployments(ns).Delete(ctx, "web", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
