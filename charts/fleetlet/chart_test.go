@@ -585,6 +585,7 @@ func TestManagerRBAC(t *testing.T) {
 		{"", "pods", "patch", ""}, {"", "pods", "delete", ""}, {"", "pods/status", "update", ""},
 		{"", "nodes", "create", ""}, {"", "nodes", "delete", ""}, {"", "nodes/status", "patch", ""},
 		{"events.k8s.io", "events", "create", ""}, {"events.k8s.io", "events", "patch", ""},
+		{"", "events", "list", ""}, {"", "events", "watch", ""},
 		// target side
 		{"multicluster.fleetlet.io", "clustersummaries", "create", ""}, {"multicluster.fleetlet.io", "clustersummaries/status", "patch", ""},
 		{"multicluster.fleetlet.io", "podchaperons", "watch", ""}, {"multicluster.fleetlet.io", "podchaperons/status", "patch", ""},
@@ -728,6 +729,9 @@ func TestCleanupHook(t *testing.T) {
 	spec := job.Spec.Template.Spec
 	if spec.ServiceAccountName != name || spec.Containers[0].Args[0] != "cleanup" || spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("cleanup Job: serviceAccount %s, args %v", spec.ServiceAccountName, spec.Containers[0].Args)
+	}
+	if !slices.Contains(spec.Containers[0].Args, "--cluster-name="+clusterName) {
+		t.Errorf("cleanup Job args %v: want --cluster-name=%s, so that only this cluster's chaperons are deleted in its targets", spec.Containers[0].Args, clusterName)
 	}
 	role := find[*rbacv1.ClusterRole](t, objs, name)
 	for _, n := range []struct{ group, resource, verb, name string }{
