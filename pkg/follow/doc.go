@@ -76,8 +76,11 @@
 //
 // # Errors and metrics
 //
-// A *Refusal (NotAllowed, NotFound, Clash, ClusterScoped, Malformed) says
-// which object cannot be followed and why: the caller filters the target,
+// A *Refusal (NotAllowed, NotFound, Clash, ClusterScoped, Forbidden,
+// Malformed) says which object cannot be followed and why — Forbidden when
+// the target does not let this source manage an allowed kind (its
+// fleetlet-source role grants ConfigMaps, Secrets and ServiceAccounts
+// only) or does not serve it: the caller filters the target,
 // records an Event and writes the Elected condition. A malformed
 // annotation is refused by Refs, for every target. Metrics:
 // fleetlet_follow_objects{cluster,kind} (copies held per target) and

@@ -24,6 +24,10 @@ const (
 	// ReasonClusterScoped: the follow annotation names a cluster-scoped
 	// kind; those are never followed.
 	ReasonClusterScoped Reason = "ClusterScoped"
+	// ReasonForbidden: the target does not let this source read or write
+	// that kind in the namespace (an allowed kind its fleetlet-source role
+	// does not grant), or does not serve the kind.
+	ReasonForbidden Reason = "Forbidden"
 	// ReasonMalformed: the follow annotation cannot be parsed, or names a
 	// kind ambiguously; refused for every target.
 	ReasonMalformed Reason = "Malformed"

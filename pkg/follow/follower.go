@@ -230,7 +230,10 @@ func (f *Follower) ensure(ctx context.Context, target client.Client, targetName 
 		}
 		existing, err := getCopy(ctx, target, it.gvk, proxy.Namespace, it.name)
 		if err != nil {
-			return err
+			if r := unavailable(it, err); r != nil {
+				return r
+			}
+			return fmt.Errorf("reading %s %s/%s in %s: %w", it.gvk.Kind, proxy.Namespace, it.name, targetName, err)
 		}
 		satisfied, err := f.check(it, src, existing)
 		if err != nil {
@@ -335,6 +338,9 @@ func (f *Follower) write(ctx context.Context, target client.Client, targetName s
 		var refusal *Refusal
 		if errors.As(err, &refusal) {
 			return err
+		}
+		if r := unavailable(it, err); r != nil {
+			return r
 		}
 		return fmt.Errorf("copying %s %s to %s: %w", it.gvk.Kind, klog.KObj(src), targetName, err)
 	}
@@ -573,6 +579,21 @@ func getCopy(ctx context.Context, target client.Client, gvk schema.GroupVersionK
 func deleteCopy(ctx context.Context, target client.Client, obj *unstructured.Unstructured) error {
 	err := target.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID()), ResourceVersion: ptr.To(obj.GetResourceVersion())})
 	return client.IgnoreNotFound(err)
+}
+
+// unavailable turns a target's refusal to serve a kind to this source
+// into a *Refusal: the target cannot have the pod until its admin grants
+// it (or installs the kind).
+func unavailable(it item, err error) *Refusal {
+	switch {
+	case apierrors.IsForbidden(err):
+		return &Refusal{Object: it.what, Reason: ReasonForbidden,
+			Message: fmt.Sprintf("the target does not let this source manage %s objects here: %v", it.gvk.Kind, err)}
+	case meta.IsNoMatchError(err):
+		return &Refusal{Object: it.what, Reason: ReasonForbidden,
+			Message: fmt.Sprintf("the target does not serve %s", it.gvk.GroupKind())}
+	}
+	return nil
 }
 
 func isTokenSecret(src *unstructured.Unstructured) bool {

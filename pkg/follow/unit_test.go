@@ -1,0 +1,58 @@
+package follow
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+)
+
+// A target that refuses a kind to this source is a refusal, so the target
+// is filtered instead of retried forever.
+func TestEnsureTargetForbidden(t *testing.T) {
+	ctx := context.Background()
+	src := fake.NewClientBuilder().WithObjects(
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "data"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "default"}},
+	).Build()
+	tgt := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if obj.GetObjectKind().GroupVersionKind().Kind == "PersistentVolumeClaim" {
+				return apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"}, key.Name, nil)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}).Build()
+	f, err := New(Options{SourceName: "src", AllowedKinds: []string{"PersistentVolumeClaim"}, Source: src, SourceAPI: src, Mapper: testMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1",
+		Annotations: map[string]string{v1alpha1.AnnotationFollow: "persistentvolumeclaim/data"}}}
+	refs, err := Refs(pod, &corev1.PodSpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.Ensure(ctx, tgt, "t", pod, refs, StageCandidate)
+	r, ok := err.(*Refusal)
+	if !ok || r.Reason != ReasonForbidden || r.Object != "persistentvolumeclaim/data" {
+		t.Fatalf("got %v, want a Forbidden refusal of persistentvolumeclaim/data", err)
+	}
+	// Nothing was written: the default ServiceAccount is not in the target.
+	var sas corev1.ServiceAccountList
+	if err := tgt.List(ctx, &sas); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(0, len(sas.Items)); diff != "" {
+		t.Errorf("ServiceAccounts written (-want,+got):\n%s", diff)
+	}
+}
