@@ -269,7 +269,9 @@ func TestExistingServiceAccountSatisfies(t *testing.T) {
 	}
 	// Without one in the target nor in the source: refused.
 	spec := &corev1.PodSpec{ServiceAccountName: "nowhere"}
-	refusal(t, fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, spec), follow.StageCandidate), follow.ReasonNotFound)
+	if r := refusal(t, fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, spec), follow.StageCandidate), follow.ReasonNotFound); r.Object != "ServiceAccount nowhere" {
+		t.Errorf("refusal names %q, want ServiceAccount nowhere", r.Object)
+	}
 }
 
 // Missing objects: refused unless the reference is optional;

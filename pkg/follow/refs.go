@@ -132,7 +132,8 @@ func (b *refBuilder) secretRef(ref *corev1.LocalObjectReference) {
 func (b *refBuilder) spec(spec *corev1.PodSpec) {
 	sa := spec.ServiceAccountName
 	if sa == "" {
-		sa = spec.DeprecatedServiceAccount //nolint:staticcheck // the API server still honours it when serviceAccountName is empty
+		// The API server still honours the deprecated field alone.
+		sa = spec.DeprecatedServiceAccount
 	}
 	if sa == "" {
 		sa = DefaultServiceAccount

@@ -2,6 +2,7 @@ package follow
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -43,8 +44,8 @@ func TestEnsureTargetForbidden(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = f.Ensure(ctx, tgt, "t", pod, refs, StageCandidate)
-	r, ok := err.(*Refusal)
-	if !ok || r.Reason != ReasonForbidden || r.Object != "persistentvolumeclaim/data" {
+	var r *Refusal
+	if !errors.As(err, &r) || r.Reason != ReasonForbidden || r.Object != "persistentvolumeclaim/data" {
 		t.Fatalf("got %v, want a Forbidden refusal of persistentvolumeclaim/data", err)
 	}
 	// Nothing was written: the default ServiceAccount is not in the target.
