@@ -242,6 +242,32 @@ func TestTargetOutageMovesReplicas(t *testing.T) {
 	node := busiest(t, ctx, ns, sel)
 	down := clusterOfNode(node)
 	on3 := proxiesOn(t, ctx, ns, sel)[node]
+	// A StatefulSet's pod in the same cluster: it must never run twice.
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"},
+					Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region=" + down}},
+				Spec: podSpec("100m"),
+			},
+		},
+	}
+	sts.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)}}
+	if _, err := src.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var db0 *corev1.Pod
+	eventually(t, 2*time.Minute, "db-0 Running in "+down, func(ctx context.Context) (bool, string) {
+		p, err := src.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		db0 = p
+		return p.Status.Phase == corev1.PodRunning && p.Spec.NodeName == node, string(p.Status.Phase) + " on " + p.Spec.NodeName
+	})
 
 	if err := sb.Stop(ctx, down); err != nil {
 		t.Fatal(err)
@@ -268,6 +294,18 @@ func TestTargetOutageMovesReplicas(t *testing.T) {
 		}
 		return running == 9 && len(by[node]) == 0, fmt.Sprintf("%d running elsewhere, %d live on %s", running, len(by[node]), node)
 	})
+	// The StatefulSet waits: db-0 is evicted but stays Terminating, so no
+	// second db-0 exists while its delegate may still run.
+	eventually(t, time.Minute, "db-0 evicted and waiting", func(ctx context.Context) (bool, string) {
+		p, err := src.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if p.UID != db0.UID {
+			t.Fatalf("a second db-0 was created while the first one's delegate could not be confirmed gone")
+		}
+		return p.DeletionTimestamp != nil, "not evicted yet"
+	})
 	for _, p := range on3 {
 		got, err := src.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
 		if err != nil {
@@ -290,10 +328,28 @@ func TestTargetOutageMovesReplicas(t *testing.T) {
 				left++
 			}
 		}
-		d := delegatesIn(t, ctx, down, ns)
-		return left == 0 && len(d) == 0, fmt.Sprintf("%d evicted proxies left; %s delegates %v", left, down, d)
+		var stale []string
+		for _, p := range on3 {
+			for _, ps := range delegatesOf(t, ctx, &p) {
+				for _, dp := range ps {
+					stale = append(stale, dp.Name)
+				}
+			}
+		}
+		return left == 0 && len(stale) == 0, fmt.Sprintf("%d evicted proxies left; their delegates %v", left, stale)
 	})
 	waitDeploymentRunning(t, ns, "web", 9, time.Minute)
+	eventually(t, 2*time.Minute, "a new db-0 Running with one delegate", func(ctx context.Context) (bool, string) {
+		p, err := src.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if p.UID == db0.UID || p.Status.Phase != corev1.PodRunning {
+			return false, fmt.Sprintf("uid %s phase %s", p.UID, p.Status.Phase)
+		}
+		d := delegatesOf(t, ctx, p)
+		return len(d[down]) == 1 && len(d) == 1, fmt.Sprint(names(d))
+	})
 }
 
 // With the source cluster down, a target keeps its workload alive: a
