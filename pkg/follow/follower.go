@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -117,6 +119,11 @@ type item struct {
 }
 
 var coreV1 = corev1.SchemeGroupVersion
+
+// conflictBackoff paces retries after a conflict: the replicas of one
+// workload share their copies, and their proxies are reconciled in
+// parallel. About a second in all; then the caller requeues.
+var conflictBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5}
 
 // resolve turns refs into items: the annotation's kinds through the
 // mapper and the allow-list, each object once, kube-root-ca.crt left out.
@@ -284,7 +291,7 @@ func (f *Follower) clash(it item, existing *unstructured.Unstructured) *Refusal 
 func (f *Follower) write(ctx context.Context, target client.Client, targetName string, it item, src *unstructured.Unstructured, proxy *corev1.Pod) error {
 	log := f.opts.Logger.WithValues("target", targetName, "kind", it.gvk.Kind, "object", klog.KObj(src))
 	desired := desiredCopy(src, f.opts.SourceName)
-	err := retry.OnError(retry.DefaultRetry, retriable, func() error {
+	err := retry.OnError(conflictBackoff, retriable, func() error {
 		existing, err := getCopy(ctx, target, it.gvk, src.GetNamespace(), src.GetName())
 		if err != nil {
 			return err
@@ -433,7 +440,7 @@ func (f *Follower) sync(ctx context.Context, target client.Client, targetName st
 func (f *Follower) dropFollowers(ctx context.Context, target client.Client, targetName string, obj *unstructured.Unstructured, drop map[types.UID]bool, why string) (bool, error) {
 	cur := obj.DeepCopy()
 	first, deleted := true, false
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		if !first {
 			fresh, err := getCopy(ctx, target, cur.GroupVersionKind(), cur.GetNamespace(), cur.GetName())
 			if err != nil {

@@ -3,7 +3,9 @@ package follow_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -538,5 +540,38 @@ func TestCollector(t *testing.T) {
 	}
 	if got := objects(t, "gc-t", "ConfigMap"); got != 0 {
 		t.Errorf("fleetlet_follow_objects{gc-t,ConfigMap} = %v, want 0", got)
+	}
+}
+
+// Proxies of one workload share their copies and are ensured in parallel:
+// conflicts are retried, no follower is lost.
+func TestConcurrentEnsure(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	fl := f.follower(t)
+	f.sourceObjects(t)
+	var pods []*corev1.Pod
+	for i := range 8 {
+		pods = append(pods, f.proxy(t, fmt.Sprintf("web-%d", i), nil))
+	}
+	errs := make(chan error, len(pods))
+	var wg sync.WaitGroup
+	for _, p := range pods {
+		wg.Go(func() {
+			errs <- fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageDelegate)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for name, obj := range map[string]client.Object{"cfg": &corev1.ConfigMap{}, "creds": &corev1.Secret{}, "builder": &corev1.ServiceAccount{}} {
+		f.get(t, f.target, name, obj)
+		if got, want := followersOf(obj), entries(pods...); got != want {
+			t.Errorf("%s followers %q, want %q", name, got, want)
+		}
 	}
 }
