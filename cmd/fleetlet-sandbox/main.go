@@ -40,7 +40,7 @@ func newRootCommand() *cobra.Command {
 		f := cmd.Flags()
 		f.IntVar(&opts.Clusters, "clusters", sandbox.DefaultClusters, "number of clusters (cluster-1 … cluster-N)")
 		f.IntVar(&opts.Nodes, "nodes", sandbox.DefaultNodes, "fake kwok nodes per cluster")
-		f.StringVar(&opts.BinDir, "bin-dir", "", "folder with etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (default: beside this program, else ./bin)")
+		f.StringVar(&opts.BinDir, "bin-dir", "", "folder with etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, fleetlet and helm (default: beside this program, else ./bin)")
 		f.StringVar(&opts.NodeCPU, "node-cpu", sandbox.DefaultNodeCPU, "CPU capacity of each fake node")
 		f.StringVar(&opts.NodeMemory, "node-memory", sandbox.DefaultNodeMemory, "memory capacity of each fake node")
 		f.StringVar(&opts.NodePods, "node-pods", sandbox.DefaultNodePods, "pod capacity of each fake node")
@@ -78,6 +78,24 @@ func newRootCommand() *cobra.Command {
 				return err
 			}
 			return s.Down(cmd.Context())
+		},
+	}
+
+	uninstall := &cobra.Command{
+		Use:   "uninstall",
+		Short: "Uninstall fleetlet from every cluster as `helm uninstall` would (cleanup hook included), leaving the clusters running",
+		Long: `Uninstall fleetlet from every cluster, ` + sandbox.SourceCluster + ` first, in Helm's order: the
+manager and candidate scheduler processes stop, ` + "`helm uninstall`" + ` deletes the release,
+and the chart's post-delete hook runs ` + "`fleetlet cleanup`" + ` as a local process with a
+token of the hook's ServiceAccount (its RBAC created from the chart, then
+deleted). The CRDs stay (the chart's crds.keep).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := sandbox.Load(dir, sandbox.Options{Out: os.Stdout})
+			if err != nil {
+				return err
+			}
+			return s.Uninstall(cmd.Context())
 		},
 	}
 
@@ -163,7 +181,7 @@ func newRootCommand() *cobra.Command {
 	}
 	addUpFlags(demo)
 
-	root.AddCommand(up, down, stopCmd, start, env, demo)
+	root.AddCommand(up, down, stopCmd, start, env, demo, uninstall)
 	return root
 }
 

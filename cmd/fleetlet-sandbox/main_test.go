@@ -47,6 +47,10 @@ func TestCommandLine(t *testing.T) {
 		t.Errorf("a second up on a running sandbox: err=%v\n%s", err, out)
 	}
 
+	if out, err := exec.Command(filepath.Join(bin, "fleetlet-sandbox"), "uninstall", "--dir", dir).CombinedOutput(); err == nil || !strings.Contains(string(out), "runs no fleetlet") {
+		t.Errorf("uninstall in a sandbox without fleetlet: err=%v\n%s", err, out)
+	}
+
 	env := run("env", "cluster-1")
 	kubeconfig := filepath.Join(dir, "cluster-1.kubeconfig")
 	if !strings.Contains(env, "export KUBECONFIG="+kubeconfig) || !strings.Contains(env, "export PATH="+bin) {

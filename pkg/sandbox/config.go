@@ -143,7 +143,7 @@ func (o Options) Validate() error {
 	}
 	bins := requiredBinaries
 	if !o.NoFleetlet {
-		bins = append(bins[:len(bins):len(bins)], binFleetlet)
+		bins = append(bins[:len(bins):len(bins)], binFleetlet, binHelm)
 	}
 	for _, b := range bins {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {

@@ -9,12 +9,28 @@
 // scheduled for real, go Running and Ready, and (restartPolicy Never or
 // OnFailure) succeed after a while, so Jobs complete.
 //
+// fleetlet is installed in every cluster with its Helm chart (embedded in
+// the binary, written to DIR/chart, installed with BinDir's helm) in
+// local-process mode: the chart makes the CRDs, ServiceAccounts, RBAC,
+// webhook configuration (a loopback URL), PriorityClass and admission
+// policies, and `fleetlet manager` and `fleetlet scheduler` run as local
+// processes with TokenRequest tokens of the chart's ServiceAccounts
+// (TokenExpiration, issued again on every start), never as an
+// administrator, so that a right missing from the chart fails the e2e
+// suite. Every cluster's manager may impersonate SourceCluster's
+// ClusterSource ServiceAccount (chart value manager.rbac.impersonate).
+// Uninstall does what `helm uninstall` and the chart's post-delete hook
+// would, `fleetlet cleanup` included, as local processes.
+//
 // Everything a sandbox writes lives in one folder:
 //
 //	DIR/sandbox.json           clusters, ports, settings and every PID (State)
 //	DIR/kubeconfig             one context per cluster
 //	DIR/cluster-<i>.kubeconfig the administrator's kubeconfig of cluster i
-//	DIR/cluster-<i>/           certificates, component configuration, etcd data
+//	DIR/cluster-<i>/           certificates, component configuration, etcd
+//	                           data, the chart values, the fleetlet processes'
+//	                           ServiceAccount kubeconfigs
+//	DIR/chart/, DIR/helm/      the chart helm installs, helm's own folders
 //	DIR/logs/cluster-<i>/      one log per component
 //
 // Processes are recorded with their start time as well as their PID, so that

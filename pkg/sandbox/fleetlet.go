@@ -7,10 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetlet/fleetlet/config"
@@ -30,15 +28,15 @@ const (
 	SourceCluster = "cluster-1"
 )
 
-// fleetletComponent runs `fleetlet manager` as a local process with the
-// cluster's administrator kubeconfig.
+// fleetletComponent runs `fleetlet manager` as a local process with a token
+// of the chart's manager ServiceAccount (issueCredentials).
 var fleetletComponent = component{
 	name:   ComponentManager,
 	binary: binFleetlet,
 	args: func(_ Options, c *ClusterState) []string {
 		return []string{
 			"manager",
-			"--kubeconfig=" + c.Kubeconfig,
+			"--kubeconfig=" + c.componentKubeconfig(ComponentManager),
 			"--cluster-name=" + c.Name,
 			"--namespace=" + FleetletNamespace,
 			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(c.Ports.FleetletMetrics),
@@ -68,16 +66,18 @@ var fleetletComponent = component{
 const ComponentScheduler = "fleetlet-scheduler"
 
 // schedulerComponent runs `fleetlet scheduler`, the candidate scheduler,
-// serving on loopback with the sandbox's certificate.
+// serving on loopback with the sandbox's certificate, with a token of the
+// chart's scheduler ServiceAccount, for delegated authentication and
+// authorization of its secure port too.
 var schedulerComponent = component{
 	name:   ComponentScheduler,
 	binary: binFleetlet,
 	args: func(_ Options, c *ClusterState) []string {
 		return []string{
 			"scheduler",
-			"--kubeconfig=" + c.Kubeconfig,
-			"--authentication-kubeconfig=" + c.Kubeconfig,
-			"--authorization-kubeconfig=" + c.Kubeconfig,
+			"--kubeconfig=" + c.componentKubeconfig(ComponentScheduler),
+			"--authentication-kubeconfig=" + c.componentKubeconfig(ComponentScheduler),
+			"--authorization-kubeconfig=" + c.componentKubeconfig(ComponentScheduler),
 			"--namespace=" + FleetletNamespace,
 			"--bind-address=127.0.0.1",
 			"--secure-port=" + strconv.Itoa(c.Ports.FleetletScheduler),
@@ -90,9 +90,12 @@ var schedulerComponent = component{
 	},
 }
 
-// installFleetlet applies fleetlet's CRDs and creates its namespace, as the
-// Helm chart does in a real cluster.
+// installFleetlet installs fleetlet's chart in a cluster (helm upgrade
+// --install, local-process mode) and waits until its CRDs are established.
 func (s *Sandbox) installFleetlet(ctx context.Context, c *ClusterState) error {
+	if err := s.installChart(ctx, c); err != nil {
+		return err
+	}
 	cfg, err := s.RESTConfig(c.Name)
 	if err != nil {
 		return err
@@ -104,19 +107,6 @@ func (s *Sandbox) installFleetlet(ctx context.Context, c *ClusterState) error {
 	crds, err := config.CRDs()
 	if err != nil {
 		return err
-	}
-	for _, crd := range crds {
-		existing, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
-		case err == nil:
-			crd.ResourceVersion = existing.ResourceVersion
-			_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			return fmt.Errorf("installing CRD %s: %w", crd.Name, err)
-		}
 	}
 	for _, crd := range crds {
 		if err := s.waitFor(ctx, c, "CRD "+crd.Name+" to be established", nil, func(ctx context.Context) error {
@@ -133,14 +123,6 @@ func (s *Sandbox) installFleetlet(ctx context.Context, c *ClusterState) error {
 		}); err != nil {
 			return err
 		}
-	}
-	cs, err := s.Client(c.Name)
-	if err != nil {
-		return err
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: FleetletNamespace}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", FleetletNamespace, err)
 	}
 	return nil
 }

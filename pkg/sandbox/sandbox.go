@@ -37,6 +37,8 @@ type Sandbox struct {
 	// on them, so they never linger as zombies and an early exit is seen at
 	// once.
 	procs map[int]*running
+	// chartMu serializes writing the chart folder that helm reads.
+	chartMu sync.Mutex
 }
 
 // Up starts a new sandbox in opts.Dir and returns when every cluster is ready:
@@ -109,7 +111,7 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range state.Clusters {
 		c := &state.Clusters[i]
-		g.Go(func() error { return s.startCluster(gctx, c) })
+		g.Go(func() error { return s.startCluster(gctx, c, true) })
 	}
 	err = g.Wait()
 	if err == nil && !o.NoFleetlet {
@@ -249,7 +251,7 @@ func (s *Sandbox) Start(ctx context.Context, name string) error {
 	s.mu.Lock()
 	c.Processes = nil
 	s.mu.Unlock()
-	if err := s.startCluster(ctx, c); err != nil {
+	if err := s.startCluster(ctx, c, false); err != nil {
 		_ = s.stopCluster(c)
 		return err
 	}
@@ -332,7 +334,9 @@ func (s *Sandbox) stopCluster(c *ClusterState) error {
 
 // startCluster starts a cluster's components in order and waits until it is
 // ready. Every process is recorded in sandbox.json as soon as it starts.
-func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState) error {
+// install installs fleetlet's chart first (a new cluster); either way the
+// manager and scheduler get fresh ServiceAccount tokens.
+func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState, install bool) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ReadyTimeout)
 	defer cancel()
@@ -384,8 +388,13 @@ func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState) error {
 	}); err != nil {
 		return err
 	}
-	if !s.opts.NoFleetlet {
-		if err := s.installFleetlet(ctx, c); err != nil {
+	if !s.opts.NoFleetlet && !c.Uninstalled {
+		if install {
+			if err := s.installFleetlet(ctx, c); err != nil {
+				return fmt.Errorf("%s: %w", c.Name, err)
+			}
+		}
+		if err := s.issueCredentials(ctx, c); err != nil {
 			return fmt.Errorf("%s: %w", c.Name, err)
 		}
 		if err := s.startComponent(ctx, c, fleetletComponent, started); err != nil {
@@ -433,31 +442,7 @@ func (s *Sandbox) stopComponent(cluster, name string, grace time.Duration) error
 	if _, err := componentNamed(name); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	var keep []Process
-	var stop []Process
-	for _, p := range c.Processes {
-		if p.Component == name {
-			stop = append(stop, p)
-		} else {
-			keep = append(keep, p)
-		}
-	}
-	s.mu.Unlock()
-	var errs []error
-	for _, p := range stop {
-		if err := stopProcess(p, grace); err != nil {
-			errs = append(errs, err)
-			keep = append(keep, p)
-			continue
-		}
-		s.reap(p.PID)
-	}
-	s.mu.Lock()
-	c.Processes = keep
-	errs = append(errs, s.state.save())
-	s.mu.Unlock()
-	if err := errors.Join(errs...); err != nil {
+	if err := s.stopComponentsOf(c, grace, name); err != nil {
 		return err
 	}
 	fmt.Fprintf(s.opts.Out, "%s: %s stopped\n", cluster, name)
@@ -482,6 +467,12 @@ func (s *Sandbox) StartComponent(ctx context.Context, cluster, name string) erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ReadyTimeout)
 	defer cancel()
+	if name == ComponentManager || name == ComponentScheduler {
+		// A fresh token: the last may have expired since.
+		if err := s.issueCredentials(ctx, c); err != nil {
+			return fmt.Errorf("%s: %w", cluster, err)
+		}
+	}
 	if err := s.startComponent(ctx, c, comp, nil); err != nil {
 		return err
 	}
@@ -590,7 +581,8 @@ func writeMergedKubeconfig(state *State) error {
 // folders a sandbox writes, and nothing else.
 func removeOld(dir string) error {
 	old, _ := filepath.Glob(filepath.Join(dir, "cluster-*"))
-	old = append(old, filepath.Join(dir, "logs"), filepath.Join(dir, MergedKubeconfig), filepath.Join(dir, StateFile))
+	old = append(old, filepath.Join(dir, "logs"), filepath.Join(dir, MergedKubeconfig), filepath.Join(dir, StateFile),
+		filepath.Join(dir, chartDir), filepath.Join(dir, helmDir))
 	for _, p := range old {
 		if err := os.RemoveAll(p); err != nil {
 			return err

@@ -23,7 +23,7 @@ import (
 func fakeBinDir(t *testing.T, body string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, b := range append(requiredBinaries, binFleetlet) {
+	for _, b := range append(requiredBinaries, binFleetlet, binHelm) {
 		if err := os.WriteFile(filepath.Join(dir, b), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -61,6 +61,10 @@ type ClusterState struct {
 	Ports Ports `json:"ports"`
 	// Stopped is true between `stop` and `start`.
 	Stopped bool `json:"stopped,omitempty"`
+	// Uninstalled is true once fleetlet was uninstalled from the cluster
+	// (`fleetlet-sandbox uninstall`): `start` brings back the control
+	// plane only.
+	Uninstalled bool `json:"uninstalled,omitempty"`
 	// Processes are the running components, in start order.
 	Processes []Process `json:"processes"`
 	// PodCIDR is where kwok takes the fake pods' IPs from.
