@@ -586,6 +586,7 @@ func TestManagerRBAC(t *testing.T) {
 		{"", "nodes", "create", ""}, {"", "nodes", "delete", ""}, {"", "nodes/status", "patch", ""},
 		{"events.k8s.io", "events", "create", ""}, {"events.k8s.io", "events", "patch", ""},
 		{"", "events", "list", ""}, {"", "events", "watch", ""},
+		{"", "configmaps", "watch", ""}, {"", "serviceaccounts", "watch", ""}, {"", "secrets", "get", ""},
 		// target side
 		{"multicluster.fleetlet.io", "clustersummaries", "create", ""}, {"multicluster.fleetlet.io", "clustersummaries/status", "patch", ""},
 		{"multicluster.fleetlet.io", "podchaperons", "watch", ""}, {"multicluster.fleetlet.io", "podchaperons/status", "patch", ""},
