@@ -31,6 +31,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/chaperon"
 	"github.com/fleetlet/fleetlet/pkg/elector"
 	"github.com/fleetlet/fleetlet/pkg/feedback"
+	"github.com/fleetlet/fleetlet/pkg/follow"
 	"github.com/fleetlet/fleetlet/pkg/gc"
 	"github.com/fleetlet/fleetlet/pkg/target"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
@@ -320,17 +321,29 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	if err := mgr.Add(manager.RunnableFunc(nodes.Run)); err != nil {
 		return err
 	}
+	openSpec := func(pod *corev1.Pod) (*corev1.PodSpec, error) {
+		ss, err := webhook.Open(pod, sealKey)
+		if err != nil {
+			return nil, err
+		}
+		spec := pod.Spec.DeepCopy()
+		ss.Restore(spec)
+		return spec, nil
+	}
+	follower, err := follow.New(follow.Options{
+		SourceName:   o.clusterName,
+		AllowedKinds: o.followAllowedKinds,
+		Source:       mgr.GetClient(),
+		SourceAPI:    mgr.GetAPIReader(),
+		Mapper:       mgr.GetRESTMapper(),
+	})
+	if err != nil {
+		return err
+	}
 	proxies, err := elector.New(elector.Options{
-		SourceName: o.clusterName,
-		Spec: func(pod *corev1.Pod) (*corev1.PodSpec, error) {
-			ss, err := webhook.Open(pod, sealKey)
-			if err != nil {
-				return nil, err
-			}
-			spec := pod.Spec.DeepCopy()
-			ss.Restore(spec)
-			return spec, nil
-		},
+		SourceName:       o.clusterName,
+		Spec:             openSpec,
+		Follower:         follower,
 		ElectionDeadline: o.electionDeadline,
 		BindTimeout:      o.bindTimeout,
 		UnboundTimeout:   o.unboundTimeout,
@@ -370,12 +383,17 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	if err := fb.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the feedback controller: %w", err)
 	}
-	collector, err := gc.New(gc.Options{SourceName: o.clusterName, Targets: gc.RegistryTargets(reg), Interval: o.gcInterval})
+	collector, err := gc.New(gc.Options{SourceName: o.clusterName, Targets: gc.RegistryTargets(reg), Interval: o.gcInterval,
+		Collectors: follower.Collectors()})
 	if err != nil {
 		return err
 	}
 	if err := collector.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the garbage collector: %w", err)
+	}
+	syncer := &follow.SyncController{Follower: follower, Registry: reg, Spec: openSpec}
+	if err := syncer.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the follow sync: %w", err)
 	}
 	return nil
 }

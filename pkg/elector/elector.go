@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/follow"
 	"github.com/fleetlet/fleetlet/pkg/naming"
 	"github.com/fleetlet/fleetlet/pkg/summary"
 	"github.com/fleetlet/fleetlet/pkg/target"
@@ -56,6 +57,9 @@ type Options struct {
 	// PendingTargets is how many targets keep a pending candidate of a pod
 	// that no cluster can run now (K; one cluster autoscaler scales up).
 	PendingTargets int
+	// Follower takes the objects a pod references to its targets: nil
+	// follows nothing.
+	Follower *follow.Follower
 }
 
 // Defaults for Options.
@@ -78,6 +82,8 @@ const (
 	EventInvalidSelector  = "InvalidClusterSelector"
 	EventReelecting       = "Reelecting"
 	EventUnboundDeleted   = "UnboundProxyDeleted"
+	EventFollowRefused    = follow.EventRefused
+	reasonFollowRefused   = "FollowRefused"
 	reasonElected         = "Elected"
 	reasonNoClusters      = "NoClusterAvailable"
 	reasonInvalidSpec     = "InvalidSourceSpec"
@@ -300,6 +306,21 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 	if err != nil {
 		return reconcile.Result{}, r.setNotElected(ctx, pod, reasonInvalidSelector, err.Error(), EventInvalidSelector)
 	}
+	var refs follow.RefSet
+	if r.opts.Follower != nil {
+		if refs, err = follow.Refs(pod, userSpec); err == nil {
+			err = r.opts.Follower.Check(refs)
+		}
+		if err != nil {
+			var refusal *follow.Refusal
+			if !errors.As(err, &refusal) {
+				return reconcile.Result{}, err
+			}
+			// A malformed annotation, a kind that is not allowed or
+			// not namespaced: no cluster may run the pod.
+			return reconcile.Result{}, r.setNotElected(ctx, pod, reasonFollowRefused, err.Error(), EventFollowRefused)
+		}
+	}
 	states := r.targets(ctx, pod, clusters)
 
 	// Candidates in every eligible target, in parallel.
@@ -311,7 +332,7 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts.chaperon, ts.reason = r.ensureCandidate(ctx, pod, userSpec, ts)
+			ts.chaperon, ts.reason = r.ensureCandidate(ctx, pod, userSpec, refs, ts)
 			if ts.chaperon == nil {
 				ts.eligible = false
 			}
@@ -433,7 +454,7 @@ func answer(pc *v1alpha1.PodChaperon) (answerKind, string) {
 
 // ensureCandidate makes sure the target has the proxy's chaperon; it returns
 // it, or nil and why not.
-func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userSpec *corev1.PodSpec, ts *targetState) (*v1alpha1.PodChaperon, string) {
+func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userSpec *corev1.PodSpec, refs follow.RefSet, ts *targetState) (*v1alpha1.PodChaperon, string) {
 	want := Chaperon(CandidateInput{Proxy: pod, Spec: userSpec, SourceName: r.opts.SourceName, Self: ts.cluster.Self()})
 	var got v1alpha1.PodChaperon
 	err := ts.cluster.Chaperons(pod.Namespace).Get(ctx, client.ObjectKeyFromObject(want), &got)
@@ -453,6 +474,12 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userS
 			return nil, fmt.Sprintf("namespace %s does not exist there", pod.Namespace)
 		}
 		return nil, fmt.Sprintf("reading namespace %s: %v", pod.Namespace, err)
+	}
+	// What the candidate needs is there before it is.
+	if r.opts.Follower != nil && !ts.cluster.Self() {
+		if why := r.follow(ctx, pod, refs, ts.cluster, follow.StageCandidate); why != "" {
+			return nil, why
+		}
 	}
 	if err := ts.cluster.Client().Create(ctx, want); err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -483,7 +510,9 @@ func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []
 		s := byKey[o.Target]
 		if err := deleteChaperon(ctx, s.cluster, s.chaperon, pod.UID); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Deleting a surplus pending candidate", "target", o.Target)
+			continue
 		}
+		r.release(ctx, pod, s.cluster)
 	}
 }
 
@@ -613,6 +642,27 @@ func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *c
 	if pc.Labels[v1alpha1.LabelParentUID] != string(pod.UID) {
 		return reconcile.Result{}, r.clearElection(ctx, pod, fmt.Sprintf("%s in %s belongs to another pod", name, key))
 	}
+	if pc.Annotations[v1alpha1.AnnotationElected] != "true" && r.opts.Follower != nil && !cl.Self() {
+		// The delegate's Secrets reach the elected target before it may
+		// bind there.
+		why := ""
+		userSpec, err := r.opts.Spec(pod)
+		if err == nil {
+			var refs follow.RefSet
+			if refs, err = follow.Refs(pod, userSpec); err == nil {
+				why = r.follow(ctx, pod, refs, cl, follow.StageDelegate)
+			}
+		}
+		if err != nil {
+			why = err.Error()
+		}
+		if why != "" {
+			if err := deleteChaperon(ctx, cl, &pc, pod.UID); err != nil {
+				return reconcile.Result{}, err
+			}
+			return reconcile.Result{}, r.clearElection(ctx, pod, fmt.Sprintf("the elected target %s cannot run the pod: %s", key, why))
+		}
+	}
 	if pc.Annotations[v1alpha1.AnnotationElected] != "true" {
 		patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, v1alpha1.AnnotationElected)))
 		if err := cl.Client().Patch(ctx, &pc, patch); err != nil {
@@ -630,6 +680,7 @@ func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *c
 			if err := deleteChaperon(ctx, other, &loser, pod.UID); err != nil {
 				return reconcile.Result{}, err
 			}
+			r.release(ctx, pod, other)
 		}
 	}
 
@@ -841,6 +892,11 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 	if remaining > 0 {
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
+	for _, cl := range r.registry.List() {
+		if cl.Key().Namespace == "" || cl.Key().Namespace == pod.Namespace {
+			r.release(ctx, pod, cl)
+		}
+	}
 	for i, f := range pod.Finalizers {
 		if f != v1alpha1.FinalizerDelegate {
 			continue
@@ -853,4 +909,36 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		return reconcile.Result{}, client.IgnoreNotFound(r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, data)))
 	}
 	return reconcile.Result{}, nil
+}
+
+// follow takes what the pod references to a target, at a stage of its
+// life; it returns why the target cannot run the pod, or "". A refusal
+// (an object that is not allowed, missing, or whose name another owner
+// holds there) is reported with an Event; what was copied for this pod is
+// released.
+func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, refs follow.RefSet, cl *target.Cluster, stage follow.Stage) string {
+	key := cl.Key()
+	err := r.opts.Follower.Ensure(ctx, cl.Client(), key.String(), pod, refs, stage)
+	if err == nil {
+		return ""
+	}
+	var refusal *follow.Refusal
+	if !errors.As(err, &refusal) {
+		return fmt.Sprintf("copying what the pod needs: %v", err)
+	}
+	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventFollowRefused, "Follow", "%s: %s", key, refusal.Error())
+	r.release(ctx, pod, cl)
+	return refusal.Error()
+}
+
+// release drops the pod from the followers of its copies in a target,
+// deleting those no other pod needs. A failure is left to the garbage
+// collector.
+func (r *Reconciler) release(ctx context.Context, pod *corev1.Pod, cl *target.Cluster) {
+	if r.opts.Follower == nil || cl.Self() {
+		return
+	}
+	if err := r.opts.Follower.Release(ctx, cl.Client(), cl.Key().String(), pod.UID, pod.Namespace); err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Releasing followed objects; the garbage collector will", "target", cl.Key().String(), "err", err.Error())
+	}
 }

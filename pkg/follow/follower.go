@@ -125,6 +125,16 @@ var coreV1 = corev1.SchemeGroupVersion
 // parallel. About a second in all; then the caller requeues.
 var conflictBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5}
 
+// Check reports whether every kind refs asks for may be followed at all
+// (known to the source, namespaced, in the allow-list): a *Refusal when
+// not. Unlike a missing object or a clash, which filter one target, this
+// refuses the pod everywhere — even in a self target, which follows
+// nothing: the pod asked for what the cluster does not allow.
+func (f *Follower) Check(refs RefSet) error {
+	_, err := f.resolve(refs)
+	return err
+}
+
 // resolve turns refs into items: the annotation's kinds through the
 // mapper and the allow-list, each object once, kube-root-ca.crt left out.
 // A *Refusal is returned for the first reference that cannot be followed.
@@ -225,9 +235,10 @@ func (f *Follower) ensure(ctx context.Context, target client.Client, targetName 
 	}
 	var plans []plan
 	for _, it := range items {
-		if it.gvk.GroupKind() == secretGK && stage < StageDelegate {
-			continue
-		}
+		// Secrets are copied to the elected target only, but checked in
+		// every candidate's: a missing one or a clash filters the target
+		// now rather than after its election.
+		checkOnly := it.gvk.GroupKind() == secretGK && stage < StageDelegate
 		src, err := f.readSource(ctx, it.gvk, proxy.Namespace, it.name)
 		if err != nil {
 			return err
@@ -246,7 +257,7 @@ func (f *Follower) ensure(ctx context.Context, target client.Client, targetName 
 		if err != nil {
 			return err
 		}
-		if !satisfied {
+		if !satisfied && !checkOnly {
 			plans = append(plans, plan{it, src})
 		}
 	}
