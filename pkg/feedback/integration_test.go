@@ -619,6 +619,29 @@ func TestFeedback(t *testing.T) {
 		})
 	}
 
+	t.Run("a target that does not answer changes nothing; once it answers, a delegate deleted meanwhile deletes the proxy", func(t *testing.T) {
+		ns := h.namespace(t, "feedback-flaky-")
+		key := h.connect(t, ns, "flaky", "", metav1.ConditionTrue, v1alpha1.ReasonConnected)
+		h.virtualNode(t, key)
+		p, pc, d := h.runningProxy(t, ns, "api-0", key, corev1.RestartPolicyAlways)
+
+		h.putSecret(t, ns, "flaky-kubeconfig", kubeconfigFor(t, targetEnv.Config, ns, unreachable))
+		h.waitTarget(t, ns, "flaky", metav1.ConditionFalse, v1alpha1.ReasonUnreachable)
+		h.deleteDelegate(t, pc, d)
+		if _, err := h.feedback.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
+			t.Fatalf("feedback: %v", err)
+		}
+		if !get(t, h.source, p) || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			t.Fatalf("the proxy changed while its target could not be read: %+v, %s", p.ObjectMeta, p.Status.Phase)
+		}
+
+		h.putSecret(t, ns, "flaky-kubeconfig", kubeconfigFor(t, targetEnv.Config, ns, ""))
+		h.waitTarget(t, ns, "flaky", metav1.ConditionTrue, v1alpha1.ReasonConnected)
+		h.waitForegroundDeleted(t, pc) // the proxy was deleted, and is finalizing
+		h.waitEvent(t, p, feedback.EventDelegateDeleted)
+		h.finishForeground(t, pc)
+		eventually(t, "the proxy to be gone", func(context.Context) bool { return !get(t, h.source, p.DeepCopy()) })
+	})
 }
 
 // waitEvent waits for an Event with reason about the proxy.
