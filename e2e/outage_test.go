@@ -101,7 +101,9 @@ func TestDrainMovesWorkloadsElsewhere(t *testing.T) {
 	drained := clusterOfNode(node)
 	t.Cleanup(func() { _, _ = kubectl(t, "--context", sandbox.SourceCluster, "uncordon", node) })
 	start := time.Now()
-	out, err := kubectl(t, "--context", sandbox.SourceCluster, "drain", node, "--ignore-daemonsets", "--timeout=3m")
+	// Only this scenario's pods: other scenarios' namespaces may still be
+	// going away (drain refuses their bare pods without --force).
+	out, err := kubectl(t, "--context", sandbox.SourceCluster, "drain", node, "--ignore-daemonsets", "--pod-selector="+sel, "--timeout=3m")
 	if err != nil {
 		t.Fatalf("kubectl drain %s: %v\n%s", node, err, out)
 	}
