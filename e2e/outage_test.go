@@ -131,6 +131,37 @@ func TestDrainMovesWorkloadsElsewhere(t *testing.T) {
 	if p.Status.CurrentHealthy != 12 {
 		t.Errorf("PDB status after the drain: %+v", p.Status)
 	}
+
+	// A pod that only the cordoned cluster may run waits, saying why, and
+	// is elected there as soon as the node is uncordoned (the elector
+	// watches virtual nodes; it does not wait for its next retry).
+	late := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: ns,
+			Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region=" + drained}},
+		Spec: podSpec("100m"),
+	}
+	if _, err := src.CoreV1().Pods(ns).Create(ctx, late, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the pod to wait for the cordoned cluster", func(ctx context.Context) (bool, string) {
+		p, err := src.CoreV1().Pods(ns).Get(ctx, "late", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := electedCondition(p)
+		return c != nil && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "cordoned"), fmt.Sprintf("%+v", c)
+	})
+	if out, err := kubectl(t, "--context", sandbox.SourceCluster, "uncordon", node); err != nil {
+		t.Fatalf("uncordon: %v\n%s", err, out)
+	}
+	took := eventually(t, 30*time.Second, "the waiting pod to run on the uncordoned node", func(ctx context.Context) (bool, string) {
+		p, err := src.CoreV1().Pods(ns).Get(ctx, "late", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Spec.NodeName == node && p.Status.Phase == corev1.PodRunning, string(p.Status.Phase) + " on " + p.Spec.NodeName
+	})
+	t.Logf("running %s after the uncordon", took.Round(100*time.Millisecond))
 }
 
 // A fleetlet outage is not a cluster failure: with the manager stopped for
