@@ -39,7 +39,7 @@ func proxy(ns, name string, uid types.UID) *podBuilder {
 }
 
 func (b *podBuilder) finalizers(f ...string) *podBuilder { b.Finalizers = f; return b }
-func (b *podBuilder) obj() *corev1.Pod                   { return b.Pod.DeepCopy() }
+func (b *podBuilder) obj() *corev1.Pod                   { return b.DeepCopy() }
 
 func TestJudge(t *testing.T) {
 	parent := Parent{Namespace: "ns", Name: "web", UID: "uid-1"}
