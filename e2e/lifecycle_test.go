@@ -278,3 +278,35 @@ func TestJobCompletes(t *testing.T) {
 		t.Errorf("%d succeeded proxies, want 8", succeeded)
 	}
 }
+
+// Deleting the namespace in a target takes the delegates with it (and the
+// source's rights there): their proxies are deleted and finalized, not left
+// Terminating, and the Deployment's replicas come back elsewhere.
+func TestTargetNamespaceDeleted(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "ns-gone", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	src := kube(t, sandbox.SourceCluster)
+	sel := deployment(t, ns, "web", 4, notSource("web"))
+	waitDeploymentRunning(t, ns, "web", 4, 3*time.Minute)
+	node := busiest(t, ctx, ns, sel)
+	gone := clusterOfNode(node)
+	victims := proxiesOn(t, ctx, ns, sel)[node]
+	if err := kube(t, gone).CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "the proxies of "+gone+" deleted and finalized", func(ctx context.Context) (bool, string) {
+		left := 0
+		for _, p := range victims {
+			if _, err := src.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err == nil {
+				left++
+			}
+		}
+		return left == 0, fmt.Sprintf("%d of %d left", left, len(victims))
+	})
+	for _, p := range waitDeploymentRunning(t, ns, "web", 4, 2*time.Minute) {
+		if p.Spec.NodeName == node {
+			t.Errorf("proxy %s runs on %s, whose namespace is gone", p.Name, node)
+		}
+	}
+}

@@ -81,20 +81,20 @@ func TestDrainMovesWorkloadsElsewhere(t *testing.T) {
 	ns := enabledNamespace(t, "drain", sb.ClusterNames()[1:]...)
 	ctx := context.Background()
 	src := kube(t, sandbox.SourceCluster)
-	sel := deployment(t, ns, "web", 12, notSource("web"))
-	waitDeploymentRunning(t, ns, "web", 12, 3*time.Minute)
+	sel := deployment(t, ns, "drainee", 12, notSource("drainee"))
+	waitDeploymentRunning(t, ns, "drainee", 12, 3*time.Minute)
 	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "drainee", Namespace: ns},
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "drainee"}},
 		},
 	}
 	if _, err := src.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, time.Minute, "the PDB to allow one disruption", func(ctx context.Context) (bool, string) {
-		p, err := src.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "web", metav1.GetOptions{})
+		p, err := src.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "drainee", metav1.GetOptions{})
 		return err == nil && p.Status.DisruptionsAllowed == 1 && p.Status.CurrentHealthy == 12, fmt.Sprintf("%+v", p.Status)
 	})
 	node := busiest(t, ctx, ns, sel)
@@ -111,7 +111,7 @@ func TestDrainMovesWorkloadsElsewhere(t *testing.T) {
 	if !strings.Contains(out, "evicted") {
 		t.Errorf("kubectl drain evicted nothing:\n%s", out)
 	}
-	proxies := waitDeploymentRunning(t, ns, "web", 12, 2*time.Minute)
+	proxies := waitDeploymentRunning(t, ns, "drainee", 12, 2*time.Minute)
 	for _, p := range proxies {
 		if p.Spec.NodeName == node {
 			t.Errorf("proxy %s is still on the drained node", p.Name)
@@ -124,7 +124,7 @@ func TestDrainMovesWorkloadsElsewhere(t *testing.T) {
 	// The PDB held: the Deployment never had more than one replica down
 	// at once, which the disruption controller records as never going
 	// below 11 healthy while it evicted.
-	p, err := src.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "web", metav1.GetOptions{})
+	p, err := src.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "drainee", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

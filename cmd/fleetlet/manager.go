@@ -72,6 +72,11 @@ type managerOptions struct {
 	pendingTargets   int
 	gcInterval       time.Duration
 
+	kubeAPIQPS     float32
+	kubeAPIBurst   int
+	targetAPIQPS   float32
+	targetAPIBurst int
+
 	delegateRecreateDelay time.Duration
 
 	// followAllowedKinds are the namespaced kinds a pod may ask to take
@@ -113,6 +118,10 @@ func defaultManagerOptions() managerOptions {
 		unboundTimeout:              elector.DefaultUnboundTimeout,
 		pendingTargets:              elector.DefaultPendingTargets,
 		gcInterval:                  gc.DefaultInterval,
+		kubeAPIQPS:                  200,
+		kubeAPIBurst:                400,
+		targetAPIQPS:                target.DefaultQPS,
+		targetAPIBurst:              target.DefaultBurst,
 		delegateRecreateDelay:       chaperon.DefaultRecreateDelay,
 		followAllowedKinds:          []string{"ConfigMap", "Secret", "ServiceAccount"},
 		webhook:                     defaultWebhookOptions(),
@@ -153,6 +162,10 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.electionDeadline, "election-deadline", o.electionDeadline, "how long an election waits for the other candidates after the first reservation")
 	f.DurationVar(&o.bindTimeout, "election-bind-timeout", o.bindTimeout, "how long an elected candidate may take to be bound in its target before it is deleted and the election rerun")
 	f.DurationVar(&o.unboundTimeout, "unbound-proxy-timeout", o.unboundTimeout, "how long a pinned, ungated proxy may stay unbound before it is deleted")
+	f.Float32Var(&o.kubeAPIQPS, "kube-api-qps", o.kubeAPIQPS, "requests per second to this cluster's API server (client-side limit)")
+	f.IntVar(&o.kubeAPIBurst, "kube-api-burst", o.kubeAPIBurst, "burst above --kube-api-qps")
+	f.Float32Var(&o.targetAPIQPS, "target-api-qps", o.targetAPIQPS, "requests per second to each target's API server (client-side limit): every candidate costs a few")
+	f.IntVar(&o.targetAPIBurst, "target-api-burst", o.targetAPIBurst, "burst above --target-api-qps")
 	f.DurationVar(&o.gcInterval, "gc-interval", o.gcInterval, "how often chaperons, delegates and copies whose proxy is gone are collected in every target")
 	f.IntVar(&o.pendingTargets, "pending-targets", o.pendingTargets, "how many targets keep a pending candidate of a pod no cluster can run now")
 	f.DurationVar(&o.delegateRecreateDelay, "delegate-recreate-delay", o.delegateRecreateDelay, "target side: how long a deleted delegate (restartPolicy Always) stays gone, once its source's heartbeat Lease has expired, before it is created again; counted from the later of the deletion and the expiry")
@@ -240,7 +253,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("loading the cluster configuration: %w", err)
 	}
-	cfg.QPS, cfg.Burst = 50, 100
+	cfg.QPS, cfg.Burst = o.kubeAPIQPS, o.kubeAPIBurst
 	cfg.UserAgent = "fleetlet-manager"
 
 	leNamespace := o.leaderElectionNamespace
@@ -359,6 +372,8 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		ProbeTimeout:        o.targetProbeTimeout,
 		ProbeBackoffInitial: o.targetProbeBackoff,
 		HeartbeatDuration:   o.heartbeatDuration,
+		QPS:                 o.targetAPIQPS,
+		Burst:               o.targetAPIBurst,
 		OnChaperon: func(k target.Key, pc *v1alpha1.PodChaperon) {
 			proxies.OnChaperon(k, pc)
 			fb.OnChaperon(k, pc)

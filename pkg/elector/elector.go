@@ -179,6 +179,9 @@ func (r *Reconciler) enqueue(ns, name string) {
 // IndexGated indexes pods that still carry fleetlet's scheduling gate.
 const IndexGated = "elector.gated"
 
+// IndexPinned indexes gated pods by the node they are pinned to.
+const IndexPinned = "elector.pinned"
+
 // IsProxy reports whether fleetlet manages a pod: it carries our finalizer,
 // whatever its namespace's label says now.
 func IsProxy(o client.Object) bool { return isProxy(o) }
@@ -208,6 +211,15 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, IndexPinned, func(o client.Object) []string {
+		p := o.(*corev1.Pod)
+		if node := p.Spec.NodeSelector[corev1.LabelHostname]; node != "" && gateIndex(p) >= 0 {
+			return []string{node}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("proxy").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(isProxy))).
@@ -220,8 +232,45 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// A virtual node cordoned, uncordoned or (un)tainted changes
 		// where gated proxies may go.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.gatedProxies), builder.WithPredicates(virtualNodeSchedulingChanged())).
+		// Its allocatable grown by a pinned proxy's requests: that proxy's
+		// gate may go (see fits).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.pinnedProxies), builder.WithPredicates(virtualNodeAllocatableChanged())).
 		WithOptions(controllerOptions()).
 		Complete(r)
+}
+
+// pinnedProxies lists the proxies pinned to a node and still gated.
+func (r *Reconciler) pinnedProxies(ctx context.Context, node client.Object) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.MatchingFields{IndexPinned: node.GetName()}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(pods.Items))
+	for _, p := range pods.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+	}
+	return out
+}
+
+// virtualNodeAllocatableChanged passes virtual nodes whose allocatable
+// changed.
+func virtualNodeAllocatableChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*corev1.Node)
+			n, ok2 := e.ObjectNew.(*corev1.Node)
+			if !ok1 || !ok2 {
+				return false
+			}
+			if _, virtual := n.Labels[v1alpha1.LabelCluster]; !virtual {
+				return false
+			}
+			return !equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable)
+		},
+	}
 }
 
 // gatedProxies lists the proxies still in election.
@@ -750,7 +799,9 @@ func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *c
 		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
 	if !r.fits(ctx, pod, nodeName) && r.clock.Since(rec.LastTransitionTime.Time) < r.opts.BindTimeout {
-		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+		// The node's allocatable growing brings the proxy back (the
+		// pinned index); this is only a safety net.
+		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	return reconcile.Result{}, r.ungate(ctx, pod)
 }
@@ -908,7 +959,10 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		}
 		var pc v1alpha1.PodChaperon
 		err := cl.Client().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: name}, &pc)
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) || (apierrors.IsForbidden(err) && namespaceGone(ctx, cl, pod.Namespace)) {
+			// A namespace deleted in the target took its chaperons and
+			// pods with it (its deletion ends only when they are gone),
+			// and the source's rights there with it.
 			continue
 		}
 		if err != nil {
@@ -977,4 +1031,11 @@ func (r *Reconciler) release(ctx context.Context, pod *corev1.Pod, cl *target.Cl
 	if err := r.opts.Follower.Release(ctx, cl.Client(), cl.Key().String(), pod.UID, pod.Namespace); err != nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("Releasing followed objects; the garbage collector will", "target", cl.Key().String(), "err", err.Error())
 	}
+}
+
+// namespaceGone reports whether the namespace no longer exists in the
+// target (the source may read namespaces cluster-wide).
+func namespaceGone(ctx context.Context, cl *target.Cluster, ns string) bool {
+	var n corev1.Namespace
+	return apierrors.IsNotFound(cl.Client().Get(ctx, types.NamespacedName{Name: ns}, &n))
 }

@@ -141,8 +141,9 @@ func newCluster(ctx context.Context, key Key, conn connection, scheme *runtime.S
 	// client's own timeout only guards against a request that hangs.
 	cfg.Timeout = requestTimeout
 	cfg.UserAgent = "fleetlet/" + opts.SourceName
+	cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
 	if cfg.QPS == 0 {
-		cfg.QPS, cfg.Burst = 50, 100
+		cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
 	}
 	cl, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {

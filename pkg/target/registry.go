@@ -63,6 +63,11 @@ type Options struct {
 	// HeartbeatDuration is the duration of the heartbeat Lease the source
 	// renews in each target (at every probe).
 	HeartbeatDuration time.Duration
+	// QPS and Burst bound the requests to each target (client-side rate
+	// limit); zero means DefaultQPS and DefaultBurst. Every candidate costs
+	// a few requests per target, so this caps how fast pods are placed.
+	QPS   float32
+	Burst int
 	// OnChaperon, when set, makes every target watch this source's
 	// PodChaperons and calls it (without blocking for long) on every change.
 	OnChaperon func(Key, *v1alpha1.PodChaperon)
@@ -82,6 +87,8 @@ const (
 	DefaultProbeTimeout        = 5 * time.Second
 	DefaultProbeBackoffInitial = time.Second
 	DefaultHeartbeatDuration   = 40 * time.Second
+	DefaultQPS                 = 200
+	DefaultBurst               = 400
 )
 
 func (o *Options) validate() error {
