@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -225,11 +226,17 @@ func (h *harness) delegateStatus(t *testing.T, pc *v1alpha1.PodChaperon, d *core
 func (h *harness) chaperonStatus(t *testing.T, pc *v1alpha1.PodChaperon, change func(*v1alpha1.PodChaperon)) {
 	t.Helper()
 	ctx := context.Background()
-	if err := h.target.Get(ctx, client.ObjectKeyFromObject(pc), pc); err != nil {
-		t.Fatal(err)
-	}
-	change(pc)
-	if err := h.target.Status().Update(ctx, pc); err != nil {
+	// The source may be changing the chaperon meanwhile (deleting it
+	// Foreground once its proxy goes): write on the latest version, as the
+	// chaperon controller does.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := h.target.Get(ctx, client.ObjectKeyFromObject(pc), pc); err != nil {
+			return err
+		}
+		change(pc)
+		return h.target.Status().Update(ctx, pc)
+	})
+	if err != nil {
 		t.Fatalf("writing the chaperon's status: %v", err)
 	}
 }
