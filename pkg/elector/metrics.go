@@ -27,7 +27,9 @@ func init() {
 }
 
 // controllerOptions run elections in parallel: each is driven by watches and
-// waits on nothing but the API.
+// waits on nothing but the API servers (the targets' mostly), so workers
+// overlap their round trips. Measured with `PODS=300 make bench` on 2
+// cores: 16 workers 1m49s to all proxies Running, 64 workers 1m24s.
 func controllerOptions() controller.Options {
-	return controller.Options{MaxConcurrentReconciles: 16}
+	return controller.Options{MaxConcurrentReconciles: 64}
 }
