@@ -562,7 +562,11 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userS
 	}
 	// What the candidate needs is there before it is.
 	if r.opts.Follower != nil && !ts.cluster.Self() {
-		if why := r.follow(ctx, pod, refs, ts.cluster, follow.StageCandidate); why != "" {
+		why, err := r.follow(ctx, pod, refs, ts.cluster, follow.StageCandidate)
+		if err != nil {
+			return nil, fmt.Sprintf("copying what the pod needs: %v", err)
+		}
+		if why != "" {
 			return nil, why
 		}
 	}
@@ -735,11 +739,15 @@ func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *c
 		if err == nil {
 			var refs follow.RefSet
 			if refs, err = follow.Refs(pod, userSpec); err == nil {
-				why = r.follow(ctx, pod, refs, cl, follow.StageDelegate)
+				// A Secret missing or taken there since the candidate
+				// was checked: this target cannot run the pod.
+				why, err = r.follow(ctx, pod, refs, cl, follow.StageDelegate)
 			}
 		}
 		if err != nil {
-			why = err.Error()
+			// The target or the source did not answer: again, with
+			// backoff.
+			return reconcile.Result{}, fmt.Errorf("copying what the delegate needs to %s: %w", key, err)
 		}
 		if why != "" {
 			if err := deleteChaperon(ctx, cl, &pc, pod.UID); err != nil {
@@ -1002,23 +1010,20 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 }
 
 // follow takes what the pod references to a target, at a stage of its
-// life; it returns why the target cannot run the pod, or "". A refusal
-// (an object that is not allowed, missing, or whose name another owner
-// holds there) is reported with an Event; what was copied for this pod is
-// released.
-func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, refs follow.RefSet, cl *target.Cluster, stage follow.Stage) string {
+// life. A refusal (an object that is not allowed, missing, or whose name
+// another owner holds there) comes back as why the target cannot run the
+// pod, with an Event, and what was copied for this pod there is released;
+// err is a failure to get an answer.
+func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, refs follow.RefSet, cl *target.Cluster, stage follow.Stage) (why string, err error) {
 	key := cl.Key()
-	err := r.opts.Follower.Ensure(ctx, cl.Client(), key.String(), pod, refs, stage)
-	if err == nil {
-		return ""
-	}
+	err = r.opts.Follower.Ensure(ctx, cl.Client(), key.String(), pod, refs, stage)
 	var refusal *follow.Refusal
 	if !errors.As(err, &refusal) {
-		return fmt.Sprintf("copying what the pod needs: %v", err)
+		return "", err
 	}
 	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventFollowRefused, "Follow", "%s: %s", key, refusal.Error())
 	r.release(ctx, pod, cl)
-	return refusal.Error()
+	return refusal.Error(), nil
 }
 
 // release drops the pod from the followers of its copies in a target,
