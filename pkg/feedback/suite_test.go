@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -48,7 +47,7 @@ var sourceEnv, targetEnv *testenv.Env
 const sourceName = "src"
 
 func TestMain(m *testing.M) {
-	// Loggers of the manager are per test (testr); anything logged through
+	// Loggers of the manager are per test (testenv.Logger); anything logged through
 	// the global one goes nowhere.
 	ctrl.SetLogger(logr.Discard())
 	os.Exit(func() int {
@@ -96,9 +95,10 @@ func start(t *testing.T) *harness {
 	scheme := newScheme()
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
+	logger, quiet := testenv.Logger(t, 1)
 	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
 		Scheme:     scheme,
-		Logger:     testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
+		Logger:     logger,
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Client:     client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
@@ -156,6 +156,10 @@ func start(t *testing.T) *harness {
 		cancel()
 		<-stopped
 	})
+	// Runs first (cleanups run last-in first-out): the manager's stop
+	// procedure may still log from its goroutines after Start returned,
+	// and logging to a finished test panics.
+	t.Cleanup(quiet)
 	src, err := client.New(sourceEnv.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)

@@ -372,9 +372,10 @@ func TestRunsInManager(t *testing.T) {
 	pc := f.chaperon(t, p, sourceName)
 	f.forget(t, p)
 
+	logger, quiet := testenv.Logger(t, 0)
 	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
 		Scheme:  newScheme(),
-		Logger:  testr.New(t),
+		Logger:  logger,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 	})
 	if err != nil {
@@ -402,6 +403,7 @@ func TestRunsInManager(t *testing.T) {
 			t.Errorf("manager: %v", err)
 		}
 	})
+	t.Cleanup(quiet) // first: the manager may log while it stops
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return f.deleted(t, pc), nil
 	}); err != nil {

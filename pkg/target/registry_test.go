@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -106,9 +105,11 @@ func start(t *testing.T) *fixture {
 		cancel()
 		<-stopped
 	})
+	logger, quiet := testenv.Logger(t, 2)
+	t.Cleanup(quiet) // first: the manager may log while it stops
 	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
 		Scheme:     scheme,
-		Logger:     testr.NewWithOptions(t, testr.Options{Verbosity: 2}),
+		Logger:     logger,
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Client:     client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
