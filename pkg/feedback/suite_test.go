@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -51,13 +50,7 @@ func TestMain(m *testing.M) {
 	// the global one goes nowhere.
 	ctrl.SetLogger(logr.Discard())
 	os.Exit(func() int {
-		root, err := testenv.ModuleRoot()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		crds := testenv.Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}}
-		return testenv.StartMain(m, crds, &sourceEnv, &targetEnv)
+		return testenv.StartMainWithCRDs(m, &sourceEnv, &targetEnv)
 	}())
 }
 

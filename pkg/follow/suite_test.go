@@ -3,9 +3,7 @@ package follow_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -36,13 +34,7 @@ const sourceName = "src"
 
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
-		root, err := testenv.ModuleRoot()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		crds := testenv.Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}}
-		return testenv.StartMain(m, crds, &sourceEnv, &targetEnv)
+		return testenv.StartMainWithCRDs(m, &sourceEnv, &targetEnv)
 	}())
 }
 

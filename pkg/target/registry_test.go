@@ -2,9 +2,7 @@ package target_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -41,13 +39,7 @@ var sourceEnv, targetEnv *testenv.Env
 
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
-		root, err := testenv.ModuleRoot()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		crds := testenv.Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}}
-		return testenv.StartMain(m, crds, &sourceEnv, &targetEnv)
+		return testenv.StartMainWithCRDs(m, &sourceEnv, &targetEnv)
 	}())
 }
 

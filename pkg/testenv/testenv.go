@@ -169,3 +169,14 @@ func Need(t testing.TB, env *Env) {
 	}
 	t.Fatal("the test control plane did not start")
 }
+
+// StartMainWithCRDs is StartMain with fleetlet's own CRDs
+// (config/crd/bases) installed in every control plane.
+func StartMainWithCRDs(m *testing.M, envs ...**Env) int {
+	root, err := ModuleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return StartMain(m, Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}}, envs...)
+}
