@@ -29,8 +29,8 @@ $(BIN)/.cluster-bins: go.mod go.sum hack/build-cluster-bins.sh
 fleetlet-bins: ## Build fleetlet's own commands.
 	go build -o $(BIN)/ ./cmd/...
 
-test: build ## Run unit, integration and sandbox tests against real control planes.
-	FLEETLET_BIN_DIR=$(BIN) go test -count=1 -timeout $(TEST_TIMEOUT) ./...
+test: build ## Run unit and integration tests, then the e2e suite alone, against real control planes.
+	BIN=$(BIN) TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
 
 e2e: build ## Run the end-to-end suite only (a 3-cluster fleetlet sandbox).
 	FLEETLET_BIN_DIR=$(BIN) go test -count=1 -timeout $(TEST_TIMEOUT) -v ./e2e/...

@@ -11,7 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,16 +52,19 @@ func run(m *testing.M) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	began := time.Now()
 	sb, err = sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: bin, Clusters: 3, DieWithParent: true, Out: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	up := time.Since(began)
 	code := m.Run()
 	if err := sb.Down(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox down:", err)
 		code = 1
 	}
+	fmt.Fprintln(os.Stderr, scenarioTimes.summary(time.Since(began), up))
 	if code == 0 {
 		_ = os.RemoveAll(dir)
 	} else {
@@ -68,8 +73,53 @@ func run(m *testing.M) int {
 	return code
 }
 
+// tryTimeout bounds one try of an eventually: the clients' own request
+// timeout.
+const tryTimeout = 30 * time.Second
+
+// timings are the scenarios' durations, for the suite's summary.
+type timings struct {
+	mu  sync.Mutex
+	ran []timing
+}
+
+type timing struct {
+	name   string
+	took   time.Duration
+	failed bool
+}
+
+var scenarioTimes timings
+
+func (ts *timings) add(t timing) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.ran = append(ts.ran, t)
+}
+
+// summary is the suite's total time and its five slowest scenarios.
+func (ts *timings) summary(total, up time.Duration) string {
+	ts.mu.Lock()
+	ran := slices.Clone(ts.ran)
+	ts.mu.Unlock()
+	slices.SortStableFunc(ran, func(a, b timing) int { return int(b.took - a.took) })
+	failed := 0
+	for _, r := range ran {
+		if r.failed {
+			failed++
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "e2e suite: %d scenarios (%d failed) in %s, the shared sandbox up in %s; slowest:",
+		len(ran), failed, total.Round(time.Second), up.Round(time.Second))
+	for _, r := range ran[:min(5, len(ran))] {
+		fmt.Fprintf(&b, "\n  %-55s %s", r.name, r.took.Round(100*time.Millisecond))
+	}
+	return b.String()
+}
+
 // need skips a scenario in -short mode and fails it when the sandbox is
-// missing.
+// missing. It times the scenario, its cleanups included.
 func need(t *testing.T) {
 	t.Helper()
 	if sb == nil {
@@ -78,6 +128,8 @@ func need(t *testing.T) {
 		}
 		t.Fatal("no sandbox")
 	}
+	began := time.Now()
+	t.Cleanup(func() { scenarioTimes.add(timing{name: t.Name(), took: time.Since(began), failed: t.Failed()}) })
 	t.Cleanup(func() {
 		if t.Failed() {
 			dumpClusters(t)
@@ -119,12 +171,16 @@ func kubectl(t *testing.T, args ...string) (string, error) {
 }
 
 // eventually polls cond until it holds, failing with the last reason after
-// timeout.
+// timeout. Each try gets a context of its own: a request in flight when the
+// deadline passes finishes, so the failure names the last state seen, not
+// "context deadline exceeded".
 func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) time.Duration {
 	t.Helper()
 	start := time.Now()
 	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), tryTimeout)
+		defer cancel()
 		ok, why := cond(ctx)
 		last = why
 		return ok, nil

@@ -57,6 +57,7 @@ type managerOptions struct {
 	targetProbeInterval time.Duration
 	targetProbeTimeout  time.Duration
 	targetProbeBackoff  time.Duration
+	targetProbeFailures int
 	heartbeatDuration   time.Duration
 
 	nodeLeaseDuration  time.Duration
@@ -107,6 +108,7 @@ func defaultManagerOptions() managerOptions {
 		targetProbeInterval:         target.DefaultProbeInterval,
 		targetProbeTimeout:          target.DefaultProbeTimeout,
 		targetProbeBackoff:          target.DefaultProbeBackoffInitial,
+		targetProbeFailures:         target.DefaultProbeFailureThreshold,
 		heartbeatDuration:           target.DefaultHeartbeatDuration,
 		nodeLeaseDuration:           vnode.DefaultLeaseDuration,
 		nodeStatusInterval:          vnode.DefaultStatusInterval,
@@ -153,6 +155,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.targetProbeInterval, "target-probe-interval", o.targetProbeInterval, "how often a healthy target is probed (and the source's heartbeat Lease there renewed)")
 	f.DurationVar(&o.targetProbeTimeout, "target-probe-timeout", o.targetProbeTimeout, "how long one probe of a target may take")
 	f.DurationVar(&o.targetProbeBackoff, "target-probe-backoff", o.targetProbeBackoff, "first retry delay after a failed probe; it doubles up to --target-probe-interval")
+	f.IntVar(&o.targetProbeFailures, "target-probe-failure-threshold", o.targetProbeFailures, "how many probes in a row must fail before a Ready target is called NotReady")
 	f.DurationVar(&o.heartbeatDuration, "source-heartbeat-duration", o.heartbeatDuration, "duration of the heartbeat Lease this source renews in each target")
 	f.DurationVar(&o.nodeLeaseDuration, "node-lease-duration", o.nodeLeaseDuration, "duration of the virtual nodes' Leases in kube-node-lease")
 	f.DurationVar(&o.nodeStatusInterval, "node-status-interval", o.nodeStatusInterval, "how often the virtual nodes' status is refreshed when nothing changed")
@@ -191,6 +194,9 @@ func (o *managerOptions) validate() error {
 	}
 	if o.delegateRecreateDelay <= 0 {
 		errs = append(errs, fmt.Errorf("--delegate-recreate-delay must be positive, got %s", o.delegateRecreateDelay))
+	}
+	if o.targetProbeFailures < 1 {
+		errs = append(errs, fmt.Errorf("--target-probe-failure-threshold must be at least 1, got %d", o.targetProbeFailures))
 	}
 	if o.pendingTargets < 1 {
 		errs = append(errs, fmt.Errorf("--pending-targets must be at least 1, got %d", o.pendingTargets))
@@ -367,13 +373,14 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	}
 	var fb *feedback.Reconciler
 	reg, err := target.New(target.Options{
-		SourceName:          o.clusterName,
-		ProbeInterval:       o.targetProbeInterval,
-		ProbeTimeout:        o.targetProbeTimeout,
-		ProbeBackoffInitial: o.targetProbeBackoff,
-		HeartbeatDuration:   o.heartbeatDuration,
-		QPS:                 o.targetAPIQPS,
-		Burst:               o.targetAPIBurst,
+		SourceName:            o.clusterName,
+		ProbeInterval:         o.targetProbeInterval,
+		ProbeTimeout:          o.targetProbeTimeout,
+		ProbeBackoffInitial:   o.targetProbeBackoff,
+		ProbeFailureThreshold: o.targetProbeFailures,
+		HeartbeatDuration:     o.heartbeatDuration,
+		QPS:                   o.targetAPIQPS,
+		Burst:                 o.targetAPIBurst,
 		OnChaperon: func(k target.Key, pc *v1alpha1.PodChaperon) {
 			proxies.OnChaperon(k, pc)
 			fb.OnChaperon(k, pc)

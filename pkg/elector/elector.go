@@ -762,19 +762,8 @@ func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *c
 			return reconcile.Result{}, fmt.Errorf("marking the elected candidate in %s: %w", key, err)
 		}
 	}
-	// The losers go.
-	for _, other := range r.registry.List() {
-		if other.Key() == key {
-			continue
-		}
-		var loser v1alpha1.PodChaperon
-		if err := other.Chaperons(pod.Namespace).Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: naming.RemoteName(pod.Name, pod.UID)}, &loser); err == nil &&
-			loser.Labels[v1alpha1.LabelParentUID] == string(pod.UID) && loser.DeletionTimestamp == nil {
-			if err := deleteChaperon(ctx, other, &loser, pod.UID); err != nil {
-				return reconcile.Result{}, err
-			}
-			r.release(ctx, pod, other)
-		}
+	if err := r.deleteLosers(ctx, pod, key); err != nil {
+		return reconcile.Result{}, err
 	}
 
 	isBound := bound(&pc)
@@ -812,6 +801,36 @@ func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *c
 		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 	}
 	return reconcile.Result{}, r.ungate(ctx, pod)
+}
+
+// deleteLosers deletes the proxy's chaperons in every target but the
+// elected one. It reads the targets' caches, which may show a candidate
+// only after the proxy was ungated or bound (a cache behind under load, a
+// create in flight when the manager restarted): that candidate's event
+// brings the proxy back here whatever its phase, so no loser outlives an
+// election.
+func (r *Reconciler) deleteLosers(ctx context.Context, pod *corev1.Pod, elected target.Key) error {
+	name := types.NamespacedName{Namespace: pod.Namespace, Name: naming.RemoteName(pod.Name, pod.UID)}
+	var errs []error
+	for _, other := range r.registry.List() {
+		key := other.Key()
+		if key == elected || (key.Namespace != "" && key.Namespace != pod.Namespace) {
+			continue
+		}
+		other.WatchChaperons(pod.Namespace)
+		var loser v1alpha1.PodChaperon
+		if err := other.Chaperons(pod.Namespace).Get(ctx, name, &loser); err != nil ||
+			loser.Labels[v1alpha1.LabelParentUID] != string(pod.UID) || loser.DeletionTimestamp != nil {
+			continue
+		}
+		if err := deleteChaperon(ctx, other, &loser, pod.UID); err != nil {
+			errs = append(errs, fmt.Errorf("deleting the losing candidate in %s: %w", key, err))
+			continue
+		}
+		ctrl.LoggerFrom(ctx).V(2).Info("Deleted a losing candidate", "target", key.String())
+		r.release(ctx, pod, other)
+	}
+	return errors.Join(errs...)
 }
 
 // bound reports whether the candidate was bound to a node in its target.
@@ -934,15 +953,22 @@ func (r *Reconciler) clearElection(ctx context.Context, pod *corev1.Pod, why str
 	return nil
 }
 
-// watchdog deletes a proxy that was pinned and ungated but is still unbound
-// after UnboundTimeout: nothing waits forever; its controller makes a new
-// one.
+// watchdog looks after an ungated proxy: it deletes losing candidates seen
+// late, and deletes a proxy that was pinned and ungated but is still
+// unbound after UnboundTimeout (nothing waits forever; its controller makes
+// a new one).
 func (r *Reconciler) watchdog(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
-	if pod.Spec.NodeName != "" {
-		return reconcile.Result{}, nil
-	}
 	rec := electedCondition(pod)
 	if rec == nil || rec.Status != corev1.ConditionTrue {
+		return reconcile.Result{}, nil
+	}
+	// A loser seen only now still goes (see deleteLosers).
+	if key, _, err := parseElection(rec.Message); err == nil {
+		if err := r.deleteLosers(ctx, pod, key); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if pod.Spec.NodeName != "" {
 		return reconcile.Result{}, nil
 	}
 	left := r.opts.UnboundTimeout - r.clock.Since(rec.LastTransitionTime.Time)
@@ -967,7 +993,7 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		}
 		var pc v1alpha1.PodChaperon
 		err := cl.Client().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: name}, &pc)
-		if apierrors.IsNotFound(err) || (apierrors.IsForbidden(err) && namespaceGone(ctx, cl, pod.Namespace)) {
+		if apierrors.IsNotFound(err) || (apierrors.IsForbidden(err) && cl.Namespace(ctx, pod.Namespace) == target.NamespaceGone) {
 			// A namespace deleted in the target took its chaperons and
 			// pods with it (its deletion ends only when they are gone),
 			// and the source's rights there with it.
@@ -1036,11 +1062,4 @@ func (r *Reconciler) release(ctx context.Context, pod *corev1.Pod, cl *target.Cl
 	if err := r.opts.Follower.Release(ctx, cl.Client(), cl.Key().String(), pod.UID, pod.Namespace); err != nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("Releasing followed objects; the garbage collector will", "target", cl.Key().String(), "err", err.Error())
 	}
-}
-
-// namespaceGone reports whether the namespace no longer exists in the
-// target (the source may read namespaces cluster-wide).
-func namespaceGone(ctx context.Context, cl *target.Cluster, ns string) bool {
-	var n corev1.Namespace
-	return apierrors.IsNotFound(cl.Client().Get(ctx, types.NamespacedName{Name: ns}, &n))
 }

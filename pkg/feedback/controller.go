@@ -213,6 +213,16 @@ func (r *Reconciler) delegate(ctx context.Context, cl *target.Cluster, proxy *co
 	if apierrors.IsNotFound(err) {
 		return delegateState{gone: fmt.Sprintf("PodChaperon %s was deleted", key)}, nil
 	}
+	if apierrors.IsForbidden(err) {
+		// A namespace deleted in the target takes the source's
+		// RoleBinding there with it, often before the delegate: from
+		// then on every read inside is Forbidden, never NotFound. The
+		// namespace itself says whether the delegate is going.
+		switch cl.Namespace(ctx, proxy.Namespace) {
+		case target.NamespaceTerminating, target.NamespaceGone:
+			return delegateState{gone: fmt.Sprintf("namespace %s is deleted there", proxy.Namespace)}, nil
+		}
+	}
 	if err != nil {
 		return delegateState{}, fmt.Errorf("reading the delegate's chaperon %s in %s: %w", key, cl.Key(), err)
 	}

@@ -254,7 +254,14 @@ func (h *harness) putSecret(t *testing.T, ns, name string, kubeconfig []byte) {
 // test ends.
 func (h *harness) connect(t *testing.T, ns, name, server string, status metav1.ConditionStatus, reason string) target.Key {
 	t.Helper()
-	h.putSecret(t, ns, name+"-kubeconfig", kubeconfigFor(t, targetEnv.Config, ns, server))
+	return h.connectTo(t, ns, name, kubeconfigFor(t, targetEnv.Config, ns, server), status, reason)
+}
+
+// connectTo is connect with a kubeconfig of the test's choice: another
+// identity, another control plane.
+func (h *harness) connectTo(t *testing.T, ns, name string, kubeconfig []byte, status metav1.ConditionStatus, reason string) target.Key {
+	t.Helper()
+	h.putSecret(t, ns, name+"-kubeconfig", kubeconfig)
 	tg := &v1alpha1.Target{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec:       v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Name: name + "-kubeconfig"}},

@@ -334,9 +334,11 @@ func (c *Cluster) stop() {
 
 // probeLoop probes at once, then every ProbeInterval while the target is
 // healthy, and with exponential backoff from ProbeBackoffInitial up to
-// ProbeInterval while it is not.
+// ProbeInterval while it is not. A Ready target turns NotReady only after
+// ProbeFailureThreshold failed probes in a row.
 func (c *Cluster) probeLoop(ctx context.Context) {
 	backoff := c.opts.ProbeBackoffInitial
+	failures := 0
 	for {
 		start := c.clock.Now()
 		h, summary := c.probe(ctx)
@@ -344,7 +346,18 @@ func (c *Cluster) probeLoop(ctx context.Context) {
 			return
 		}
 		observeProbe(c.key, h, c.clock.Since(start).Seconds())
-		c.record(h, summary)
+		if h.Ready {
+			failures = 0
+		} else {
+			failures++
+		}
+		if h.Ready || failures >= c.opts.ProbeFailureThreshold || !c.Health().Ready {
+			c.record(h, summary)
+		} else {
+			ctrl.Log.WithName("target").V(1).Info("A probe failed; the target stays Ready until the failure threshold",
+				"target", c.key.String(), "failures", failures, "threshold", c.opts.ProbeFailureThreshold, "reason", h.Reason, "message", h.Message)
+		}
+		observeHealth(c.key, c.Health())
 		wait := c.opts.ProbeInterval
 		if !h.Ready {
 			wait = backoff

@@ -30,13 +30,19 @@ func init() {
 
 func observeProbe(key Key, h Health, seconds float64) {
 	cluster := key.String()
+	targetProbes.WithLabelValues(cluster, h.Reason).Inc()
+	targetProbeDuration.WithLabelValues(cluster).Observe(seconds)
+}
+
+// observeHealth is the target's recorded health (a failed probe below the
+// failure threshold leaves it Ready).
+func observeHealth(key Key, h Health) {
+	cluster := key.String()
 	ready := 0.0
 	if h.Ready {
 		ready = 1
 	}
 	targetReady.WithLabelValues(cluster).Set(ready)
-	targetProbes.WithLabelValues(cluster, h.Reason).Inc()
-	targetProbeDuration.WithLabelValues(cluster).Observe(seconds)
 }
 
 func forgetTarget(key Key) {

@@ -60,6 +60,10 @@ type Options struct {
 	// ProbeBackoffInitial is the first retry delay after a failed probe; it
 	// doubles up to ProbeInterval.
 	ProbeBackoffInitial time.Duration
+	// ProbeFailureThreshold is how many probes in a row must fail before a
+	// Ready target is called NotReady: one slow answer from a loaded
+	// apiserver is not an outage (the kubelet's probes count the same way).
+	ProbeFailureThreshold int
 	// HeartbeatDuration is the duration of the heartbeat Lease the source
 	// renews in each target (at every probe).
 	HeartbeatDuration time.Duration
@@ -86,9 +90,11 @@ const (
 	DefaultProbeInterval       = 10 * time.Second
 	DefaultProbeTimeout        = 5 * time.Second
 	DefaultProbeBackoffInitial = time.Second
-	DefaultHeartbeatDuration   = 40 * time.Second
-	DefaultQPS                 = 200
-	DefaultBurst               = 400
+	// DefaultProbeFailureThreshold is the kubelet probes' default.
+	DefaultProbeFailureThreshold = 3
+	DefaultHeartbeatDuration     = 40 * time.Second
+	DefaultQPS                   = 200
+	DefaultBurst                 = 400
 )
 
 func (o *Options) validate() error {
@@ -105,8 +111,14 @@ func (o *Options) validate() error {
 	if o.ProbeBackoffInitial == 0 {
 		o.ProbeBackoffInitial = DefaultProbeBackoffInitial
 	}
+	if o.ProbeFailureThreshold == 0 {
+		o.ProbeFailureThreshold = DefaultProbeFailureThreshold
+	}
 	if o.HeartbeatDuration == 0 {
 		o.HeartbeatDuration = DefaultHeartbeatDuration
+	}
+	if o.ProbeFailureThreshold < 1 {
+		errs = append(errs, fmt.Errorf("probe failure threshold %d must be at least 1", o.ProbeFailureThreshold))
 	}
 	if o.ProbeBackoffInitial > o.ProbeInterval {
 		errs = append(errs, fmt.Errorf("probe backoff %s is longer than the probe interval %s", o.ProbeBackoffInitial, o.ProbeInterval))

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -87,7 +89,7 @@ type fixture struct {
 
 // start runs a manager with the registry on the source, in a namespace of
 // its own.
-func start(t *testing.T) *fixture {
+func start(t *testing.T, options ...func(*target.Options)) *fixture {
 	t.Helper()
 	testenv.Need(t, sourceEnv)
 	scheme := newScheme()
@@ -110,10 +112,14 @@ func start(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	nodes := &recordingNodes{states: map[vnode.TargetKey]vnode.TargetState{}, removed: map[vnode.TargetKey]int{}}
-	reg, err := target.New(target.Options{
+	opts := target.Options{
 		SourceName: "src", ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 2 * time.Second,
 		ProbeBackoffInitial: 100 * time.Millisecond, HeartbeatDuration: 5 * time.Second,
-	}, nodes)
+	}
+	for _, o := range options {
+		o(&opts)
+	}
+	reg, err := target.New(opts, nodes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,4 +390,56 @@ func gauge(t *testing.T, name, cluster string) float64 {
 		}
 	}
 	return -1
+}
+
+// One failed probe is not an outage (a loaded apiserver answers late): a
+// Ready target stays Ready until ProbeFailureThreshold probes in a row have
+// failed, then turns NotReady, and Ready again at the first good probe.
+// Before: the first failure flipped it, which stopped every election and
+// status copy for that target until the next good probe.
+func TestProbeFailureThreshold(t *testing.T) {
+	f := start(t, func(o *target.Options) { o.ProbeFailureThreshold = 6 })
+	ensureSummary(t, f.target)
+	f.putSecret(t, "flaky-secret", kubeconfigFor(t, targetEnv.Config, "default"))
+	f.createTarget(t, "flaky", "flaky-secret")
+	f.waitReady(t, "flaky", metav1.ConditionTrue, v1alpha1.ReasonConnected)
+	cl, ok := f.registry.Get(target.Key{Namespace: f.ns, Name: "flaky"})
+	require.True(t, ok, "no connection for the Target")
+	cluster := f.ns + "/flaky"
+	before := probes(t, cluster, v1alpha1.ReasonFleetletMissing)
+
+	// Every probe fails from now on (the ClusterSummary is what it reads).
+	require.NoError(t, f.target.Delete(context.Background(), &v1alpha1.ClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClusterSummaryName}}))
+	t.Cleanup(func() { ensureSummary(t, f.target) })
+	poll(t, "three failed probes", func(context.Context) bool { return probes(t, cluster, v1alpha1.ReasonFleetletMissing) >= before+3 })
+	h := cl.Health()
+	assert.True(t, h.Ready, "the target turned NotReady after 3 failed probes of 6 allowed: %+v", h)
+	assert.Equal(t, 1.0, gauge(t, "fleetlet_target_ready", cluster), "fleetlet_target_ready")
+
+	f.waitReady(t, "flaky", metav1.ConditionFalse, v1alpha1.ReasonFleetletMissing)
+	assert.GreaterOrEqual(t, probes(t, cluster, v1alpha1.ReasonFleetletMissing), before+6, "NotReady before 6 failed probes")
+	ensureSummary(t, f.target)
+	f.waitReady(t, "flaky", metav1.ConditionTrue, v1alpha1.ReasonConnected)
+}
+
+// probes reads fleetlet_target_probes_total for a cluster and a result.
+func probes(t *testing.T, cluster, result string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != "fleetlet_target_probes_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["cluster"] == cluster && labels["result"] == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
