@@ -2,7 +2,6 @@ package cleanup
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/naming"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source"
 	"github.com/fleetlet/fleetlet/pkg/target"
 )
@@ -158,23 +158,9 @@ func isNoResourceMatch(err error) bool {
 	return errors.As(err, &d)
 }
 
-func hasFinalizer(o client.Object) bool {
-	for _, f := range o.GetFinalizers() {
-		if f == v1alpha1.FinalizerDelegate {
-			return true
-		}
-	}
-	return false
-}
+func hasFinalizer(o client.Object) bool { return proxy.IsManaged(o) }
 
-func gated(p *corev1.Pod) bool {
-	for _, g := range p.Spec.SchedulingGates {
-		if g.Name == v1alpha1.SchedulingGateElection {
-			return true
-		}
-	}
-	return false
-}
+func gated(p *corev1.Pod) bool { return proxy.Gated(p) }
 
 // remote is one target reached with its own credentials.
 type remote struct {
@@ -580,27 +566,16 @@ func (r *run) deleteOwned(ctx context.Context, obj client.Object) {
 	}
 }
 
-type jsonPatchOp struct {
-	Op    string `json:"op"`
-	Path  string `json:"path"`
-	Value any    `json:"value,omitempty"`
-}
-
 // RemoveFinalizer removes one finalizer, and only it, with a JSON patch
 // whose test op names it at its index; when the finalizers moved in
 // between, it reads the object again and retries.
 func RemoveFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) error {
 	for attempt := 0; ; attempt++ {
-		i := indexOf(obj.GetFinalizers(), finalizer)
-		if i < 0 {
+		data, ok := proxy.RemoveFinalizerPatch(obj.GetFinalizers(), finalizer)
+		if !ok {
 			return nil
 		}
-		path := fmt.Sprintf("/metadata/finalizers/%d", i)
-		data, err := json.Marshal([]jsonPatchOp{{Op: "test", Path: path, Value: finalizer}, {Op: "remove", Path: path}})
-		if err != nil {
-			return err
-		}
-		err = c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, data))
+		err := c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, data))
 		if err == nil || apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -614,13 +589,4 @@ func RemoveFinalizer(ctx context.Context, c client.Client, obj client.Object, fi
 	}
 }
 
-func indexOf(s []string, v string) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
-	}
-	return -1
-}
-
-func containsString(s []string, v string) bool { return indexOf(s, v) >= 0 }
+func containsString(s []string, v string) bool { return proxy.FinalizerIndex(s, v) >= 0 }

@@ -2,7 +2,6 @@ package elector
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -32,6 +31,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/follow"
 	"github.com/fleetlet/fleetlet/pkg/naming"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/summary"
 	"github.com/fleetlet/fleetlet/pkg/target"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
@@ -182,18 +182,7 @@ const IndexGated = "elector.gated"
 // IndexPinned indexes gated pods by the node they are pinned to.
 const IndexPinned = "elector.pinned"
 
-// IsProxy reports whether fleetlet manages a pod: it carries our finalizer,
-// whatever its namespace's label says now.
-func IsProxy(o client.Object) bool { return isProxy(o) }
-
-func isProxy(o client.Object) bool {
-	for _, f := range o.GetFinalizers() {
-		if f == v1alpha1.FinalizerDelegate {
-			return true
-		}
-	}
-	return false
-}
+func isProxy(o client.Object) bool { return proxy.IsManaged(o) }
 
 // SetupWithManager registers the proxy reconciler.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
@@ -204,7 +193,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	r.recorder = mgr.GetEventRecorder("fleetlet-elector")
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, IndexGated, func(o client.Object) []string {
 		p := o.(*corev1.Pod)
-		if gateIndex(p) >= 0 {
+		if proxy.GateIndex(p) >= 0 {
 			return []string{"true"}
 		}
 		return nil
@@ -213,7 +202,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, IndexPinned, func(o client.Object) []string {
 		p := o.(*corev1.Pod)
-		if node := p.Spec.NodeSelector[corev1.LabelHostname]; node != "" && gateIndex(p) >= 0 {
+		if node := p.Spec.NodeSelector[corev1.LabelHostname]; node != "" && proxy.GateIndex(p) >= 0 {
 			return []string{node}
 		}
 		return nil
@@ -303,25 +292,6 @@ func virtualNodeSchedulingChanged() predicate.Predicate {
 	}
 }
 
-// gateIndex is the position of fleetlet's gate in the pod's gates, or -1.
-func gateIndex(p *corev1.Pod) int {
-	for i, g := range p.Spec.SchedulingGates {
-		if g.Name == v1alpha1.SchedulingGateElection {
-			return i
-		}
-	}
-	return -1
-}
-
-func electedCondition(p *corev1.Pod) *corev1.PodCondition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == v1alpha1.ConditionElected {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
 // Reconcile runs one step of a proxy's life.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var pod corev1.Pod
@@ -334,7 +304,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if pod.DeletionTimestamp != nil {
 		return r.finalize(ctx, &pod)
 	}
-	gate := gateIndex(&pod)
+	gate := proxy.GateIndex(&pod)
 	if gate < 0 {
 		return r.watchdog(ctx, &pod)
 	}
@@ -343,7 +313,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// every cluster until it is lifted.
 		return reconcile.Result{}, nil
 	}
-	if c := electedCondition(&pod); c != nil && c.Status == corev1.ConditionTrue {
+	if c := proxy.ElectedCondition(&pod); c != nil && c.Status == corev1.ConditionTrue {
 		return r.finishElection(ctx, &pod, c)
 	}
 	return r.elect(ctx, &pod)
@@ -626,7 +596,7 @@ func (r *Reconciler) recordElection(ctx context.Context, pod *corev1.Pod, ts *ta
 		Type:    v1alpha1.ConditionElected,
 		Status:  corev1.ConditionTrue,
 		Reason:  reasonElected,
-		Message: electionMessage(ts.key, ts.chaperon.Name),
+		Message: recordOf(ts.key, ts.chaperon.Name).Message(),
 	}, r.clock.Now())
 	if err := r.client.Status().Update(ctx, p); err != nil {
 		return fmt.Errorf("recording the election of %s: %w", ts.key, err)
@@ -635,33 +605,22 @@ func (r *Reconciler) recordElection(ctx context.Context, pod *corev1.Pod, ts *ta
 	return nil
 }
 
-// electionMessage and parseElection keep the record readable and exact.
-func electionMessage(key target.Key, chaperon string) string {
-	return fmt.Sprintf("target=%s chaperon=%s", key, chaperon)
+// recordOf is the election record naming a target's candidate.
+func recordOf(key target.Key, chaperon string) proxy.Record {
+	return proxy.Record{TargetNamespace: key.Namespace, TargetName: key.Name, Chaperon: chaperon}
+}
+
+// keyOf is the elected target of a record.
+func keyOf(r proxy.Record) target.Key {
+	return target.Key{Namespace: r.TargetNamespace, Name: r.TargetName}
 }
 
 // ElectedTarget reads a proxy's election record: the elected target and
 // the chaperon there. ok is false while no election stands (no record, or
 // Elected is not True, or the record cannot be read).
 func ElectedTarget(p *corev1.Pod) (key target.Key, chaperon string, ok bool) {
-	c := electedCondition(p)
-	if c == nil || c.Status != corev1.ConditionTrue {
-		return target.Key{}, "", false
-	}
-	key, chaperon, err := parseElection(c.Message)
-	return key, chaperon, err == nil
-}
-
-func parseElection(msg string) (target.Key, string, error) {
-	var t, ch string
-	if _, err := fmt.Sscanf(msg, "target=%s chaperon=%s", &t, &ch); err != nil {
-		return target.Key{}, "", fmt.Errorf("unreadable election record %q: %w", msg, err)
-	}
-	key := target.Key{Name: t}
-	if ns, name, ok := strings.Cut(t, "/"); ok {
-		key = target.Key{Namespace: ns, Name: name}
-	}
-	return key, ch, nil
+	r, ok := proxy.Elected(p)
+	return keyOf(r), r.Chaperon, ok
 }
 
 func setCondition(p *corev1.Pod, c corev1.PodCondition, now time.Time) bool {
@@ -706,10 +665,11 @@ func (r *Reconciler) setNotElected(ctx context.Context, pod *corev1.Pod, reason,
 // the gate. An elected candidate that is not bound in time is deleted and
 // the election rerun; the proxy never sees that failure.
 func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *corev1.PodCondition) (reconcile.Result, error) {
-	key, name, err := parseElection(rec.Message)
+	record, err := proxy.ParseRecord(rec.Message)
 	if err != nil {
 		return reconcile.Result{}, r.clearElection(ctx, pod, err.Error())
 	}
+	key, name := keyOf(record), record.Chaperon
 	cl, ok := r.registry.Get(key)
 	if !ok || !cl.Health().Ready {
 		// Never elect another target while this record stands; wait.
@@ -885,26 +845,10 @@ func (r *Reconciler) fits(ctx context.Context, pod *corev1.Pod, nodeName string)
 	return true
 }
 
-type jsonPatchOp struct {
-	Op    string `json:"op"`
-	Path  string `json:"path"`
-	Value any    `json:"value,omitempty"`
-}
-
 // pin adds kubernetes.io/hostname=<virtual node> to the proxy's nodeSelector
 // (Kubernetes allows adding nodeSelector keys to a gated pod).
 func (r *Reconciler) pin(ctx context.Context, pod *corev1.Pod, nodeName string) error {
-	var ops []jsonPatchOp
-	if pod.Spec.NodeSelector == nil {
-		ops = append(ops, jsonPatchOp{Op: "add", Path: "/spec/nodeSelector", Value: map[string]string{corev1.LabelHostname: nodeName}})
-	} else {
-		ops = append(ops, jsonPatchOp{Op: "add", Path: "/spec/nodeSelector/" + escapeJSONPointer(corev1.LabelHostname), Value: nodeName})
-	}
-	data, err := json.Marshal(ops)
-	if err != nil {
-		return err
-	}
-	if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, data)); err != nil {
+	if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, proxy.PinPatch(pod, nodeName))); err != nil {
 		return fmt.Errorf("pinning %s to %s: %w", klog.KObj(pod), nodeName, err)
 	}
 	return nil
@@ -913,20 +857,11 @@ func (r *Reconciler) pin(ctx context.Context, pod *corev1.Pod, nodeName string) 
 // ungate removes fleetlet's gate, and only it: the test op fails the patch if
 // the gate moved.
 func (r *Reconciler) ungate(ctx context.Context, pod *corev1.Pod) error {
-	i := gateIndex(pod)
-	if i < 0 {
+	patch, ok := proxy.RemoveGatePatch(pod)
+	if !ok {
 		return nil
 	}
-	path := fmt.Sprintf("/spec/schedulingGates/%d", i)
-	ops := []jsonPatchOp{
-		{Op: "test", Path: path + "/name", Value: v1alpha1.SchedulingGateElection},
-		{Op: "remove", Path: path},
-	}
-	data, err := json.Marshal(ops)
-	if err != nil {
-		return err
-	}
-	if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, data)); err != nil {
+	if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, patch)); err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsNotFound(err) {
 			// The test op failed: the gates moved since the cache saw
 			// them (usually: ours is already gone). The next pass reads
@@ -936,10 +871,6 @@ func (r *Reconciler) ungate(ctx context.Context, pod *corev1.Pod) error {
 		return fmt.Errorf("lifting the gate of %s: %w", klog.KObj(pod), err)
 	}
 	return nil
-}
-
-func escapeJSONPointer(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 // clearElection drops an election record that cannot be carried out, with
@@ -958,13 +889,13 @@ func (r *Reconciler) clearElection(ctx context.Context, pod *corev1.Pod, why str
 // unbound after UnboundTimeout (nothing waits forever; its controller makes
 // a new one).
 func (r *Reconciler) watchdog(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
-	rec := electedCondition(pod)
+	rec := proxy.ElectedCondition(pod)
 	if rec == nil || rec.Status != corev1.ConditionTrue {
 		return reconcile.Result{}, nil
 	}
 	// A loser seen only now still goes (see deleteLosers).
-	if key, _, err := parseElection(rec.Message); err == nil {
-		if err := r.deleteLosers(ctx, pod, key); err != nil {
+	if record, err := proxy.ParseRecord(rec.Message); err == nil {
+		if err := r.deleteLosers(ctx, pod, keyOf(record)); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -1021,18 +952,11 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 			r.release(ctx, pod, cl)
 		}
 	}
-	for i, f := range pod.Finalizers {
-		if f != v1alpha1.FinalizerDelegate {
-			continue
-		}
-		path := fmt.Sprintf("/metadata/finalizers/%d", i)
-		data, err := json.Marshal([]jsonPatchOp{{Op: "test", Path: path, Value: v1alpha1.FinalizerDelegate}, {Op: "remove", Path: path}})
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		return reconcile.Result{}, client.IgnoreNotFound(r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, data)))
+	patch, ok := proxy.RemoveFinalizerPatch(pod.Finalizers, v1alpha1.FinalizerDelegate)
+	if !ok {
+		return reconcile.Result{}, nil
 	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{}, client.IgnoreNotFound(r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, patch)))
 }
 
 // follow takes what the pod references to a target, at a stage of its

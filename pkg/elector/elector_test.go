@@ -8,22 +8,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/target"
 )
 
-func TestElectionRecordRoundTrip(t *testing.T) {
+func TestElectionRecordNamesTheTarget(t *testing.T) {
 	for _, key := range []target.Key{{Name: "cluster-2"}, {Namespace: "team-a", Name: "edge"}} {
-		msg := electionMessage(key, "web-abc-1234abcd")
-		gotKey, gotName, err := parseElection(msg)
-		if err != nil {
-			t.Fatal(err)
+		p := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
+			Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue, Message: recordOf(key, "web-abc-1234abcd").Message(),
+		}}}}
+		gotKey, gotName, ok := ElectedTarget(p)
+		if !ok || gotKey != key || gotName != "web-abc-1234abcd" {
+			t.Errorf("ElectedTarget = %v %q %t, want %v", gotKey, gotName, ok, key)
 		}
-		if gotKey != key || gotName != "web-abc-1234abcd" {
-			t.Errorf("parseElection(%q) = %v %q", msg, gotKey, gotName)
-		}
-	}
-	if _, _, err := parseElection("elected somewhere"); err == nil {
-		t.Error("an unreadable record was accepted")
 	}
 }
 
@@ -65,25 +62,15 @@ func TestSetConditionKeepsTransitionTimeAndOthers(t *testing.T) {
 		t.Error("an unchanged condition counted as a change")
 	}
 	setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: "B", Message: "n"}, t0.Add(time.Hour))
-	c := electedCondition(p)
+	c := proxy.ElectedCondition(p)
 	if !c.LastTransitionTime.Time.Equal(t0) {
 		t.Errorf("transition time moved without a status change: %v", c.LastTransitionTime)
 	}
 	setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue, Reason: "Elected"}, t0.Add(2*time.Hour))
-	if c := electedCondition(p); !c.LastTransitionTime.Time.Equal(t0.Add(2 * time.Hour)) {
+	if c := proxy.ElectedCondition(p); !c.LastTransitionTime.Time.Equal(t0.Add(2 * time.Hour)) {
 		t.Errorf("transition time = %v after a status change", c.LastTransitionTime)
 	}
 	if len(p.Status.Conditions) != 2 || p.Status.Conditions[0].Type != "example.com/Gate" {
 		t.Errorf("another owner's condition was touched: %v", p.Status.Conditions)
-	}
-}
-
-func TestGateIndexAndEscaping(t *testing.T) {
-	p := &corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}, {Name: v1alpha1.SchedulingGateElection}}}}
-	if i := gateIndex(p); i != 1 {
-		t.Errorf("gateIndex = %d, want 1", i)
-	}
-	if got := escapeJSONPointer("kubernetes.io/hostname"); got != "kubernetes.io~1hostname" {
-		t.Errorf("escapeJSONPointer = %q", got)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/chaperon"
 	"github.com/fleetlet/fleetlet/pkg/elector"
+	proxypod "github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/summary"
 	"github.com/fleetlet/fleetlet/pkg/target"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
@@ -127,7 +128,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func boundProxy() predicate.Predicate {
 	ok := func(o client.Object) bool {
 		p, isPod := o.(*corev1.Pod)
-		return isPod && p.Spec.NodeName != "" && elector.IsProxy(p)
+		return isPod && p.Spec.NodeName != "" && proxypod.IsManaged(p)
 	}
 	return predicate.Funcs{
 		CreateFunc:  func(e event.CreateEvent) bool { return ok(e.Object) },
@@ -146,7 +147,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.client.Get(ctx, req.NamespacedName, &proxy); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if !elector.IsProxy(&proxy) || proxy.Spec.NodeName == "" || proxy.DeletionTimestamp != nil {
+	if !proxypod.IsManaged(&proxy) || proxy.Spec.NodeName == "" || proxy.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
 	}
 	key, name, ok := elector.ElectedTarget(&proxy)

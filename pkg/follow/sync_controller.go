@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/target"
 )
 
@@ -110,14 +110,7 @@ func (c *SyncController) indexRefs(o client.Object) []string {
 	return out
 }
 
-func hasFinalizer(pod *corev1.Pod) bool {
-	for _, f := range pod.Finalizers {
-		if f == v1alpha1.FinalizerDelegate {
-			return true
-		}
-	}
-	return false
-}
+func hasFinalizer(pod *corev1.Pod) bool { return proxy.IsManaged(pod) }
 
 // kindSync syncs one kind.
 type kindSync struct {

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	proxypod "github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 // Defaults for Options.
@@ -142,19 +143,10 @@ func Judge(parent Parent, proxy *corev1.Pod) Reason {
 		return ReasonProxyNotFound
 	case proxy.UID != parent.UID:
 		return ReasonProxyReplaced
-	case !hasFinalizer(proxy):
+	case !proxypod.IsManaged(proxy):
 		return ReasonProxyNotManaged
 	}
 	return ""
-}
-
-func hasFinalizer(p *corev1.Pod) bool {
-	for _, f := range p.Finalizers {
-		if f == v1alpha1.FinalizerDelegate {
-			return true
-		}
-	}
-	return false
 }
 
 // Finding is one remote object the collector judged an orphan.
@@ -443,7 +435,7 @@ func (g *GC) namespaces(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("listing the proxy pods: %w", err)
 	}
 	for i := range pods.Items {
-		if hasFinalizer(&pods.Items[i]) {
+		if proxypod.IsManaged(&pods.Items[i]) {
 			set[pods.Items[i].Namespace] = true
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 // IndexPinnedNode indexes the unbound proxy pods by the virtual node they
@@ -240,10 +241,8 @@ func pinnedNode(obj any) string {
 	if !ok || pod.Spec.NodeName != "" {
 		return ""
 	}
-	for _, f := range pod.Finalizers {
-		if f == v1alpha1.FinalizerDelegate {
-			return pod.Spec.NodeSelector[v1alpha1.LabelHostname]
-		}
+	if proxy.IsManaged(pod) {
+		return proxy.PinnedNode(pod)
 	}
 	return ""
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 // Options configure Mutate.
@@ -171,11 +172,7 @@ func excluded(pod *corev1.Pod) (string, bool) {
 // previousPass returns the source spec of an earlier pass: the pod carries
 // our gate and a source spec sealed for its namespace.
 func previousPass(pod *corev1.Pod, key []byte) (*SourceSpec, bool) {
-	gated := false
-	for _, g := range pod.Spec.SchedulingGates {
-		gated = gated || g.Name == v1alpha1.SchedulingGateElection
-	}
-	if !gated {
+	if !proxy.Gated(pod) {
 		return nil, false
 	}
 	s, err := Open(pod, key)

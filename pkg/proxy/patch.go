@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+)
+
+// Op is one operation of a JSON patch (RFC 6902).
+type Op struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// EscapeJSONPointer escapes one reference token of a JSON pointer (RFC
+// 6901): "~" as "~0", "/" as "~1".
+func EscapeJSONPointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// RemoveFinalizerPatch removes one finalizer, and only it: the test op fails
+// the patch (422 Invalid) if the finalizers moved since they were read. ok
+// is false when the finalizer is not there.
+func RemoveFinalizerPatch(finalizers []string, finalizer string) (patch []byte, ok bool) {
+	i := FinalizerIndex(finalizers, finalizer)
+	if i < 0 {
+		return nil, false
+	}
+	path := fmt.Sprintf("/metadata/finalizers/%d", i)
+	return mustMarshal([]Op{{Op: "test", Path: path, Value: finalizer}, {Op: "remove", Path: path}}), true
+}
+
+// RemoveGatePatch removes fleetlet's election gate, and only it: another
+// controller's gates stay, and the test op fails the patch if the gates
+// moved. ok is false when the pod is not gated by fleetlet.
+func RemoveGatePatch(p *corev1.Pod) (patch []byte, ok bool) {
+	i := GateIndex(p)
+	if i < 0 {
+		return nil, false
+	}
+	path := fmt.Sprintf("/spec/schedulingGates/%d", i)
+	return mustMarshal([]Op{{Op: "test", Path: path + "/name", Value: v1alpha1.SchedulingGateElection}, {Op: "remove", Path: path}}), true
+}
+
+// PinPatch adds kubernetes.io/hostname=<node> to the pod's nodeSelector.
+// Kubernetes allows adding nodeSelector keys to a gated pod and refuses
+// changing one, so a pod pinned elsewhere meanwhile is never re-pinned.
+func PinPatch(p *corev1.Pod, node string) []byte {
+	if p.Spec.NodeSelector == nil {
+		return mustMarshal([]Op{{Op: "add", Path: "/spec/nodeSelector", Value: map[string]string{corev1.LabelHostname: node}}})
+	}
+	return mustMarshal([]Op{{Op: "add", Path: "/spec/nodeSelector/" + EscapeJSONPointer(corev1.LabelHostname), Value: node}})
+}
+
+// mustMarshal marshals operations whose values are strings, string maps or
+// nil: it cannot fail.
+func mustMarshal(ops []Op) []byte {
+	data, err := json.Marshal(ops)
+	if err != nil {
+		panic(fmt.Sprintf("proxy: marshalling a JSON patch: %v", err))
+	}
+	return data
+}

@@ -1,0 +1,98 @@
+package proxy_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+)
+
+func pod(finalizers []string, gates ...string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team", Finalizers: finalizers}}
+	for _, g := range gates {
+		p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
+	}
+	return p
+}
+
+// apply applies a JSON patch as the API server does (the same library).
+func apply(t *testing.T, p *corev1.Pod, patch []byte) (*corev1.Pod, error) {
+	t.Helper()
+	doc, err := json.Marshal(p)
+	require.NoError(t, err)
+	decoded, err := jsonpatch.DecodePatch(patch)
+	require.NoError(t, err)
+	out, err := decoded.Apply(doc)
+	if err != nil {
+		return nil, err
+	}
+	var got corev1.Pod
+	require.NoError(t, json.Unmarshal(out, &got))
+	return &got, nil
+}
+
+func TestIsManagedAndGate(t *testing.T) {
+	assert.True(t, proxy.IsManaged(pod([]string{"a", v1alpha1.FinalizerDelegate})))
+	assert.False(t, proxy.IsManaged(pod([]string{"a"})))
+	assert.False(t, proxy.IsManaged(pod(nil)))
+
+	assert.Equal(t, 1, proxy.GateIndex(pod(nil, "kueue.x-k8s.io/admission", v1alpha1.SchedulingGateElection)))
+	assert.Equal(t, -1, proxy.GateIndex(pod(nil, "kueue.x-k8s.io/admission")))
+	assert.False(t, proxy.Gated(pod(nil)))
+}
+
+func TestRemoveGatePatchRemovesOnlyOurs(t *testing.T) {
+	p := pod(nil, "first", v1alpha1.SchedulingGateElection, "last")
+	patch, ok := proxy.RemoveGatePatch(p)
+	require.True(t, ok)
+	got, err := apply(t, p, patch)
+	require.NoError(t, err)
+	assert.Equal(t, []corev1.PodSchedulingGate{{Name: "first"}, {Name: "last"}}, got.Spec.SchedulingGates)
+
+	// The gates moved since they were read: the test op refuses.
+	moved := pod(nil, v1alpha1.SchedulingGateElection, "first", "last")
+	_, err = apply(t, moved, patch)
+	assert.Error(t, err, "a stale patch removed another controller's gate")
+
+	_, ok = proxy.RemoveGatePatch(pod(nil, "first"))
+	assert.False(t, ok)
+}
+
+func TestRemoveFinalizerPatchRemovesOnlyOurs(t *testing.T) {
+	p := pod([]string{"a", v1alpha1.FinalizerDelegate, "b"})
+	patch, ok := proxy.RemoveFinalizerPatch(p.Finalizers, v1alpha1.FinalizerDelegate)
+	require.True(t, ok)
+	got, err := apply(t, p, patch)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b"}, got.Finalizers)
+
+	_, err = apply(t, pod([]string{v1alpha1.FinalizerDelegate, "a", "b"}), patch)
+	assert.Error(t, err, "a stale patch removed another finalizer")
+	_, ok = proxy.RemoveFinalizerPatch([]string{"a"}, v1alpha1.FinalizerDelegate)
+	assert.False(t, ok)
+}
+
+func TestPinPatch(t *testing.T) {
+	bare := pod(nil, v1alpha1.SchedulingGateElection)
+	got, err := apply(t, bare, proxy.PinPatch(bare, "fleetlet-cluster-2"))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{corev1.LabelHostname: "fleetlet-cluster-2"}, got.Spec.NodeSelector)
+
+	selected := pod(nil, v1alpha1.SchedulingGateElection)
+	selected.Spec.NodeSelector = map[string]string{"type": "virtual-kubelet"}
+	got, err = apply(t, selected, proxy.PinPatch(selected, "fleetlet-cluster-2"))
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"type": "virtual-kubelet", corev1.LabelHostname: "fleetlet-cluster-2"}, got.Spec.NodeSelector)
+}
+
+func TestEscapeJSONPointer(t *testing.T) {
+	assert.Equal(t, "kubernetes.io~1hostname", proxy.EscapeJSONPointer("kubernetes.io/hostname"))
+	assert.Equal(t, "a~0b~1c", proxy.EscapeJSONPointer("a~b/c"))
+}
