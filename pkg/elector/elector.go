@@ -79,19 +79,23 @@ const requeueSoon = 10 * time.Millisecond
 
 // Event reasons.
 const (
-	EventElected          = "Elected"
-	EventNotSchedulable   = "NoClusterAvailable"
-	EventInvalidSpec      = "InvalidSourceSpec"
-	EventInvalidSelector  = "InvalidClusterSelector"
-	EventReelecting       = "Reelecting"
-	EventUnboundDeleted   = "UnboundProxyDeleted"
-	EventFollowRefused    = follow.EventRefused
-	reasonFollowRefused   = "FollowRefused"
-	reasonElected         = "Elected"
-	reasonNoClusters      = "NoClusterAvailable"
-	reasonInvalidSpec     = "InvalidSourceSpec"
-	reasonInvalidSelector = "InvalidClusterSelector"
-	reasonReelecting      = "Reelecting"
+	EventElected         = "Elected"
+	EventNotSchedulable  = "NoClusterAvailable"
+	EventInvalidSpec     = "InvalidSourceSpec"
+	EventInvalidSelector = "InvalidClusterSelector"
+	EventReelecting      = "Reelecting"
+	EventUnboundDeleted  = "UnboundProxyDeleted"
+	// EventPinnedProxyDeleted: a pinned proxy's election cannot be
+	// completed on its target; the proxy is deleted (its controller makes
+	// a new one) rather than pinned elsewhere.
+	EventPinnedProxyDeleted = "PinnedProxyDeleted"
+	EventFollowRefused      = follow.EventRefused
+	reasonFollowRefused     = "FollowRefused"
+	reasonElected           = "Elected"
+	reasonNoClusters        = "NoClusterAvailable"
+	reasonInvalidSpec       = "InvalidSourceSpec"
+	reasonInvalidSelector   = "InvalidClusterSelector"
+	reasonReelecting        = "Reelecting"
 )
 
 // Reconciler runs the life of every proxy pod on the source side: elect,
@@ -316,6 +320,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if c := proxy.ElectedCondition(&pod); c != nil && c.Status == corev1.ConditionTrue {
 		return r.finishElection(ctx, &pod, c)
 	}
+	if node := proxy.PinnedNode(&pod); node != "" {
+		// Pinned, and no election stands: it can only be completed on
+		// that node's target, and nothing there is elected any more.
+		return reconcile.Result{}, r.deletePinned(ctx, &pod, "no election stands for it")
+	}
 	return r.elect(ctx, &pod)
 }
 
@@ -516,6 +525,12 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userS
 	if err == nil {
 		if got.Labels[v1alpha1.LabelParentUID] != string(pod.UID) {
 			return nil, fmt.Sprintf("a PodChaperon %s/%s of another pod is in the way", got.Namespace, got.Name)
+		}
+		if got.DeletionTimestamp != nil {
+			// A loser or an earlier election's candidate, its pod on
+			// the way out: never this election's. Its deletion brings
+			// the proxy back.
+			return nil, "an earlier candidate there is still being deleted"
 		}
 		return &got, ""
 	}
@@ -755,10 +770,18 @@ func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *c
 		// lift the gate on the next pass.
 		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
-	if !r.fits(ctx, pod, nodeName) && r.clock.Since(rec.LastTransitionTime.Time) < r.opts.BindTimeout {
-		// The node's allocatable growing brings the proxy back (the
-		// pinned index); this is only a safety net.
-		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+	if !r.fits(ctx, pod, nodeName) {
+		// Never ungated without a fit: the source scheduler would fail
+		// to bind it, or preempt. The node's allocatable growing brings
+		// the proxy back (the pinned index); past UnboundTimeout it is
+		// deleted, as an ungated proxy that stays unbound is.
+		if left := r.opts.UnboundTimeout - r.clock.Since(rec.LastTransitionTime.Time); left > 0 {
+			return reconcile.Result{RequeueAfter: min(left, 5*time.Second)}, nil
+		}
+		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventUnboundDeleted, "Delete",
+			"Pinned to %s, which has had no room for it for %s: deleting the proxy so that its controller makes a new one", nodeName, r.opts.UnboundTimeout)
+		err := r.client.Delete(ctx, pod, client.Preconditions{UID: ptr.To(pod.UID)})
+		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	return reconcile.Result{}, r.ungate(ctx, pod)
 }
@@ -817,19 +840,27 @@ func (r *Reconciler) fits(ctx context.Context, pod *corev1.Pod, nodeName string)
 	}
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.MatchingFields{summary.IndexActivePodNodeName: nodeName}); err != nil {
-		return true // no index: let the scheduler decide
+		// No index registered: a wiring mistake, never a fit.
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the pods bound to a virtual node", "node", nodeName)
+		return false
 	}
 	used := corev1.ResourceList{}
+	active := int64(0)
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
+		active++
 		for n, q := range summary.PodRequests(p) {
 			u := used[n]
 			u.Add(q)
 			used[n] = u
 		}
+	}
+	// One more pod, as the scheduler counts them.
+	if slots, ok := node.Status.Allocatable[corev1.ResourcePods]; ok && slots.Value() < active+1 {
+		return false
 	}
 	for n, q := range summary.PodRequests(pod) {
 		if n == corev1.ResourcePods {
@@ -876,12 +907,28 @@ func (r *Reconciler) ungate(ctx context.Context, pod *corev1.Pod) error {
 // clearElection drops an election record that cannot be carried out, with
 // the resourceVersion precondition, so that a new election runs.
 func (r *Reconciler) clearElection(ctx context.Context, pod *corev1.Pod, why string) error {
+	if proxy.PinnedNode(pod) != "" {
+		// Once pinned, never elected elsewhere.
+		return r.deletePinned(ctx, pod, why)
+	}
 	p := pod.DeepCopy()
 	setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: reasonReelecting, Message: why}, r.clock.Now())
 	if err := r.client.Status().Update(ctx, p); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	return nil
+}
+
+// deletePinned deletes a pinned proxy whose election cannot be completed on
+// the target it is pinned to, with an Event: pinning it to another virtual
+// node would change a nodeSelector key, which the API server refuses, and
+// its controller makes a new pod that is elected afresh.
+func (r *Reconciler) deletePinned(ctx context.Context, pod *corev1.Pod, why string) error {
+	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventPinnedProxyDeleted, "Delete",
+		"Pinned to %s but %s: deleting the proxy so that its controller makes a new one", proxy.PinnedNode(pod), why)
+	electionsTotal.WithLabelValues("pinned_deleted").Inc()
+	err := r.client.Delete(ctx, pod, client.Preconditions{UID: ptr.To(pod.UID)})
+	return client.IgnoreNotFound(err)
 }
 
 // watchdog looks after an ungated proxy: it deletes losing candidates seen

@@ -1,0 +1,350 @@
+package elector_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/elector"
+	"github.com/fleetlet/fleetlet/pkg/naming"
+	"github.com/fleetlet/fleetlet/pkg/summary"
+	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
+	"github.com/fleetlet/fleetlet/pkg/vnode"
+)
+
+// Two real control planes: the source, where proxies, Targets and virtual
+// nodes live, and one target. The source is a target too (a second Target
+// whose kubeconfig points at it), so that an election has two candidates.
+// No scheduler, kubelet or kube-controller-manager runs: the tests play
+// the candidate scheduler (reservations, bindings) and the virtual node
+// controller (nodes and their allocatable).
+var sourceEnv, targetEnv *testenv.Env
+
+const sourceName = "src"
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	os.Exit(testenv.StartMainWithCRDs(m, &sourceEnv, &targetEnv))
+}
+
+type noNodes struct{}
+
+func (noNodes) Upsert(context.Context, vnode.TargetState)     {}
+func (noNodes) Remove(context.Context, vnode.TargetKey) error { return nil }
+
+// harness is the source side of a manager with the proxy reconciler only,
+// and administrator clients of both control planes.
+type harness struct {
+	source, target client.Client
+	ns             string
+}
+
+// start runs the proxy reconciler until the test ends, in a namespace of
+// its own that exists in both control planes, with a Target for each.
+func start(t *testing.T, opts elector.Options) (*harness, target.Key, target.Key) {
+	t.Helper()
+	testenv.Need(t, sourceEnv)
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	logger, quiet := testenv.Logger(t, 2)
+	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
+		Scheme:     scheme,
+		Logger:     logger,
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Client:     client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+	})
+	require.NoError(t, err)
+	require.NoError(t, mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, summary.IndexActivePodNodeName, summary.ActivePodNodeName))
+	opts.SourceName = sourceName
+	opts.Spec = func(p *corev1.Pod) (*corev1.PodSpec, error) { return p.Spec.DeepCopy(), nil }
+	proxies, err := elector.New(opts)
+	require.NoError(t, err)
+	reg, err := target.New(target.Options{
+		SourceName: sourceName, ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 2 * time.Second,
+		ProbeBackoffInitial: 100 * time.Millisecond, HeartbeatDuration: 5 * time.Second,
+		OnChaperon: proxies.OnChaperon, OnTargetChange: proxies.OnTargetChange,
+	}, noNodes{})
+	require.NoError(t, err)
+	require.NoError(t, reg.SetupWithManager(ctx, mgr))
+	proxies.SetRegistry(reg)
+	require.NoError(t, proxies.SetupWithManager(ctx, mgr))
+	go func() {
+		defer close(stopped)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+	})
+	t.Cleanup(quiet)
+	h := &harness{}
+	h.source, err = client.New(sourceEnv.Config, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	h.target, err = client.New(targetEnv.Config, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	for _, c := range []client.Client{h.source, h.target} {
+		cs := &v1alpha1.ClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClusterSummaryName}}
+		if err := c.Create(ctx, cs); err != nil && !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err)
+		}
+	}
+	h.ns = h.namespace(t)
+	require.True(t, mgr.GetCache().WaitForCacheSync(ctx))
+	return h, h.connect(t, "remote", targetEnv.Config), h.connect(t, "local", sourceEnv.Config)
+}
+
+// namespace creates a namespace in both control planes; at the end every
+// pod and chaperon left in it loses its finalizers.
+func (h *harness) namespace(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "elector-"}}
+	require.NoError(t, h.source.Create(ctx, ns))
+	require.NoError(t, h.target.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}))
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, c := range []client.Client{h.source, h.target} {
+			var pods corev1.PodList
+			var chaperons v1alpha1.PodChaperonList
+			_ = c.List(ctx, &pods, client.InNamespace(ns.Name))
+			_ = c.List(ctx, &chaperons, client.InNamespace(ns.Name))
+			objs := []client.Object{}
+			for i := range pods.Items {
+				objs = append(objs, &pods.Items[i])
+			}
+			for i := range chaperons.Items {
+				objs = append(objs, &chaperons.Items[i])
+			}
+			for _, o := range objs {
+				if len(o.GetFinalizers()) > 0 {
+					_ = c.Patch(ctx, o, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
+				}
+			}
+		}
+	})
+	return ns.Name
+}
+
+// connect creates a Target in the test's namespace whose kubeconfig holds
+// cfg, and its virtual node in the source (plenty of room), and waits for
+// it to be Ready.
+func (h *harness) connect(t *testing.T, name string, cfg *rest.Config) target.Key {
+	t.Helper()
+	ctx := context.Background()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["t"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["t"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["t"] = &clientcmdapi.Context{Cluster: "t", AuthInfo: "t", Namespace: h.ns}
+	kc.CurrentContext = "t"
+	data, err := clientcmd.Write(*kc)
+	require.NoError(t, err)
+	require.NoError(t, h.source.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name + "-kubeconfig"}, Data: map[string][]byte{"config": data}}))
+	require.NoError(t, h.source.Create(ctx, &v1alpha1.Target{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name},
+		Spec:       v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Name: name + "-kubeconfig"}},
+	}))
+	key := target.Key{Namespace: h.ns, Name: name}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(key), Labels: map[string]string{
+		"type": "virtual-kubelet", v1alpha1.LabelCluster: name,
+	}}}
+	require.NoError(t, h.source.Create(ctx, node))
+	t.Cleanup(func() {
+		_ = h.source.Delete(context.Background(), node)
+		_ = h.source.Delete(context.Background(), &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name}})
+	})
+	h.allocatable(t, key, "100", "100")
+	eventually(t, "Target "+name+" Ready", func(ctx context.Context) bool {
+		var tg v1alpha1.Target
+		if err := h.source.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: name}, &tg); err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(tg.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	return key
+}
+
+func nodeName(key target.Key) string {
+	return vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})
+}
+
+// allocatable sets the virtual node's allocatable CPU and pod count.
+func (h *harness) allocatable(t *testing.T, key target.Key, cpu, pods string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var n corev1.Node
+		if err := h.source.Get(context.Background(), client.ObjectKey{Name: nodeName(key)}, &n); err != nil {
+			return err
+		}
+		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Ti"), corev1.ResourcePods: resource.MustParse(pods)}
+		n.Status.Capacity = n.Status.Allocatable
+		return h.source.Status().Update(context.Background(), &n)
+	})
+	require.NoError(t, err)
+}
+
+// proxy creates a proxy as the webhook leaves it: our finalizer and gate
+// (after any gates given), no grace period, 100m of CPU.
+func (h *harness) proxy(t *testing.T, name string, gates ...string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name, Finalizers: []string{v1alpha1.FinalizerDelegate}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			NodeSelector:                  map[string]string{"type": "virtual-kubelet"},
+			// The webhook's: a new node starts tainted not-ready.
+			Tolerations: []corev1.Toleration{
+				{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+				{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+			},
+			Containers: []corev1.Container{{Name: "app", Image: "busybox", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}},
+		},
+	}
+	for _, g := range append(gates, v1alpha1.SchedulingGateElection) {
+		p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
+	}
+	require.NoError(t, h.source.Create(context.Background(), p))
+	return p
+}
+
+// clientOf is the administrator's client of a target.
+func (h *harness) clientOf(key target.Key) client.Client {
+	if key.Name == "local" {
+		return h.source
+	}
+	return h.target
+}
+
+// chaperonKey is the proxy's chaperon, the same name in every target.
+func chaperonKey(p *corev1.Pod) client.ObjectKey {
+	return client.ObjectKey{Namespace: p.Namespace, Name: naming.RemoteName(p.Name, p.UID)}
+}
+
+// reserve plays a target's candidate scheduler: it waits for the proxy's
+// candidate there and reserves a node for it.
+func (h *harness) reserve(t *testing.T, key target.Key, p *corev1.Pod) {
+	t.Helper()
+	c := h.clientOf(key)
+	eventually(t, "a candidate in "+key.Name, func(ctx context.Context) bool {
+		var pc v1alpha1.PodChaperon
+		if c.Get(ctx, chaperonKey(p), &pc) != nil || pc.DeletionTimestamp != nil {
+			return false
+		}
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"node-1"}}}`, v1alpha1.AnnotationReserved)
+		return c.Patch(ctx, &pc, client.RawPatch("application/merge-patch+json", patch)) == nil
+	})
+}
+
+// unschedulable plays a target's candidate scheduler finding no node.
+func (h *harness) unschedulable(t *testing.T, key target.Key, p *corev1.Pod) {
+	t.Helper()
+	h.chaperonStatus(t, key, p, func(pc *v1alpha1.PodChaperon) {
+		pc.Status.PodStatus.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes are available"}}
+	})
+}
+
+// bind plays the binding: the chaperon mirrors PodScheduled=True.
+func (h *harness) bind(t *testing.T, key target.Key, p *corev1.Pod) {
+	t.Helper()
+	h.chaperonStatus(t, key, p, func(pc *v1alpha1.PodChaperon) {
+		pc.Status.PodStatus.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+	})
+}
+
+func (h *harness) chaperonStatus(t *testing.T, key target.Key, p *corev1.Pod, change func(*v1alpha1.PodChaperon)) {
+	t.Helper()
+	c := h.clientOf(key)
+	eventually(t, "the chaperon's status written in "+key.Name, func(ctx context.Context) bool {
+		var pc v1alpha1.PodChaperon
+		if c.Get(ctx, chaperonKey(p), &pc) != nil {
+			return false
+		}
+		change(&pc)
+		return c.Status().Update(ctx, &pc) == nil
+	})
+}
+
+// get reads the proxy again.
+func (h *harness) get(t *testing.T, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	var cur corev1.Pod
+	require.NoError(t, h.source.Get(context.Background(), client.ObjectKeyFromObject(p), &cur))
+	return &cur
+}
+
+// waitProxy waits until the proxy satisfies cond.
+func (h *harness) waitProxy(t *testing.T, p *corev1.Pod, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	var cur corev1.Pod
+	eventually(t, "the proxy "+what, func(ctx context.Context) bool {
+		return h.source.Get(ctx, client.ObjectKeyFromObject(p), &cur) == nil && cond(&cur)
+	}, func() string {
+		return fmt.Sprintf("proxy: nodeSelector %v gates %v deleted %v conditions %+v", cur.Spec.NodeSelector, cur.Spec.SchedulingGates, cur.DeletionTimestamp, cur.Status.Conditions)
+	})
+	return &cur
+}
+
+// waitEvent waits for an Event with reason about the proxy.
+func (h *harness) waitEvent(t *testing.T, p *corev1.Pod, reason string) {
+	t.Helper()
+	eventually(t, "an Event "+reason, func(ctx context.Context) bool {
+		var list eventsv1.EventList
+		if err := h.source.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
+			return false
+		}
+		for _, e := range list.Items {
+			if e.Regarding.UID == p.UID && e.Reason == reason {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// eventually polls cond; the deadline only ends a test that would hang.
+func eventually(t *testing.T, what string, cond func(context.Context) bool, dump ...func() string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		return cond(ctx), nil
+	})
+	if err != nil {
+		msg := fmt.Sprintf("waiting for %s: %v", what, err)
+		for _, d := range dump {
+			msg += "; " + d()
+		}
+		t.Fatal(msg)
+	}
+}
