@@ -800,9 +800,16 @@ func (r *Reconciler) deleteLosers(ctx context.Context, pod *corev1.Pod, elected 
 		if key == elected || (key.Namespace != "" && key.Namespace != pod.Namespace) {
 			continue
 		}
+		// From the cache only, never a request per target per pass: a
+		// cache that has not synced yet delivers every chaperon it finds
+		// as an event when it does, which brings the proxy back here.
 		other.WatchChaperons(pod.Namespace)
+		cached, synced := other.ChaperonCache(pod.Namespace)
+		if !synced {
+			continue
+		}
 		var loser v1alpha1.PodChaperon
-		if err := other.Chaperons(pod.Namespace).Get(ctx, name, &loser); err != nil ||
+		if err := cached.Get(ctx, name, &loser); err != nil ||
 			loser.Labels[v1alpha1.LabelParentUID] != string(pod.UID) || loser.DeletionTimestamp != nil {
 			continue
 		}

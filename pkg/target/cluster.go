@@ -324,6 +324,18 @@ func (c *Cluster) Chaperons(ns string) client.Reader {
 	return c.client
 }
 
+// ChaperonCache is the cache of namespace ns's chaperons and their pods;
+// synced is false until it has synced (WatchChaperons starts it).
+func (c *Cluster) ChaperonCache(ns string) (r client.Reader, synced bool) {
+	c.cacheMu.Lock()
+	cc := c.chaperons[ns]
+	c.cacheMu.Unlock()
+	if cc == nil || !cc.synced() {
+		return nil, false
+	}
+	return cc.cache, true
+}
+
 // stop ends the probe loop and waits for it.
 func (c *Cluster) stop() {
 	if c.cancel != nil {
