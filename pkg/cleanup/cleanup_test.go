@@ -22,8 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
@@ -73,20 +71,6 @@ func newClient(t *testing.T, cfg *rest.Config) client.Client {
 		t.Fatal(err)
 	}
 	return c
-}
-
-func kubeconfigFor(t *testing.T, cfg *rest.Config) []byte {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["t"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["t"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["t"] = &clientcmdapi.Context{Cluster: "t", AuthInfo: "t"}
-	kc.CurrentContext = "t"
-	data, err := clientcmd.Write(*kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
 }
 
 func create(t *testing.T, c client.Client, objs ...client.Object) {
@@ -179,7 +163,7 @@ func TestCleanup(t *testing.T) {
 	// The source: a Target reached through its kubeconfig Secret, its
 	// virtual node, a node that only looks like one, and two proxies.
 	create(t, src,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "t1-kubeconfig"}, Data: map[string][]byte{"config": kubeconfigFor(t, targetEnv.Config)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "t1-kubeconfig"}, Data: map[string][]byte{"config": testenv.Kubeconfig(t, targetEnv.Config, "", "")}},
 		&v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "t1"}, Spec: v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Name: "t1-kubeconfig"}}},
 		virtualNode("fleetlet-apps-t1", "t1"),
 		virtualNode("lookalike", ""),

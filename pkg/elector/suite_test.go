@@ -20,8 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -163,13 +161,7 @@ func (h *harness) namespace(t *testing.T) string {
 func (h *harness) connect(t *testing.T, name string, cfg *rest.Config) target.Key {
 	t.Helper()
 	ctx := context.Background()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["t"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["t"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["t"] = &clientcmdapi.Context{Cluster: "t", AuthInfo: "t", Namespace: h.ns}
-	kc.CurrentContext = "t"
-	data, err := clientcmd.Write(*kc)
-	require.NoError(t, err)
+	data := testenv.Kubeconfig(t, cfg, h.ns, "")
 	require.NoError(t, h.source.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name + "-kubeconfig"}, Data: map[string][]byte{"config": data}}))
 	require.NoError(t, h.source.Create(ctx, &v1alpha1.Target{
 		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name},

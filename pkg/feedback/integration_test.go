@@ -23,6 +23,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/feedback"
 	"github.com/fleetlet/fleetlet/pkg/naming"
 	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
 )
 
@@ -412,7 +413,7 @@ func TestFinalize(t *testing.T) {
 
 		// The target answers again: the chaperon goes Foreground, then
 		// our finalizer.
-		h.putSecret(t, ns, "down-kubeconfig", kubeconfigFor(t, targetEnv.Config, ns, ""))
+		h.putSecret(t, ns, "down-kubeconfig", testenv.Kubeconfig(t, targetEnv.Config, ns, ""))
 		h.waitTarget(t, ns, "down", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 		h.waitForegroundDeleted(t, pc)
 		if !get(t, h.source, p) || !slices.Contains(p.Finalizers, v1alpha1.FinalizerDelegate) {
@@ -632,7 +633,7 @@ func TestFeedback(t *testing.T) {
 		h.virtualNode(t, key)
 		p, pc, d := h.runningProxy(t, ns, "api-0", key, corev1.RestartPolicyAlways)
 
-		h.putSecret(t, ns, "flaky-kubeconfig", kubeconfigFor(t, targetEnv.Config, ns, unreachable))
+		h.putSecret(t, ns, "flaky-kubeconfig", testenv.Kubeconfig(t, targetEnv.Config, ns, unreachable))
 		h.waitTarget(t, ns, "flaky", metav1.ConditionFalse, v1alpha1.ReasonUnreachable)
 		h.deleteDelegate(t, pc, d)
 		if _, err := h.feedback.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
@@ -642,7 +643,7 @@ func TestFeedback(t *testing.T) {
 			t.Fatalf("the proxy changed while its target could not be read: %+v, %s", p.ObjectMeta, p.Status.Phase)
 		}
 
-		h.putSecret(t, ns, "flaky-kubeconfig", kubeconfigFor(t, targetEnv.Config, ns, ""))
+		h.putSecret(t, ns, "flaky-kubeconfig", testenv.Kubeconfig(t, targetEnv.Config, ns, ""))
 		h.waitTarget(t, ns, "flaky", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 		h.waitForegroundDeleted(t, pc) // the proxy was deleted, and is finalizing
 		h.waitEvent(t, p, feedback.EventDelegateDeleted)

@@ -18,6 +18,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/feedback"
 	"github.com/fleetlet/fleetlet/pkg/naming"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
 // sourceIdentity is a user of the target control plane with what a
@@ -76,7 +77,7 @@ func TestTargetNamespaceDeletedBeforeTheDelegateIsSeenGone(t *testing.T) {
 	h := start(t)
 	ctx := context.Background()
 	ns := h.namespace(t, "ns-gone-")
-	key := h.connectTo(t, ns, "t", kubeconfigFor(t, h.sourceIdentity(t, ns), ns, ""), metav1.ConditionTrue, v1alpha1.ReasonConnected)
+	key := h.connectTo(t, ns, "t", testenv.Kubeconfig(t, h.sourceIdentity(t, ns), ns, ""), metav1.ConditionTrue, v1alpha1.ReasonConnected)
 	h.virtualNode(t, key)
 	p, pc, d := h.runningProxy(t, ns, "web-1", key, corev1.RestartPolicyAlways)
 
@@ -117,7 +118,7 @@ func TestLoserSeenAfterTheBindIsDeleted(t *testing.T) {
 	key := h.connect(t, ns, "t", "", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 	// A second target: the source control plane itself.
 	ensureSummary(t, h.source)
-	other := h.connectTo(t, ns, "other", kubeconfigFor(t, sourceEnv.Config, ns, ""), metav1.ConditionTrue, v1alpha1.ReasonConnected)
+	other := h.connectTo(t, ns, "other", testenv.Kubeconfig(t, sourceEnv.Config, ns, ""), metav1.ConditionTrue, v1alpha1.ReasonConnected)
 	require.NotEqual(t, key, other)
 	h.virtualNode(t, key)
 	p, pc, _ := h.runningProxy(t, ns, "web-1", key, corev1.RestartPolicyAlways)

@@ -16,9 +16,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -212,25 +209,6 @@ func (h *harness) namespace(t *testing.T, prefix string) string {
 	return ns.Name
 }
 
-// kubeconfigFor is a kubeconfig with inline credentials for cfg, whose
-// context namespace is ns, pointing at server when it is set.
-func kubeconfigFor(t *testing.T, cfg *rest.Config, ns, server string) []byte {
-	t.Helper()
-	if server == "" {
-		server = cfg.Host
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["t"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["t"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["t"] = &clientcmdapi.Context{Cluster: "t", AuthInfo: "t", Namespace: ns}
-	kc.CurrentContext = "t"
-	data, err := clientcmd.Write(*kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
 // unreachable is a server no one listens on.
 const unreachable = "https://127.0.0.1:1"
 
@@ -254,7 +232,7 @@ func (h *harness) putSecret(t *testing.T, ns, name string, kubeconfig []byte) {
 // test ends.
 func (h *harness) connect(t *testing.T, ns, name, server string, status metav1.ConditionStatus, reason string) target.Key {
 	t.Helper()
-	return h.connectTo(t, ns, name, kubeconfigFor(t, targetEnv.Config, ns, server), status, reason)
+	return h.connectTo(t, ns, name, testenv.Kubeconfig(t, targetEnv.Config, ns, server), status, reason)
 }
 
 // connectTo is connect with a kubeconfig of the test's choice: another

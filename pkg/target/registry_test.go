@@ -19,7 +19,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
@@ -154,22 +153,6 @@ func (f *fixture) namespace(t *testing.T, c client.Client, prefix string) string
 	return ns.Name
 }
 
-// kubeconfigFor writes a kubeconfig with inline credentials for cfg, whose
-// context namespace is ns.
-func kubeconfigFor(t *testing.T, cfg *rest.Config, ns string) []byte {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["t"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["t"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["t"] = &clientcmdapi.Context{Cluster: "t", AuthInfo: "t", Namespace: ns}
-	kc.CurrentContext = "t"
-	data, err := clientcmd.Write(*kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
 func (f *fixture) putSecret(t *testing.T, name string, data []byte) {
 	t.Helper()
 	ctx := context.Background()
@@ -231,7 +214,7 @@ func TestTargetReadiness(t *testing.T) {
 	f := start(t)
 	ensureSummary(t, f.target)
 	targetNS := f.namespace(t, f.target, "identity-")
-	good := kubeconfigFor(t, targetEnv.Config, targetNS)
+	good := testenv.Kubeconfig(t, targetEnv.Config, targetNS, "")
 
 	t.Run("secret missing, then created: reconnects live", func(t *testing.T) {
 		f.createTarget(t, "late", "late-secret")
@@ -282,7 +265,7 @@ func TestTargetReadiness(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.putSecret(t, "nobody-secret", kubeconfigFor(t, user.Config(), targetNS))
+		f.putSecret(t, "nobody-secret", testenv.Kubeconfig(t, user.Config(), targetNS, ""))
 		f.createTarget(t, "nobody", "nobody-secret")
 		f.waitReady(t, "nobody", metav1.ConditionFalse, v1alpha1.ReasonForbidden)
 	})
@@ -337,7 +320,7 @@ func TestFleetletMissing(t *testing.T) {
 	ctx := context.Background()
 	_ = f.target.Delete(ctx, &v1alpha1.ClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClusterSummaryName}})
 	t.Cleanup(func() { ensureSummary(t, f.target) })
-	f.putSecret(t, "s", kubeconfigFor(t, targetEnv.Config, "default"))
+	f.putSecret(t, "s", testenv.Kubeconfig(t, targetEnv.Config, "default", ""))
 	f.createTarget(t, "bare", "s")
 	msg := f.waitReady(t, "bare", metav1.ConditionFalse, v1alpha1.ReasonFleetletMissing)
 	if !strings.Contains(msg, "install") {
@@ -359,7 +342,7 @@ func poll(t *testing.T, what string, cond func(context.Context) bool) {
 func TestMetricsFollowTargets(t *testing.T) {
 	f := start(t)
 	ensureSummary(t, f.target)
-	f.putSecret(t, "m", kubeconfigFor(t, targetEnv.Config, "default"))
+	f.putSecret(t, "m", testenv.Kubeconfig(t, targetEnv.Config, "default", ""))
 	f.createTarget(t, "measured", "m")
 	f.waitReady(t, "measured", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 	cluster := f.ns + "/measured"
@@ -400,7 +383,7 @@ func gauge(t *testing.T, name, cluster string) float64 {
 func TestProbeFailureThreshold(t *testing.T) {
 	f := start(t, func(o *target.Options) { o.ProbeFailureThreshold = 6 })
 	ensureSummary(t, f.target)
-	f.putSecret(t, "flaky-secret", kubeconfigFor(t, targetEnv.Config, "default"))
+	f.putSecret(t, "flaky-secret", testenv.Kubeconfig(t, targetEnv.Config, "default", ""))
 	f.createTarget(t, "flaky", "flaky-secret")
 	f.waitReady(t, "flaky", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 	cl, ok := f.registry.Get(target.Key{Namespace: f.ns, Name: "flaky"})
