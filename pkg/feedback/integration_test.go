@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -577,17 +578,25 @@ func TestFeedback(t *testing.T) {
 		{
 			name: "the delegate is being deleted",
 			delete: func(t *testing.T, _ *v1alpha1.PodChaperon, d *corev1.Pod) {
-				// Bound in the target, a pod waits for its kubelet to
-				// confirm; there is none: it stays, marked deleted.
-				b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: "real-node-1"}}
-				if err := h.target.SubResource("binding").Create(ctx, d, b); err != nil {
+				// Terminating: held by another controller's finalizer (a
+				// bound pod waiting for its kubelet is the usual case, but
+				// the API server decides "bound" on its watch cache, which
+				// may not have the binding yet: the pod would go at once).
+				patch := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/metadata/finalizers","value":["example.com/hold"]}]`))
+				if err := h.target.Patch(ctx, d, patch); err != nil {
 					t.Fatal(err)
 				}
+				t.Cleanup(func() {
+					release := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`))
+					if err := h.target.Patch(context.Background(), d, release); err != nil && !apierrors.IsNotFound(err) {
+						t.Errorf("releasing the delegate: %v", err)
+					}
+				})
 				if err := h.target.Delete(ctx, d); err != nil {
 					t.Fatal(err)
 				}
 				if !get(t, h.target, d) || d.DeletionTimestamp == nil {
-					t.Fatalf("the bound delegate is not Terminating: %+v", d.ObjectMeta)
+					t.Fatalf("the delegate is not Terminating: %+v", d.ObjectMeta)
 				}
 			},
 			chaperonLeft: true,
