@@ -9,7 +9,7 @@ SANDBOX_DIR ?= $(CURDIR)/.sandbox
 TEST_TIMEOUT ?= 30m
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all build cluster-bins fleetlet-bins test e2e bench unit lint demo demo-down generate verify clean help
+.PHONY: all build cluster-bins fleetlet-bins test e2e bench unit lint demo demo-down generate verify diagrams clean help
 
 all: build
 
@@ -53,6 +53,9 @@ generate: ## Regenerate deepcopy functions and CRDs from the API types.
 verify: ## Fail when generated files are stale or code is not gofmt-clean.
 	hack/verify-generate.sh
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+
+diagrams: ## Regenerate docs/diagrams/*.svg from their Graphviz sources (needs dot: apt-get install graphviz).
+	@for f in docs/diagrams/*.dot; do dot -Tsvg "$$f" -o "$${f%.dot}.svg" && echo "$${f%.dot}.svg"; done
 
 demo: build ## Start a 3-cluster sandbox in .sandbox and run a pod in each cluster.
 	$(BIN)/fleetlet-sandbox demo --dir $(SANDBOX_DIR)

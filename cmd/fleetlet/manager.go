@@ -67,11 +67,12 @@ type managerOptions struct {
 
 	gracefulShutdown time.Duration
 
-	electionDeadline time.Duration
-	bindTimeout      time.Duration
-	unboundTimeout   time.Duration
-	pendingTargets   int
-	gcInterval       time.Duration
+	electionDeadline     time.Duration
+	bindTimeout          time.Duration
+	unboundTimeout       time.Duration
+	electedTargetTimeout time.Duration
+	pendingTargets       int
+	gcInterval           time.Duration
 
 	kubeAPIQPS     float32
 	kubeAPIBurst   int
@@ -118,6 +119,7 @@ func defaultManagerOptions() managerOptions {
 		electionDeadline:            elector.DefaultElectionDeadline,
 		bindTimeout:                 elector.DefaultBindTimeout,
 		unboundTimeout:              elector.DefaultUnboundTimeout,
+		electedTargetTimeout:        elector.DefaultElectedTargetTimeout,
 		pendingTargets:              elector.DefaultPendingTargets,
 		gcInterval:                  gc.DefaultInterval,
 		kubeAPIQPS:                  200,
@@ -165,6 +167,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.electionDeadline, "election-deadline", o.electionDeadline, "how long an election waits for the other candidates after the first reservation")
 	f.DurationVar(&o.bindTimeout, "election-bind-timeout", o.bindTimeout, "how long an elected candidate may take to be bound in its target before it is deleted and the election rerun")
 	f.DurationVar(&o.unboundTimeout, "unbound-proxy-timeout", o.unboundTimeout, "how long a pinned, ungated proxy may stay unbound before it is deleted")
+	f.DurationVar(&o.electedTargetTimeout, "elected-target-timeout", o.electedTargetTimeout, "how long the elected target of a proxy not yet bound may stay NotReady before the election is rerun (a pinned proxy is deleted instead)")
 	f.Float32Var(&o.kubeAPIQPS, "kube-api-qps", o.kubeAPIQPS, "requests per second to this cluster's API server (client-side limit)")
 	f.IntVar(&o.kubeAPIBurst, "kube-api-burst", o.kubeAPIBurst, "burst above --kube-api-qps")
 	f.Float32Var(&o.targetAPIQPS, "target-api-qps", o.targetAPIQPS, "requests per second to each target's API server (client-side limit): every candidate costs a few")
@@ -360,13 +363,14 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		return err
 	}
 	proxies, err := elector.New(elector.Options{
-		SourceName:       o.clusterName,
-		Spec:             openSpec,
-		Follower:         follower,
-		ElectionDeadline: o.electionDeadline,
-		BindTimeout:      o.bindTimeout,
-		UnboundTimeout:   o.unboundTimeout,
-		PendingTargets:   o.pendingTargets,
+		SourceName:           o.clusterName,
+		Spec:                 openSpec,
+		Follower:             follower,
+		ElectionDeadline:     o.electionDeadline,
+		BindTimeout:          o.bindTimeout,
+		UnboundTimeout:       o.unboundTimeout,
+		ElectedTargetTimeout: o.electedTargetTimeout,
+		PendingTargets:       o.pendingTargets,
 	})
 	if err != nil {
 		return err

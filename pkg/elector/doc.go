@@ -2,30 +2,42 @@
 // to its binding and after its deletion: candidates in every eligible
 // target, the election, the pin and the ungate, and the finalizer.
 //
-// Each Reconcile derives the proxy's phase from what the API shows — its
-// deletionTimestamp, its gates, its multicluster.fleetlet.io/Elected
-// record (package proxy), its hostname pin, and the chaperons in the
-// targets — never from memory, and takes one idempotent step:
+// Each Reconcile derives the proxy's Phase (phase.go) from what the API
+// shows — its deletionTimestamp, its gates, its
+// multicluster.fleetlet.io/Elected record (package proxy), its hostname pin
+// — and the chaperons in the targets, never from memory, and takes one
+// idempotent step; each step is written to the API before the next one
+// starts:
 //
-//	phase        what shows it                        step (and the invariant it guards)
-//	finalizing   deletionTimestamp                    delete the chaperons Foreground everywhere; remove our
-//	                                                  finalizer once none is left (no delegate outlives its proxy)
-//	held         another controller's gate too        nothing until it is lifted (a quota system decides first)
-//	electing     our gate, no Elected=True            a candidate in every eligible target, never a Terminating
-//	                                                  chaperon; rank the reserved ones; write the record first
-//	                                                  (at most one delegate: only the record counts after a crash)
-//	elected      Elected=True, not yet bound there    mark the winner, copy its Secrets, delete the losers, wait
-//	                                                  for the binding; not bound in time or refused: clear the
-//	                                                  record (a pinned proxy is deleted instead)
-//	pinned       hostname pin, still gated            lift our gate only when the virtual node has room, pods
-//	                                                  counted (never preempt); no room past UnboundTimeout, or
-//	                                                  no election standing any more: delete it with an Event
-//	                                                  (once pinned, never pinned elsewhere)
-//	ungated      no gate of ours                      delete losers seen late; unbound past UnboundTimeout:
-//	                                                  delete it (a pinned proxy is bound or deleted)
+//	phase        what shows it                  step (file)                          invariant it guards
+//	Electing     our gate, no record standing   a candidate in every eligible        at most one delegate: only the
+//	                                            target, never a Terminating one;     record counts after a crash
+//	                                            rank the reserved; write the record
+//	                                            first (candidates.go, election.go)
+//	Elected      the record, no pin             mark the winner once a previous      never two delegates at once
+//	                                            delegate is confirmed gone; delete
+//	                                            the losers, best-effort; wait until
+//	                                            the kubelet there admitted the
+//	                                            delegate (completion.go)
+//	             refused, not admitted within   delete the candidate, drop the       the proxy never sees a failure
+//	             BindTimeout, candidate gone,   record, remembering the delegate it  before it is pinned
+//	             Target deleted, NotReady past  may have made (reelection.go)
+//	             ElectedTargetTimeout
+//	Pinned       the hostname pin, still gated  lift our gate only when the virtual  never preempt; once pinned,
+//	                                            node has room, pods counted; no      never pinned elsewhere: bound
+//	                                            room past UnboundTimeout, or no      or deleted
+//	                                            record standing: delete the proxy
+//	                                            with an Event (completion.go)
+//	Ungated      no gate of ours                delete losers seen late; unbound     a proxy is bound or deleted
+//	                                            past UnboundTimeout: delete it
+//	                                            (ungated.go)
+//	Held         another controller's gate too  nothing until it is lifted           a quota system decides first
+//	Finalizing   deletionTimestamp              delete the chaperons Foreground      no delegate outlives its proxy
+//	                                            everywhere; remove our finalizer
+//	                                            once none is left (finalize.go)
 //
 // The targets' caches call OnChaperon on every change of a chaperon or its
 // pod, which requeues the proxy; OnTargetChange requeues the proxies still
 // in election; the virtual nodes' cordon, taints and allocatable requeue
-// those that may now go there.
+// those that may now go there (setup.go).
 package elector

@@ -35,6 +35,7 @@ func TestPinnedProxyWhoseDelegateVanishesIsDeleted(t *testing.T) {
 	h.reserve(t, remote, p)
 	h.unschedulable(t, local, p)
 	h.bind(t, remote, p)
+	h.admit(t, remote, p)
 	h.waitProxy(t, p, "pinned to "+nodeName(remote), pinnedTo(nodeName(remote)))
 	require.True(t, proxy.Gated(h.get(t, p)), "ungated without room for the pod")
 
@@ -58,6 +59,7 @@ func TestNeverUngatedWithoutRoomForThePod(t *testing.T) {
 	h.reserve(t, remote, p)
 	h.unschedulable(t, local, p)
 	h.bind(t, remote, p)
+	h.admit(t, remote, p)
 	h.waitProxy(t, p, "pinned to "+nodeName(remote), pinnedTo(nodeName(remote)))
 
 	assert.Never(t, func() bool { return !proxy.Gated(h.get(t, p)) }, 2*time.Second, 100*time.Millisecond,

@@ -276,6 +276,87 @@ func (h *harness) bind(t *testing.T, key target.Key, p *corev1.Pod) {
 	})
 }
 
+// admit plays the target's kubelet admitting the delegate: its first
+// status, with a start time.
+func (h *harness) admit(t *testing.T, key target.Key, p *corev1.Pod) {
+	t.Helper()
+	now := metav1.Now()
+	h.chaperonStatus(t, key, p, func(pc *v1alpha1.PodChaperon) {
+		pc.Status.PodStatus.Phase = corev1.PodPending
+		pc.Status.PodStatus.StartTime = &now
+	})
+}
+
+// refuse plays the target's kubelet refusing the delegate at admission:
+// Failed, never started.
+func (h *harness) refuse(t *testing.T, key target.Key, p *corev1.Pod) {
+	t.Helper()
+	h.chaperonStatus(t, key, p, func(pc *v1alpha1.PodChaperon) {
+		pc.Status.PodStatus.Phase = corev1.PodFailed
+		pc.Status.PodStatus.Reason = "OutOfcpu"
+		pc.Status.PodStatus.Message = "Pod was rejected: Node didn't have enough resource: cpu"
+	})
+}
+
+// chaperon reads the proxy's chaperon in a target; false when it is gone.
+func (h *harness) chaperon(t *testing.T, key target.Key, p *corev1.Pod) (*v1alpha1.PodChaperon, bool) {
+	t.Helper()
+	var pc v1alpha1.PodChaperon
+	err := h.clientOf(key).Get(context.Background(), chaperonKey(p), &pc)
+	if apierrors.IsNotFound(err) {
+		return nil, false
+	}
+	require.NoError(t, err)
+	return &pc, true
+}
+
+// collect plays the target's garbage collector for a chaperon deleted
+// Foreground (its pod, which no kubelet runs here, counts as gone): it
+// removes the finalizers so that the chaperon goes.
+func (h *harness) collect(t *testing.T, key target.Key, p *corev1.Pod) {
+	t.Helper()
+	c := h.clientOf(key)
+	eventually(t, "the chaperon in "+key.Name+" deleted, then gone", func(ctx context.Context) bool {
+		var pc v1alpha1.PodChaperon
+		if err := c.Get(ctx, chaperonKey(p), &pc); apierrors.IsNotFound(err) {
+			return true
+		} else if err != nil || pc.DeletionTimestamp == nil {
+			return false
+		}
+		_ = c.Patch(ctx, &pc, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
+		return false
+	})
+}
+
+// unreachable points a Target's kubeconfig at a server nobody answers, and
+// waits for the Target to be NotReady; the returned func points it back
+// and waits for Ready.
+func (h *harness) unreachable(t *testing.T, key target.Key, cfg *rest.Config) (restore func()) {
+	t.Helper()
+	set := func(server string, ready metav1.ConditionStatus) {
+		t.Helper()
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: key.Name + "-kubeconfig"}}
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := h.source.Get(context.Background(), client.ObjectKeyFromObject(s), s); err != nil {
+				return err
+			}
+			s.Data = map[string][]byte{"config": testenv.Kubeconfig(t, cfg, h.ns, server)}
+			return h.source.Update(context.Background(), s)
+		})
+		require.NoError(t, err)
+		eventually(t, "Target "+key.Name+" Ready="+string(ready), func(ctx context.Context) bool {
+			var tg v1alpha1.Target
+			if err := h.source.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name}, &tg); err != nil {
+				return false
+			}
+			c := meta.FindStatusCondition(tg.Status.Conditions, v1alpha1.ConditionReady)
+			return c != nil && c.Status == ready
+		})
+	}
+	set("https://127.0.0.1:1", metav1.ConditionFalse)
+	return func() { set("", metav1.ConditionTrue) }
+}
+
 func (h *harness) chaperonStatus(t *testing.T, key target.Key, p *corev1.Pod, change func(*v1alpha1.PodChaperon)) {
 	t.Helper()
 	c := h.clientOf(key)

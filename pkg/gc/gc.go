@@ -108,6 +108,10 @@ const (
 	// ReasonNoParent: the object carries this source's label but no
 	// parent UID or name, so no proxy can claim it.
 	ReasonNoParent Reason = "NoParent"
+	// ReasonLostElection: a chaperon of a live proxy whose election
+	// record stands and names another target (a loser the elector could
+	// not delete, or created by a crashed election after the record).
+	ReasonLostElection Reason = "LostElection"
 )
 
 // Parent names the proxy pod a remote object belongs to, from its
@@ -145,6 +149,20 @@ func Judge(parent Parent, proxy *corev1.Pod) Reason {
 		return ReasonProxyReplaced
 	case !proxypod.IsManaged(proxy):
 		return ReasonProxyNotManaged
+	}
+	return ""
+}
+
+// JudgeChaperon is Judge for a chaperon in target: a chaperon of a live
+// proxy is also an orphan when the proxy's election record stands and
+// names another target. A proxy with no record standing keeps its
+// chaperons (candidates, or pending ones the elector trims itself).
+func JudgeChaperon(parent Parent, proxy *corev1.Pod, target string) Reason {
+	if r := Judge(parent, proxy); r != "" {
+		return r
+	}
+	if rec, ok := proxypod.Elected(proxy); ok && rec.Target() != target {
+		return ReasonLostElection
 	}
 	return ""
 }
@@ -234,8 +252,18 @@ func (s *Scope) Checked(n int) { s.report.Checked += n }
 // object younger than MinAge is kept and reported young. An orphan in the
 // cache is confirmed from the API server.
 func (s *Scope) Orphan(ctx context.Context, obj client.Object) (Reason, error) {
+	return s.orphan(ctx, obj, func(parent Parent, proxy *corev1.Pod) Reason { return Judge(parent, proxy) })
+}
+
+// orphanChaperon is Orphan for a chaperon (JudgeChaperon).
+func (s *Scope) orphanChaperon(ctx context.Context, obj client.Object) (Reason, error) {
+	target := s.Target.Key().String()
+	return s.orphan(ctx, obj, func(parent Parent, proxy *corev1.Pod) Reason { return JudgeChaperon(parent, proxy, target) })
+}
+
+func (s *Scope) orphan(ctx context.Context, obj client.Object, judge func(Parent, *corev1.Pod) Reason) (Reason, error) {
 	parent := ParentOf(obj)
-	reason, err := s.judge(ctx, parent, s.gc.opts.Reader)
+	reason, err := s.judge(ctx, parent, s.gc.opts.Reader, judge)
 	if reason == "" || err != nil {
 		return "", err
 	}
@@ -244,22 +272,22 @@ func (s *Scope) Orphan(ctx context.Context, obj client.Object) (Reason, error) {
 		s.gc.opts.Logger.V(3).Info("Keeping a young orphan", "target", s.Target.Key().String(), "kind", s.kind, "object", klog.KObj(obj), "age", age, "reason", reason)
 		return "", nil
 	}
-	return s.judge(ctx, parent, s.gc.opts.APIReader)
+	return s.judge(ctx, parent, s.gc.opts.APIReader, judge)
 }
 
-func (s *Scope) judge(ctx context.Context, parent Parent, r client.Reader) (Reason, error) {
+func (s *Scope) judge(ctx context.Context, parent Parent, r client.Reader, judge func(Parent, *corev1.Pod) Reason) (Reason, error) {
 	if parent.UID == "" || parent.Name == "" {
 		return ReasonNoParent, nil
 	}
 	var pod corev1.Pod
 	err := r.Get(ctx, types.NamespacedName{Namespace: parent.Namespace, Name: parent.Name}, &pod)
 	if apierrors.IsNotFound(err) {
-		return Judge(parent, nil), nil
+		return judge(parent, nil), nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("reading proxy %s/%s: %w", parent.Namespace, parent.Name, err)
 	}
-	return Judge(parent, &pod), nil
+	return judge(parent, &pod), nil
 }
 
 // Delete deletes an orphan with Foreground propagation and a UID
@@ -468,7 +496,7 @@ func (ChaperonCollector) Collect(ctx context.Context, s *Scope) error {
 		if pc.DeletionTimestamp != nil || !s.Owned(pc) {
 			continue
 		}
-		reason, err := s.Orphan(ctx, pc)
+		reason, err := s.orphanChaperon(ctx, pc)
 		if err != nil {
 			errs = append(errs, err)
 			continue

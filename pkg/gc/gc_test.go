@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/naming"
+	proxypod "github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/target"
 )
 
@@ -253,4 +255,29 @@ func sorted(s []string) []string {
 	out := slices.Clone(s)
 	slices.Sort(out)
 	return out
+}
+
+func TestJudgeChaperon(t *testing.T) {
+	parent := Parent{Namespace: "ns", Name: "web", UID: "uid-1"}
+	withRecord := func(status corev1.ConditionStatus, target string) *corev1.Pod {
+		p := proxy("ns", "web", "uid-1").obj()
+		p.Status.Conditions = []corev1.PodCondition{{Type: v1alpha1.ConditionElected, Status: status,
+			Message: proxypod.Record{TargetNamespace: "team", TargetName: target, Chaperon: "web-1234"}.Message()}}
+		return p
+	}
+	for _, tc := range []struct {
+		name  string
+		proxy *corev1.Pod
+		want  Reason
+	}{
+		{"no record: candidates or pending ones stay", proxy("ns", "web", "uid-1").obj(), ""},
+		{"record names this target", withRecord(corev1.ConditionTrue, "t1"), ""},
+		{"record names another target", withRecord(corev1.ConditionTrue, "t2"), ReasonLostElection},
+		{"record dropped, re-electing", withRecord(corev1.ConditionFalse, "t2"), ""},
+		{"proxy gone", nil, ReasonProxyNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, JudgeChaperon(parent, tc.proxy, "team/t1"))
+		})
+	}
 }

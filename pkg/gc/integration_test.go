@@ -24,6 +24,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/gc"
 	"github.com/fleetlet/fleetlet/pkg/naming"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/target"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
@@ -158,6 +159,20 @@ func (f *fixture) chaperon(t *testing.T, p *corev1.Pod, source string) *v1alpha1
 	return pc
 }
 
+// elected writes the proxy's election record naming a target, as the
+// elector does.
+func (f *fixture) elected(t *testing.T, p *corev1.Pod, target string) *corev1.Pod {
+	t.Helper()
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+		Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue, Reason: "Elected",
+		Message: proxy.Record{TargetName: target, Chaperon: naming.RemoteName(p.Name, p.UID)}.Message(),
+	})
+	if err := f.source.Status().Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // deleted reports whether the chaperon is gone or marked deleted.
 func (f *fixture) deleted(t *testing.T, pc *v1alpha1.PodChaperon) bool {
 	t.Helper()
@@ -205,8 +220,14 @@ func TestCollectOrphans(t *testing.T) {
 	replaced := f.proxy(t, "replaced", v1alpha1.FinalizerDelegate)
 	unmanaged := f.proxy(t, "unmanaged", "example.com/keep")
 	foreign := f.proxy(t, "foreign", v1alpha1.FinalizerDelegate)
+	// Live proxies whose election record stands: the chaperon in t1 is
+	// the winner's, or a loser's when the record names t2.
+	winner := f.elected(t, f.proxy(t, "winner", v1alpha1.FinalizerDelegate), "t1")
+	loser := f.elected(t, f.proxy(t, "loser", v1alpha1.FinalizerDelegate), "t2")
 
 	pcLive := f.chaperon(t, live, sourceName)
+	pcWinner := f.chaperon(t, winner, sourceName)
+	pcLoser := f.chaperon(t, loser, sourceName)
 	pcGone := f.chaperon(t, gone, sourceName)
 	pcReplaced := f.chaperon(t, replaced, sourceName)
 	pcUnmanaged := f.chaperon(t, unmanaged, sourceName)
@@ -232,6 +253,8 @@ func TestCollectOrphans(t *testing.T) {
 		{pcReplaced, true, gc.ReasonProxyReplaced},
 		{pcUnmanaged, true, gc.ReasonProxyNotManaged},
 		{pcForeign, false, ""},
+		{pcWinner, false, ""},
+		{pcLoser, true, gc.ReasonLostElection},
 	} {
 		if got := f.deleted(t, tc.pc); got != tc.deleted {
 			t.Errorf("chaperon %s (proxy %s): deleted = %t, want %t", tc.pc.Name, tc.pc.Annotations[v1alpha1.AnnotationParentName], got, tc.deleted)

@@ -171,6 +171,8 @@ func (c *Cluster) newChaperonCache(ctx context.Context, ns string) (*chaperonCac
 	// answer discovery (it may be down).
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion, corev1.SchemeGroupVersion})
 	mapper.Add(v1alpha1.GroupVersion.WithKind("PodChaperon"), meta.RESTScopeNamespace)
+	// A List asks the mapper about the list kind (replayOnSync lists).
+	mapper.Add(v1alpha1.GroupVersion.WithKind("PodChaperonList"), meta.RESTScopeNamespace)
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("Event"), meta.RESTScopeNamespace)
 	ours := labels.SelectorFromSet(labels.Set{v1alpha1.LabelParentCluster: c.opts.SourceName})
@@ -304,11 +306,33 @@ func (c *Cluster) WatchChaperons(ns string) {
 		c.chaperons = map[string]*chaperonCache{}
 	}
 	c.chaperons[ns] = cc
-	c.cachesWG.Add(1)
+	c.cachesWG.Add(2)
 	go func() {
 		defer c.cachesWG.Done()
 		_ = cc.cache.Start(c.runCtx)
 	}()
+	go func() {
+		defer c.cachesWG.Done()
+		c.replayOnSync(c.runCtx, ns, cc)
+	}()
+}
+
+// replayOnSync calls OnChaperon once more for every chaperon of the cache
+// once it has synced. The events of its first list are delivered before it
+// counts as synced, and a reader that skips an unsynced cache (the elector
+// deleting losers) must be brought back when it may read it.
+func (c *Cluster) replayOnSync(ctx context.Context, ns string, cc *chaperonCache) {
+	if !toolscache.WaitForCacheSync(ctx.Done(), cc.synced) {
+		return
+	}
+	var list v1alpha1.PodChaperonList
+	if err := cc.cache.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		ctrl.Log.WithName("target").Error(err, "Listing the chaperons of a synced cache", "target", c.key.String(), "namespace", ns)
+		return
+	}
+	for i := range list.Items {
+		c.opts.OnChaperon(c.key, &list.Items[i])
+	}
 }
 
 // Chaperons reads this source's PodChaperons, and the pods they hold, of

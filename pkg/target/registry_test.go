@@ -426,3 +426,53 @@ func probes(t *testing.T, cluster, result string) float64 {
 	}
 	return 0
 }
+
+// A chaperon cache's first list is delivered to OnChaperon before the cache
+// counts as synced: a reader that skips an unsynced cache (the elector
+// deleting losers) would never be called back. Once synced, every chaperon
+// is delivered once more. Before: a loser seen only during the first list
+// of a restarted manager was never deleted (e2e
+// TestCrashesMidElectionNeverDoubleDelegates: "the losing candidates to
+// be gone").
+func TestChaperonsDeliveredOnceSynced(t *testing.T) {
+	var mu sync.Mutex
+	syncedCalls := map[string]int{}
+	var f *fixture
+	f = start(t, func(o *target.Options) {
+		o.OnChaperon = func(k target.Key, pc *v1alpha1.PodChaperon) {
+			cl, ok := f.registry.Get(k)
+			if !ok {
+				return
+			}
+			_, synced := cl.ChaperonCache(pc.Namespace)
+			if synced {
+				mu.Lock()
+				syncedCalls[pc.Name]++
+				mu.Unlock()
+			}
+		}
+	})
+	ctx := context.Background()
+	ensureSummary(t, f.target)
+	require.NoError(t, f.target.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}))
+	names := []string{"a-1", "b-2", "c-3"}
+	for _, n := range names {
+		require.NoError(t, f.target.Create(ctx, &v1alpha1.PodChaperon{
+			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: n, Labels: map[string]string{v1alpha1.LabelParentCluster: "src", v1alpha1.LabelParentUID: "u-" + n},
+				Annotations: map[string]string{v1alpha1.AnnotationParentName: n, v1alpha1.AnnotationParentNamespace: f.ns}},
+			Spec: v1alpha1.PodChaperonSpec{Template: v1alpha1.PodChaperonTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}},
+		}))
+	}
+	f.putSecret(t, "s", testenv.Kubeconfig(t, targetEnv.Config, f.ns, ""))
+	f.createTarget(t, "t", "s") // a namespaced Target watches its namespace from the start
+	poll(t, "every chaperon delivered while the cache is synced", func(context.Context) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, n := range names {
+			if syncedCalls[n] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -267,29 +266,15 @@ func partition[T any](list []T, take func(T) bool) ([]T, []Indexed[T]) {
 // spec again: the recorded values merged with what later webhooks set on
 // the fields the webhook strips or replaces.
 func (s *SourceSpec) foldInto(spec *corev1.PodSpec) {
-	nodeSelector := maps.Clone(s.NodeSelector)
-	for k, v := range spec.NodeSelector {
-		if k == v1alpha1.LabelNodeType && v == v1alpha1.NodeTypeVirtualKubelet {
-			continue // ours
-		}
-		if nodeSelector == nil {
-			nodeSelector = map[string]string{}
-		}
-		nodeSelector[k] = v
-	}
-	spec.NodeSelector = nodeSelector
+	spec.NodeSelector = mergeNodeSelector(s.NodeSelector, spec.NodeSelector, func(k, v string) bool {
+		return k == v1alpha1.LabelNodeType && v == v1alpha1.NodeTypeVirtualKubelet // ours
+	})
 	spec.Affinity = mergeAffinity(s.Affinity, spec.Affinity)
 	spec.TopologySpreadConstraints = append(deepCopyTopologySpread(s.TopologySpreadConstraints), spec.TopologySpreadConstraints...)
 	if spec.SchedulerName == "" || spec.SchedulerName == corev1.DefaultSchedulerName {
 		spec.SchedulerName = s.SchedulerName
 	}
-	tolerations := deepCopyTolerations(s.Tolerations)
-	for _, t := range spec.Tolerations {
-		if !isProxyToleration(t) && !hasToleration(s.Tolerations, t) {
-			tolerations = append(tolerations, t)
-		}
-	}
-	spec.Tolerations = tolerations
+	spec.Tolerations = mergeTolerations(s.Tolerations, spec.Tolerations)
 	if g := spec.TerminationGracePeriodSeconds; g == nil || *g == 0 {
 		spec.TerminationGracePeriodSeconds = copyInt64(s.TerminationGracePeriodSeconds)
 	}

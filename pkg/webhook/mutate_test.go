@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
@@ -503,4 +505,30 @@ func TestAndNodeSelectors(t *testing.T) {
 	if got := andNodeSelectors(nil, b); got != b {
 		t.Errorf("nil ∧ b = %v, want b", got)
 	}
+}
+
+// What another controller adds to a proxy's nodeSelector and tolerations
+// after its creation (Kueue does, when it lifts its own gate) reaches the
+// candidates: Restore merges it with the user's sealed values, leaving out
+// fleetlet's own (type=virtual-kubelet, the hostname pin, the proxy's
+// tolerations).
+func TestRestoreKeepsLaterAdditions(t *testing.T) {
+	user := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "batch", Effect: corev1.TaintEffectNoSchedule}
+	res, err := Mutate(makePod("ns", "p").nodeSelector(corev1.LabelTopologyZone, "a").toleration(user).obj(), Options{Key: testKey, IsVirtualNode: virtualNodes()})
+	require.NoError(t, err)
+	require.Equal(t, Mutated, res.Action)
+	sealed, err := Open(res.Pod, testKey)
+	require.NoError(t, err)
+
+	userTolerations := append([]corev1.Toleration(nil), sealed.Tolerations...)
+	require.Contains(t, userTolerations, user)
+	later := res.Pod.Spec.DeepCopy()
+	flavor := corev1.Toleration{Key: "spot", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	later.NodeSelector["cloud.example.com/flavor"] = "spot"
+	later.NodeSelector[corev1.LabelHostname] = "fleetlet-cluster-2" // the elector's pin
+	later.Tolerations = append(later.Tolerations, flavor)
+	sealed.Restore(later)
+
+	assert.Equal(t, map[string]string{corev1.LabelTopologyZone: "a", "cloud.example.com/flavor": "spot"}, later.NodeSelector)
+	assert.Equal(t, append(userTolerations, flavor), later.Tolerations)
 }

@@ -70,9 +70,13 @@ type Indexed[T any] struct {
 }
 
 // Restore puts the user's values back onto spec, a copy of the proxy's pod
-// spec (the caller owns it; Restore writes into it): nodeSelector, affinity,
-// topology spread constraints, scheduler name, tolerations and grace period
-// are replaced by the user's; volumes, resource claims, volume mounts and
+// spec (the caller owns it; Restore writes into it): affinity, topology
+// spread constraints, scheduler name and grace period are replaced by the
+// user's; nodeSelector and tolerations are the user's merged with what
+// another controller added to the proxy since (Kueue writes its flavor's
+// node labels and tolerations when it lifts its gate), fleetlet's own
+// (type=virtual-kubelet, the hostname pin, the proxy's tolerations) left
+// out; volumes, resource claims, volume mounts and
 // devices and container resource claims are inserted where the user had
 // them; ports get their hostPort and hostIP back. Records of containers spec
 // no longer has are left out. Restore expects the proxy's spec: restoring
@@ -81,7 +85,9 @@ func (s *SourceSpec) Restore(spec *corev1.PodSpec) {
 	if s == nil {
 		return
 	}
-	spec.NodeSelector = maps.Clone(s.NodeSelector)
+	spec.NodeSelector = mergeNodeSelector(s.NodeSelector, spec.NodeSelector, func(k, v string) bool {
+		return (k == v1alpha1.LabelNodeType && v == v1alpha1.NodeTypeVirtualKubelet) || k == corev1.LabelHostname
+	})
 	if s.Affinity != nil {
 		spec.Affinity = s.Affinity.DeepCopy()
 	} else {
@@ -89,9 +95,37 @@ func (s *SourceSpec) Restore(spec *corev1.PodSpec) {
 	}
 	spec.TopologySpreadConstraints = deepCopyTopologySpread(s.TopologySpreadConstraints)
 	spec.SchedulerName = s.SchedulerName
-	spec.Tolerations = deepCopyTolerations(s.Tolerations)
+	spec.Tolerations = mergeTolerations(s.Tolerations, spec.Tolerations)
 	spec.TerminationGracePeriodSeconds = copyInt64(s.TerminationGracePeriodSeconds)
 	s.restoreLists(spec)
+}
+
+// mergeNodeSelector is the user's nodeSelector with the keys of the
+// proxy's that are not ours added (set later, they win).
+func mergeNodeSelector(user, proxy map[string]string, ours func(k, v string) bool) map[string]string {
+	out := maps.Clone(user)
+	for k, v := range proxy {
+		if ours(k, v) {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// mergeTolerations is the user's tolerations with the proxy's that are
+// neither fleetlet's nor already the user's.
+func mergeTolerations(user, proxy []corev1.Toleration) []corev1.Toleration {
+	out := deepCopyTolerations(user)
+	for _, t := range proxy {
+		if !isProxyToleration(t) && !hasToleration(user, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // restoreLists inserts what was taken out of lists.

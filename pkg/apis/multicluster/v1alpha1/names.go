@@ -88,6 +88,17 @@ const (
 	// candidate becomes the delegate.
 	AnnotationElected = Prefix + "elected"
 
+	// AnnotationElectedAt on a PodChaperon is written with
+	// AnnotationElected: when (RFC 3339) the source marked it, from which
+	// its bind timeout counts.
+	AnnotationElectedAt = Prefix + "elected-at"
+
+	// AnnotationPreviousDelegate on a proxy pod is written by the source
+	// when an election record is dropped: the record (target=... chaperon=...)
+	// of the candidate that may have become its delegate. The next
+	// delegate is marked elected only once that one is confirmed gone.
+	AnnotationPreviousDelegate = Prefix + "previous-delegate"
+
 	// DelegateLabelPrefix replaces a pod label's key, in a self target,
 	// on candidates and delegates: label k becomes DelegateLabelPrefix + k
 	// with "/" replaced by ".", so that the source's own selectors never

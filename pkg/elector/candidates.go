@@ -1,0 +1,170 @@
+// candidates: phase candidates: a candidate in every eligible target, and what each answered.
+
+package elector
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/follow"
+	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/vnode"
+)
+
+// targetState is one target's view for one proxy.
+type targetState struct {
+	key      target.Key
+	cluster  *target.Cluster
+	node     *corev1.Node
+	eligible bool
+	reason   string
+	chaperon *v1alpha1.PodChaperon
+}
+
+func (r *Reconciler) targets(ctx context.Context, pod *corev1.Pod, clusters labels.Selector) []*targetState {
+	var out []*targetState
+	for _, cl := range r.registry.List() {
+		key := cl.Key()
+		h := cl.Health()
+		ts := &targetState{key: key, cluster: cl}
+		cl.WatchChaperons(pod.Namespace)
+		var node corev1.Node
+		if err := r.client.Get(ctx, types.NamespacedName{Name: vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})}, &node); err == nil {
+			ts.node = &node
+		}
+		ts.eligible, ts.reason = Eligible(pod, TargetView{Namespace: key.Namespace, Name: key.Name, Ready: h.Ready, Reason: h.Reason, Node: ts.node}, clusters)
+		if key.Namespace != "" && key.Namespace != pod.Namespace {
+			continue
+		}
+		out = append(out, ts)
+	}
+	return out
+}
+
+type answerKind int
+
+const (
+	answerPending answerKind = iota
+	answerReserved
+	answerUnschedulable
+	answerRejected
+)
+
+// answer reads what a candidate said: reserved (the candidate scheduler
+// holds a node at Permit), unschedulable (with the scheduler's message),
+// rejected (the target refused the pod), or nothing yet.
+func answer(pc *v1alpha1.PodChaperon) (answerKind, string) {
+	if pc == nil {
+		return answerPending, ""
+	}
+	if pc.Annotations[v1alpha1.AnnotationReserved] != "" {
+		return answerReserved, ""
+	}
+	for _, c := range pc.Status.Conditions {
+		if c.Type == v1alpha1.ConditionPodCreated && c.Status == metav1.ConditionFalse {
+			return answerRejected, c.Message
+		}
+	}
+	for _, c := range pc.Status.PodStatus.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return answerUnschedulable, c.Message
+		}
+	}
+	return answerPending, ""
+}
+
+// ensureCandidate makes sure the target has the proxy's chaperon; it returns
+// it, or nil and why not.
+func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userSpec *corev1.PodSpec, refs follow.RefSet, ts *targetState) (*v1alpha1.PodChaperon, string) {
+	want := Chaperon(CandidateInput{Proxy: pod, Spec: userSpec, SourceName: r.opts.SourceName, Self: ts.cluster.Self()})
+	var got v1alpha1.PodChaperon
+	err := ts.cluster.Chaperons(pod.Namespace).Get(ctx, client.ObjectKeyFromObject(want), &got)
+	if err == nil {
+		if got.Labels[v1alpha1.LabelParentUID] != string(pod.UID) {
+			return nil, fmt.Sprintf("a PodChaperon %s/%s of another pod is in the way", got.Namespace, got.Name)
+		}
+		if got.DeletionTimestamp != nil {
+			// A loser or an earlier election's candidate, its pod on
+			// the way out: never this election's. Its deletion brings
+			// the proxy back.
+			return nil, "an earlier candidate there is still being deleted"
+		}
+		return &got, ""
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, fmt.Sprintf("reading the chaperon: %v", err)
+	}
+	// The namespace must exist there: a missing one filters the target.
+	var ns corev1.Namespace
+	if err := ts.cluster.Client().Get(ctx, types.NamespacedName{Name: pod.Namespace}, &ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Sprintf("namespace %s does not exist there", pod.Namespace)
+		}
+		return nil, fmt.Sprintf("reading namespace %s: %v", pod.Namespace, err)
+	}
+	// What the candidate needs is there before it is.
+	if r.opts.Follower != nil && !ts.cluster.Self() {
+		why, err := r.follow(ctx, pod, refs, ts.cluster, follow.StageCandidate)
+		if err != nil {
+			return nil, fmt.Sprintf("copying what the pod needs: %v", err)
+		}
+		if why != "" {
+			return nil, why
+		}
+	}
+	if err := ts.cluster.Client().Create(ctx, want); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return want, ""
+		}
+		candidatesTotal.WithLabelValues(ts.key.String(), "error").Inc()
+		return nil, fmt.Sprintf("creating the candidate: %v", err)
+	}
+	candidatesTotal.WithLabelValues(ts.key.String(), "created").Inc()
+	return want, ""
+}
+
+// trimPending keeps pending candidates in at most K targets, the best ranked,
+// so that one cluster autoscaler scales up, not all of them.
+func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []*targetState, requests corev1.ResourceList) {
+	var offers []Offer
+	byKey := map[string]*targetState{}
+	for _, s := range states {
+		if s.chaperon != nil {
+			offers = append(offers, Offer{Target: s.key.String(), FreeShare: FreeShareAfter(s.cluster.Summary(), requests)})
+			byKey[s.key.String()] = s
+		}
+	}
+	for i, o := range Rank(pod.UID, offers) {
+		if i < r.opts.PendingTargets {
+			continue
+		}
+		s := byKey[o.Target]
+		if err := deleteChaperon(ctx, s.cluster, s.chaperon, pod.UID); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Deleting a surplus pending candidate", "target", o.Target)
+			continue
+		}
+		r.release(ctx, pod, s.cluster)
+	}
+}
+
+// deleteChaperon deletes a chaperon of this proxy, foreground so that it goes
+// only after its pod.
+func deleteChaperon(ctx context.Context, cl *target.Cluster, pc *v1alpha1.PodChaperon, uid types.UID) error {
+	err := cl.Client().Delete(ctx, pc, client.PropagationPolicy(metav1.DeletePropagationForeground),
+		client.Preconditions{UID: ptr.To(pc.UID)})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	_ = uid
+	return err
+}

@@ -1,0 +1,293 @@
+// completion: phases elected and pinned: carry the record out on its target.
+
+package elector
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/follow"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/summary"
+	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/vnode"
+)
+
+// finishElection carries an election out, one step per pass: the elected
+// candidate is checked, marked (once the previous delegate, if any, is
+// confirmed gone), waited for until its target's kubelet admits it, and
+// only then is the proxy pinned and, once its virtual node has room,
+// ungated. A candidate that is not admitted in time or is refused is
+// deleted and the election rerun: the proxy never sees that failure.
+func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *corev1.PodCondition) (reconcile.Result, error) {
+	record, err := proxy.ParseRecord(rec.Message)
+	if err != nil {
+		return reconcile.Result{}, r.clearElection(ctx, pod, err.Error())
+	}
+	key := keyOf(record)
+	cl, ok := r.registry.Get(key)
+	if !ok || !cl.Health().Ready {
+		return r.electedTargetAway(ctx, pod, key)
+	}
+	pc, err := r.electedChaperon(ctx, pod, cl, record.Chaperon)
+	if pc == nil || err != nil {
+		return reconcile.Result{}, err
+	}
+	if pc.Annotations[v1alpha1.AnnotationElected] != "true" {
+		if res, stop, err := r.markWinner(ctx, pod, cl, pc); stop {
+			return res, err
+		}
+	}
+	// Losers go best-effort: one in a target that does not answer never
+	// holds up the winner (its events, or the garbage collector, finish
+	// it later).
+	r.deleteLosers(ctx, pod, key)
+
+	if res, stop, err := r.awaitAdmission(ctx, pod, rec, cl, pc); stop {
+		return res, err
+	}
+	return r.pinAndUngate(ctx, pod, rec, key)
+}
+
+// electedChaperon reads the elected candidate, the API server confirming
+// what the cache does not have. It returns nil when the record was
+// cleared because the candidate is gone or is not this proxy's.
+func (r *Reconciler) electedChaperon(ctx context.Context, pod *corev1.Pod, cl *target.Cluster, name string) (*v1alpha1.PodChaperon, error) {
+	var pc v1alpha1.PodChaperon
+	nn := types.NamespacedName{Namespace: pod.Namespace, Name: name}
+	err := cl.Chaperons(pod.Namespace).Get(ctx, nn, &pc)
+	if apierrors.IsNotFound(err) {
+		// The cache may be behind: only the API server says it is gone.
+		err = cl.Client().Get(ctx, nn, &pc)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, r.clearElection(ctx, pod, fmt.Sprintf("the elected candidate %s in %s is gone", name, cl.Key()))
+	case err != nil:
+		return nil, err
+	case pc.Labels[v1alpha1.LabelParentUID] != string(pod.UID):
+		return nil, r.clearElection(ctx, pod, fmt.Sprintf("%s in %s belongs to another pod", name, cl.Key()))
+	}
+	return &pc, nil
+}
+
+// markWinner lets the elected candidate become the delegate: its Secrets
+// are copied first, and the previous delegate of a re-elected proxy must
+// be confirmed gone (never two delegates at once). stop ends this pass:
+// not yet, or the record was dropped.
+func (r *Reconciler) markWinner(ctx context.Context, pod *corev1.Pod, cl *target.Cluster, pc *v1alpha1.PodChaperon) (res reconcile.Result, stop bool, err error) {
+	key := cl.Key()
+	if prev, ok := previousDelegate(pod); ok && keyOf(prev) != key {
+		gone, why := r.delegateGone(ctx, pod, prev)
+		if !gone {
+			ctrl.LoggerFrom(ctx).V(1).Info("Waiting for the previous delegate to be gone before marking the new one", "previous", prev.Target(), "why", why)
+			return reconcile.Result{RequeueAfter: previousDelegateRecheck}, true, nil
+		}
+	}
+	if r.opts.Follower != nil && !cl.Self() {
+		// The delegate's Secrets reach the elected target before it may
+		// bind there. A Secret missing or taken there since the
+		// candidate was checked: this target cannot run the pod.
+		why := ""
+		userSpec, err := r.opts.Spec(pod)
+		if err == nil {
+			var refs follow.RefSet
+			if refs, err = follow.Refs(pod, userSpec); err == nil {
+				why, err = r.follow(ctx, pod, refs, cl, follow.StageDelegate)
+			}
+		}
+		if err != nil {
+			// The target or the source did not answer: again, with
+			// backoff.
+			return reconcile.Result{}, true, fmt.Errorf("copying what the delegate needs to %s: %w", key, err)
+		}
+		if why != "" {
+			if err := deleteChaperon(ctx, cl, pc, pod.UID); err != nil {
+				return reconcile.Result{}, true, err
+			}
+			return reconcile.Result{}, true, r.clearElection(ctx, pod, fmt.Sprintf("the elected target %s cannot run the pod: %s", key, why))
+		}
+	}
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true",%q:%q}}}`,
+		v1alpha1.AnnotationElected, v1alpha1.AnnotationElectedAt, r.clock.Now().UTC().Format(time.RFC3339)))
+	if err := cl.Client().Patch(ctx, pc, patch); err != nil {
+		return reconcile.Result{}, true, fmt.Errorf("marking the elected candidate in %s: %w", key, err)
+	}
+	return reconcile.Result{}, false, nil
+}
+
+// previousDelegateRecheck is how often a re-elected proxy looks again for
+// its previous delegate (whose deletion event also brings it back).
+const previousDelegateRecheck = 5 * time.Second
+
+// awaitAdmission waits for the delegate to be bound in its target and
+// admitted by the kubelet there (its status past admission: a start
+// time). stop ends this pass: not yet, or the record was dropped. A
+// delegate the kubelet refused, or not admitted within BindTimeout of its
+// marking, is deleted and the election rerun: the proxy is not pinned
+// yet, so it never sees that.
+func (r *Reconciler) awaitAdmission(ctx context.Context, pod *corev1.Pod, rec *corev1.PodCondition, cl *target.Cluster, pc *v1alpha1.PodChaperon) (res reconcile.Result, stop bool, err error) {
+	st := delegateStatus(ctx, cl, pod, pc)
+	if admitted(st) {
+		return reconcile.Result{}, false, nil
+	}
+	left := r.opts.BindTimeout - r.clock.Since(markedAt(pc, rec))
+	why := ""
+	switch {
+	case refused(st):
+		why = fmt.Sprintf("the kubelet in %s refused the delegate: %s", cl.Key(), st.Message)
+	case left <= 0:
+		why = fmt.Sprintf("the candidate in %s was not bound and started within %s", cl.Key(), r.opts.BindTimeout)
+	default:
+		return reconcile.Result{RequeueAfter: left}, true, nil
+	}
+	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventReelecting, "Elect", "%s; electing again", why)
+	if err := deleteChaperon(ctx, cl, pc, pod.UID); err != nil {
+		return reconcile.Result{}, true, err
+	}
+	return reconcile.Result{}, true, r.clearElection(ctx, pod, why)
+}
+
+// markedAt is when the candidate was marked elected (its bind timeout
+// counts from then: waiting for a previous delegate to go does not eat
+// it), or the record's time when that was not written.
+func markedAt(pc *v1alpha1.PodChaperon, rec *corev1.PodCondition) time.Time {
+	if t, err := time.Parse(time.RFC3339, pc.Annotations[v1alpha1.AnnotationElectedAt]); err == nil {
+		return t
+	}
+	return rec.LastTransitionTime.Time
+}
+
+// delegateStatus is the delegate's status: its pod's when the cache has it
+// (fresher), else the chaperon's mirror.
+func delegateStatus(ctx context.Context, cl *target.Cluster, pod *corev1.Pod, pc *v1alpha1.PodChaperon) *corev1.PodStatus {
+	var dp corev1.Pod
+	err := cl.Chaperons(pod.Namespace).Get(ctx, client.ObjectKeyFromObject(pc), &dp)
+	if err == nil && dp.Labels[v1alpha1.LabelParentUID] == string(pod.UID) && metav1.IsControlledBy(&dp, pc) {
+		return &dp.Status
+	}
+	return &pc.Status.PodStatus
+}
+
+// admitted reports whether the target's kubelet admitted the delegate: it
+// writes the start time with its first status, after admission.
+func admitted(st *corev1.PodStatus) bool { return st.StartTime != nil }
+
+// refused reports whether the target's kubelet refused the delegate at
+// admission: Failed without ever starting.
+func refused(st *corev1.PodStatus) bool {
+	return st.Phase == corev1.PodFailed && st.StartTime == nil
+}
+
+// pinAndUngate pins the proxy to the elected target's virtual node, then
+// lifts the gate once the node has room for it.
+func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *corev1.PodCondition, key target.Key) (reconcile.Result, error) {
+	nodeName := vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})
+	if pod.Spec.NodeSelector[corev1.LabelHostname] != nodeName {
+		if err := r.pin(ctx, pod, nodeName); err != nil {
+			return reconcile.Result{}, err
+		}
+		// The virtual node counts the pinned proxy in its allocatable;
+		// lift the gate on the next pass.
+		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+	}
+	if !r.fits(ctx, pod, nodeName) {
+		// Never ungated without a fit: the source scheduler would fail
+		// to bind it, or preempt. The node's allocatable growing brings
+		// the proxy back (the pinned index); past UnboundTimeout it is
+		// deleted, as an ungated proxy that stays unbound is.
+		if left := r.opts.UnboundTimeout - r.clock.Since(rec.LastTransitionTime.Time); left > 0 {
+			return reconcile.Result{RequeueAfter: min(left, 5*time.Second)}, nil
+		}
+		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventUnboundDeleted, "Delete",
+			"Pinned to %s, which has had no room for it for %s: deleting the proxy so that its controller makes a new one", nodeName, r.opts.UnboundTimeout)
+		err := r.client.Delete(ctx, pod, client.Preconditions{UID: ptr.To(pod.UID)})
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	return reconcile.Result{}, r.ungate(ctx, pod)
+}
+
+// fits reports whether the virtual node already counts the pinned proxy, so
+// that the source scheduler binds it at the first try.
+func (r *Reconciler) fits(ctx context.Context, pod *corev1.Pod, nodeName string) bool {
+	var node corev1.Node
+	if err := r.client.Get(ctx, types.NamespacedName{Name: nodeName}, &node); err != nil {
+		return false
+	}
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.MatchingFields{summary.IndexActivePodNodeName: nodeName}); err != nil {
+		// No index registered: a wiring mistake, never a fit.
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the pods bound to a virtual node", "node", nodeName)
+		return false
+	}
+	used := corev1.ResourceList{}
+	active := int64(0)
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		active++
+		for n, q := range summary.PodRequests(p) {
+			u := used[n]
+			u.Add(q)
+			used[n] = u
+		}
+	}
+	// One more pod, as the scheduler counts them.
+	if slots, ok := node.Status.Allocatable[corev1.ResourcePods]; ok && slots.Value() < active+1 {
+		return false
+	}
+	for n, q := range summary.PodRequests(pod) {
+		if n == corev1.ResourcePods {
+			continue
+		}
+		free := node.Status.Allocatable[n].DeepCopy()
+		u := used[n]
+		free.Sub(u)
+		if free.Cmp(q) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// pin adds kubernetes.io/hostname=<virtual node> to the proxy's nodeSelector
+// (Kubernetes allows adding nodeSelector keys to a gated pod).
+func (r *Reconciler) pin(ctx context.Context, pod *corev1.Pod, nodeName string) error {
+	if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, proxy.PinPatch(pod, nodeName))); err != nil {
+		return fmt.Errorf("pinning %s to %s: %w", klog.KObj(pod), nodeName, err)
+	}
+	return nil
+}
+
+// ungate removes fleetlet's gate, and only it: the test op fails the patch if
+// the gate moved.
+func (r *Reconciler) ungate(ctx context.Context, pod *corev1.Pod) error {
+	patch, ok := proxy.RemoveGatePatch(pod)
+	if !ok {
+		return nil
+	}
+	if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsNotFound(err) {
+			// The test op failed: the gates moved since the cache saw
+			// them (usually: ours is already gone). The next pass reads
+			// them again.
+			return nil
+		}
+		return fmt.Errorf("lifting the gate of %s: %w", klog.KObj(pod), err)
+	}
+	return nil
+}

@@ -1,0 +1,224 @@
+// election: phase electing: rank the reserved candidates and write the record first.
+
+package elector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/follow"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/summary"
+	"github.com/fleetlet/fleetlet/pkg/target"
+)
+
+// elect creates candidates in every eligible target, and elects one when
+// they have answered.
+func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	userSpec, err := r.opts.Spec(pod)
+	if err != nil {
+		return reconcile.Result{}, r.setNotElected(ctx, pod, reasonInvalidSpec, fmt.Sprintf("the sealed source-spec cannot be trusted: %v", err), EventInvalidSpec)
+	}
+	clusters, err := ParseClusterSelector(pod)
+	if err != nil {
+		return reconcile.Result{}, r.setNotElected(ctx, pod, reasonInvalidSelector, err.Error(), EventInvalidSelector)
+	}
+	var refs follow.RefSet
+	if r.opts.Follower != nil {
+		if refs, err = follow.Refs(pod, userSpec); err == nil {
+			err = r.opts.Follower.Check(refs)
+		}
+		if err != nil {
+			var refusal *follow.Refusal
+			if !errors.As(err, &refusal) {
+				return reconcile.Result{}, err
+			}
+			// A malformed annotation, a kind that is not allowed or
+			// not namespaced: no cluster may run the pod.
+			return reconcile.Result{}, r.setNotElected(ctx, pod, reasonFollowRefused, err.Error(), EventFollowRefused)
+		}
+	}
+	states := r.targets(ctx, pod, clusters)
+
+	// Candidates in every eligible target, in parallel.
+	var wg sync.WaitGroup
+	for _, ts := range states {
+		if !ts.eligible {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts.chaperon, ts.reason = r.ensureCandidate(ctx, pod, userSpec, refs, ts)
+			if ts.chaperon == nil {
+				ts.eligible = false
+			}
+		}()
+	}
+	wg.Wait()
+
+	requests := summary.PodRequests(&corev1.Pod{Spec: *userSpec})
+	var offers []Offer
+	answered, eligible := 0, 0
+	byKey := map[string]*targetState{}
+	for _, ts := range states {
+		byKey[ts.key.String()] = ts
+		if !ts.eligible {
+			continue
+		}
+		eligible++
+		switch a, msg := answer(ts.chaperon); a {
+		case answerReserved:
+			answered++
+			offers = append(offers, Offer{Target: ts.key.String(), FreeShare: FreeShareAfter(ts.cluster.Summary(), requests)})
+		case answerUnschedulable, answerRejected:
+			answered++
+			ts.reason = msg
+		}
+	}
+
+	if len(offers) > 0 {
+		r.mu.Lock()
+		first, ok := r.firstReservation[pod.UID]
+		if !ok {
+			first = r.clock.Now()
+			r.firstReservation[pod.UID] = first
+		}
+		r.mu.Unlock()
+		if wait := r.opts.ElectionDeadline - r.clock.Since(first); answered < eligible && wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
+		winner := Rank(pod.UID, offers)[0]
+		ts := byKey[winner.Target]
+		log.V(2).Info("Electing a candidate", "target", winner.Target, "chaperon", ts.chaperon.Name, "offers", len(offers), "eligible", eligible)
+		if err := r.recordElection(ctx, pod, ts); err != nil {
+			if apierrors.IsConflict(err) {
+				// The proxy changed since it was read: decide again on
+				// the fresh object (the record is never written blind).
+				return reconcile.Result{RequeueAfter: requeueSoon}, nil
+			}
+			return reconcile.Result{}, err
+		}
+		electionsTotal.WithLabelValues("elected").Inc()
+		r.mu.Lock()
+		if first, ok := r.firstReservation[pod.UID]; ok {
+			electionDuration.Observe(r.clock.Since(first).Seconds())
+			delete(r.firstReservation, pod.UID)
+		}
+		r.mu.Unlock()
+		// The record stands: the next pass marks the winner and removes
+		// the losers.
+		return reconcile.Result{RequeueAfter: requeueSoon}, nil
+	}
+
+	if answered < eligible {
+		// Candidates still deciding; their chaperons' events bring the
+		// proxy back. A slow safety requeue covers a lost event.
+		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
+	}
+	// No candidate is schedulable anywhere: keep pending candidates in the
+	// K best targets only, and say why for each cluster.
+	r.trimPending(ctx, pod, states, requests)
+	return reconcile.Result{RequeueAfter: time.Minute}, r.setNotElected(ctx, pod, reasonNoClusters, reasons(states), EventNotSchedulable)
+}
+
+// reasons says, per cluster, why it does not run the pod.
+func reasons(states []*targetState) string {
+	var parts []string
+	for _, s := range states {
+		if s.reason == "" {
+			s.reason = "no answer yet"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s", s.key, s.reason))
+	}
+	if len(parts) == 0 {
+		return "no target is connected"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// recordElection writes the decision on the source first: Elected=True
+// naming the target and the chaperon, with the pod's resourceVersion as a
+// precondition. Only this record counts after a crash or a leader change.
+func (r *Reconciler) recordElection(ctx context.Context, pod *corev1.Pod, ts *targetState) error {
+	p := pod.DeepCopy()
+	setCondition(p, corev1.PodCondition{
+		Type:    v1alpha1.ConditionElected,
+		Status:  corev1.ConditionTrue,
+		Reason:  reasonElected,
+		Message: recordOf(ts.key, ts.chaperon.Name).Message(),
+	}, r.clock.Now())
+	if err := r.client.Status().Update(ctx, p); err != nil {
+		return fmt.Errorf("recording the election of %s: %w", ts.key, err)
+	}
+	r.recorder.Eventf(pod, nil, corev1.EventTypeNormal, EventElected, "Elect", "Elected %s (candidate %s)", ts.key, ts.chaperon.Name)
+	return nil
+}
+
+// recordOf is the election record naming a target's candidate.
+func recordOf(key target.Key, chaperon string) proxy.Record {
+	return proxy.Record{TargetNamespace: key.Namespace, TargetName: key.Name, Chaperon: chaperon}
+}
+
+// keyOf is the elected target of a record.
+func keyOf(r proxy.Record) target.Key {
+	return target.Key{Namespace: r.TargetNamespace, Name: r.TargetName}
+}
+
+// ElectedTarget reads a proxy's election record: the elected target and
+// the chaperon there. ok is false while no election stands (no record, or
+// Elected is not True, or the record cannot be read).
+func ElectedTarget(p *corev1.Pod) (key target.Key, chaperon string, ok bool) {
+	r, ok := proxy.Elected(p)
+	return keyOf(r), r.Chaperon, ok
+}
+
+func setCondition(p *corev1.Pod, c corev1.PodCondition, now time.Time) bool {
+	c.LastProbeTime = metav1.Time{}
+	for i, old := range p.Status.Conditions {
+		if old.Type != c.Type {
+			continue
+		}
+		if old.Status == c.Status && old.Reason == c.Reason && old.Message == c.Message {
+			return false
+		}
+		if old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		} else {
+			c.LastTransitionTime = metav1.NewTime(now)
+		}
+		p.Status.Conditions[i] = c
+		return true
+	}
+	c.LastTransitionTime = metav1.NewTime(now)
+	p.Status.Conditions = append(p.Status.Conditions, c)
+	return true
+}
+
+// setNotElected records why the proxy has no delegate yet, with an Event
+// when that changes.
+func (r *Reconciler) setNotElected(ctx context.Context, pod *corev1.Pod, reason, msg, eventReason string) error {
+	p := pod.DeepCopy()
+	if !setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: reason, Message: msg}, r.clock.Now()) {
+		return nil
+	}
+	if err := r.client.Status().Update(ctx, p); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	electionsTotal.WithLabelValues(strings.ToLower(reason)).Inc()
+	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, eventReason, "Elect", "%s", msg)
+	return nil
+}

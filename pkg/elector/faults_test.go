@@ -1,0 +1,209 @@
+package elector_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/elector"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/target"
+)
+
+func electedIn(key string) func(*corev1.Pod) bool {
+	return func(p *corev1.Pod) bool { r, ok := proxy.Elected(p); return ok && r.TargetName == key }
+}
+
+func reelecting(p *corev1.Pod) bool {
+	c := proxy.ElectedCondition(p)
+	return c != nil && c.Status != corev1.ConditionTrue
+}
+
+// The proxy is pinned only once the target's kubelet has admitted its
+// delegate; a kubelet that refuses it (Failed, never started) re-elects,
+// and the proxy never sees that failure. Before: a bound delegate pinned
+// the proxy at once, and a refusal of a bound pod was never looked at: the
+// proxy was ungated and mirrored Failed.
+func TestKubeletRefusalReelects(t *testing.T) {
+	h, remote, local := start(t, elector.Options{})
+	p := h.proxy(t, "web-1")
+	h.reserve(t, remote, p)
+	h.unschedulable(t, local, p)
+	h.waitProxy(t, p, "elected in "+remote.Name, electedIn(remote.Name))
+	h.bind(t, remote, p)
+
+	assert.Never(t, func() bool { return proxy.PinnedNode(h.get(t, p)) != "" }, 2*time.Second, 100*time.Millisecond,
+		"pinned before the kubelet admitted the delegate")
+	h.refuse(t, remote, p)
+
+	got := h.waitProxy(t, p, "election record dropped", reelecting)
+	assert.Empty(t, proxy.PinnedNode(got), "pinned")
+	assert.True(t, proxy.Gated(got), "ungated")
+	assert.NotEqual(t, corev1.PodFailed, got.Status.Phase, "the proxy saw the refusal")
+	h.waitEvent(t, p, elector.EventReelecting)
+	pc, ok := h.chaperon(t, remote, p)
+	require.True(t, ok)
+	assert.NotNil(t, pc.DeletionTimestamp, "the refused delegate's chaperon was not deleted")
+}
+
+// Once admitted, the proxy is pinned and ungated.
+func TestAdmittedDelegatePinsAndUngates(t *testing.T) {
+	h, remote, local := start(t, elector.Options{})
+	p := h.proxy(t, "web-1")
+	h.reserve(t, remote, p)
+	h.unschedulable(t, local, p)
+	h.bind(t, remote, p)
+	h.admit(t, remote, p)
+	h.waitProxy(t, p, "pinned and ungated", func(p *corev1.Pod) bool {
+		return proxy.PinnedNode(p) == nodeName(remote) && !proxy.Gated(p)
+	})
+}
+
+// A loser that cannot be deleted (its target refuses, or does not answer)
+// never holds up the winner. Before: the first delete error returned
+// before the bind check, and the proxy stayed gated.
+func TestLoserThatCannotBeDeletedDoesNotHoldTheWinner(t *testing.T) {
+	h, remote, local := start(t, elector.Options{})
+	denyChaperonDeletes(t, h.target, h.ns)
+	p := h.proxy(t, "web-1")
+	h.unschedulable(t, remote, p) // the loser, which its target keeps
+	h.reserve(t, local, p)
+	h.waitProxy(t, p, "elected in "+local.Name, electedIn(local.Name))
+	h.bind(t, local, p)
+	h.admit(t, local, p)
+	h.waitProxy(t, p, "pinned and ungated", func(p *corev1.Pod) bool {
+		return proxy.PinnedNode(p) == nodeName(local) && !proxy.Gated(p)
+	})
+	pc, ok := h.chaperon(t, remote, p)
+	require.True(t, ok, "the loser went, although its target refuses deletes")
+	assert.Nil(t, pc.DeletionTimestamp)
+}
+
+// A record naming a Target that was deleted re-elects (the proxy is not
+// pinned yet). Before: the proxy waited for that target forever.
+func TestElectedTargetDeletedReelects(t *testing.T) {
+	h, remote, local := start(t, elector.Options{})
+	ctx := context.Background()
+	p := h.proxy(t, "web-1")
+	h.reserve(t, remote, p)
+	h.unschedulable(t, local, p)
+	h.waitProxy(t, p, "elected in "+remote.Name, electedIn(remote.Name))
+	h.collect(t, local, p) // the loser
+
+	require.NoError(t, h.source.Delete(ctx, &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: remote.Namespace, Name: remote.Name}}))
+	got := h.waitProxy(t, p, "election record dropped", reelecting)
+	assert.Contains(t, got.Annotations[v1alpha1.AnnotationPreviousDelegate], "target="+remote.String())
+	h.waitEvent(t, p, elector.EventReelecting)
+
+	// Elected again where it can run: a deleted Target's delegate counts
+	// as gone.
+	h.reserve(t, local, p)
+	h.waitProxy(t, p, "elected in "+local.Name, electedIn(local.Name))
+	h.bind(t, local, p)
+	h.admit(t, local, p)
+	h.waitProxy(t, p, "pinned to "+nodeName(local), pinnedTo(nodeName(local)))
+}
+
+// A record whose target has been NotReady past ElectedTargetTimeout
+// re-elects; the new delegate is marked only once the old one is confirmed
+// gone, which waits for its target to answer again. Before: the proxy
+// waited for the old target forever.
+func TestElectedTargetNotReadyReelectsWithoutOverlap(t *testing.T) {
+	h, remote, local := start(t, elector.Options{ElectedTargetTimeout: 2 * time.Second})
+	p := h.proxy(t, "web-1")
+	h.reserve(t, remote, p)
+	h.unschedulable(t, local, p)
+	h.waitProxy(t, p, "elected in "+remote.Name, electedIn(remote.Name))
+	h.collect(t, local, p) // the loser
+
+	back := h.unreachable(t, remote, targetEnv.Config)
+	h.waitProxy(t, p, "election record dropped", reelecting)
+	h.reserve(t, local, p)
+	h.waitProxy(t, p, "elected in "+local.Name, electedIn(local.Name))
+	assert.Never(t, func() bool { return h.marked(t, local, p) }, 2*time.Second, 100*time.Millisecond,
+		"the new delegate was marked while the old one may still run in an unreachable target")
+
+	back()
+	h.collect(t, remote, p)
+	eventually(t, "the new delegate marked", func(context.Context) bool { return h.marked(t, local, p) })
+}
+
+// After a re-election the new delegate may bind only once the old one is
+// confirmed gone: its chaperon, deleted Foreground, is Terminating while
+// its pod goes. Before: the new one was marked at once, and two delegates
+// overlapped for the old one's grace period.
+func TestReelectionWaitsForThePreviousDelegate(t *testing.T) {
+	h, remote, local := start(t, elector.Options{BindTimeout: 2 * time.Second})
+	p := h.proxy(t, "web-1")
+	h.reserve(t, remote, p)
+	h.unschedulable(t, local, p)
+	h.waitProxy(t, p, "elected in "+remote.Name, electedIn(remote.Name))
+	eventually(t, "the delegate marked in "+remote.Name, func(context.Context) bool { return h.marked(t, remote, p) })
+	h.collect(t, local, p) // the loser
+	h.bind(t, remote, p) // but never admitted: BindTimeout re-elects
+
+	h.waitProxy(t, p, "election record dropped", reelecting)
+	h.reserve(t, local, p)
+	h.waitProxy(t, p, "elected in "+local.Name, electedIn(local.Name))
+	assert.Never(t, func() bool { return h.marked(t, local, p) }, 2*time.Second, 100*time.Millisecond,
+		"the new delegate was marked while the old one is still Terminating")
+	h.collect(t, remote, p)
+	eventually(t, "the new delegate marked", func(context.Context) bool { return h.marked(t, local, p) })
+}
+
+// marked reports whether the proxy's chaperon in a target is marked
+// elected (the delegate may bind).
+func (h *harness) marked(t *testing.T, key target.Key, p *corev1.Pod) bool {
+	pc, ok := h.chaperon(t, key, p)
+	return ok && pc.Annotations[v1alpha1.AnnotationElected] == "true"
+}
+
+// denyChaperonDeletes makes a target refuse to delete PodChaperons in a
+// namespace (a ValidatingAdmissionPolicy), until the test ends.
+func denyChaperonDeletes(t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	name := "deny-chaperon-deletes-" + ns
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{v1alpha1.GroupVersion.Group}, APIVersions: []string{"*"}, Resources: []string{"podchaperons"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: fmt.Sprintf("request.namespace != %q", ns), Message: "this test's target keeps its chaperons"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	require.NoError(t, c.Create(ctx, policy))
+	require.NoError(t, c.Create(ctx, binding))
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), binding)
+		_ = c.Delete(context.Background(), policy)
+	})
+	// In force once a dry-run delete of a probe is refused.
+	probe := &v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
+		Spec: v1alpha1.PodChaperonSpec{Template: v1alpha1.PodChaperonTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}
+	require.NoError(t, c.Create(ctx, probe))
+	eventually(t, "the policy in force", func(ctx context.Context) bool {
+		return c.Delete(ctx, probe, client.DryRunAll) != nil
+	})
+}

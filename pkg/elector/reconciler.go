@@ -1,0 +1,165 @@
+// reconciler: the elector's options, its reconciler and the dispatch of each pass to the step of the proxy's phase.
+
+package elector
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetlet/fleetlet/pkg/follow"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/target"
+)
+
+// SpecOpener returns what the user asked for: the proxy's spec with its
+// sealed multicluster.fleetlet.io/source-spec restored. It fails when the
+// seal does not verify.
+type SpecOpener func(proxy *corev1.Pod) (*corev1.PodSpec, error)
+
+// Options configure the elector. Every timeout is a manager flag.
+type Options struct {
+	// SourceName is this cluster's name in its targets.
+	SourceName string
+	// Spec opens proxies' source-specs.
+	Spec SpecOpener
+	// ElectionDeadline is how long an election waits for the other
+	// candidates after the first reservation.
+	ElectionDeadline time.Duration
+	// BindTimeout is how long an elected candidate may take to be bound in
+	// its target before it is deleted and the election rerun.
+	BindTimeout time.Duration
+	// UnboundTimeout is how long a pinned, ungated proxy may stay unbound
+	// before it is deleted (its controller makes a new one).
+	UnboundTimeout time.Duration
+	// ElectedTargetTimeout is how long the elected target of a proxy not
+	// yet bound may stay NotReady before the election is rerun (a pinned
+	// proxy is deleted instead).
+	ElectedTargetTimeout time.Duration
+	// PendingTargets is how many targets keep a pending candidate of a pod
+	// that no cluster can run now (K; one cluster autoscaler scales up).
+	PendingTargets int
+	// Follower takes the objects a pod references to its targets: nil
+	// follows nothing.
+	Follower *follow.Follower
+}
+
+// Defaults for Options.
+const (
+	DefaultElectionDeadline = 2 * time.Second
+	DefaultBindTimeout      = 2 * time.Minute
+	DefaultUnboundTimeout   = 5 * time.Minute
+	// DefaultElectedTargetTimeout matches the default not-ready
+	// toleration of a bound pod's node (300 s) divided by five: an
+	// election in flight has no running delegate to protect yet.
+	DefaultElectedTargetTimeout = time.Minute
+	DefaultPendingTargets       = 1
+)
+
+// requeueSoon brings a proxy back at once, for the next step of its
+// election, without counting as a failure.
+const requeueSoon = 10 * time.Millisecond
+
+// Event reasons.
+const (
+	EventElected         = "Elected"
+	EventNotSchedulable  = "NoClusterAvailable"
+	EventInvalidSpec     = "InvalidSourceSpec"
+	EventInvalidSelector = "InvalidClusterSelector"
+	EventReelecting      = "Reelecting"
+	EventUnboundDeleted  = "UnboundProxyDeleted"
+	// EventPinnedProxyDeleted: a pinned proxy's election cannot be
+	// completed on its target; the proxy is deleted (its controller makes
+	// a new one) rather than pinned elsewhere.
+	EventPinnedProxyDeleted = "PinnedProxyDeleted"
+	EventFollowRefused      = follow.EventRefused
+	reasonFollowRefused     = "FollowRefused"
+	reasonElected           = "Elected"
+	reasonNoClusters        = "NoClusterAvailable"
+	reasonInvalidSpec       = "InvalidSourceSpec"
+	reasonInvalidSelector   = "InvalidClusterSelector"
+	reasonReelecting        = "Reelecting"
+)
+
+// Reconciler runs the life of every proxy pod on the source side: elect,
+// pin, ungate (and, until the lifecycle controller exists, delete).
+type Reconciler struct {
+	opts     Options
+	client   client.Client
+	registry *target.Registry
+	recorder events.EventRecorder
+	clock    clock.Clock
+
+	// queue is the controller's work queue, captured when it starts, so
+	// that chaperon and target events add proxies to it directly: never
+	// blocking, never dropped, deduplicated per proxy.
+	queueMu sync.Mutex
+	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+	mu sync.Mutex
+	// firstReservation is when an election first saw a reservation.
+	firstReservation map[types.UID]time.Time
+}
+
+// New returns the elector; SetRegistry must be called before it runs.
+func New(opts Options) (*Reconciler, error) {
+	if opts.SourceName == "" || opts.Spec == nil {
+		return nil, errors.New("elector: the source name and a source-spec opener are required")
+	}
+	if opts.ElectionDeadline == 0 {
+		opts.ElectionDeadline = DefaultElectionDeadline
+	}
+	if opts.BindTimeout == 0 {
+		opts.BindTimeout = DefaultBindTimeout
+	}
+	if opts.UnboundTimeout == 0 {
+		opts.UnboundTimeout = DefaultUnboundTimeout
+	}
+	if opts.ElectedTargetTimeout == 0 {
+		opts.ElectedTargetTimeout = DefaultElectedTargetTimeout
+	}
+	if opts.PendingTargets == 0 {
+		opts.PendingTargets = DefaultPendingTargets
+	}
+	return &Reconciler{
+		opts:             opts,
+		clock:            clock.RealClock{},
+		firstReservation: map[types.UID]time.Time{},
+	}, nil
+}
+
+// Reconcile runs one step of a proxy's life: the step of the phase the API
+// shows it in.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var pod corev1.Pod
+	if err := r.client.Get(ctx, req.NamespacedName, &pod); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	switch PhaseOf(&pod) {
+	case PhaseNotProxy, PhaseHeld:
+		// Not ours, or another controller's gate keeps the pod out of
+		// every cluster until it is lifted.
+		return reconcile.Result{}, nil
+	case PhaseFinalizing:
+		return r.finalize(ctx, &pod)
+	case PhaseUngated:
+		return r.watchdog(ctx, &pod)
+	case PhaseElected, PhasePinned:
+		if c := proxy.ElectedCondition(&pod); c != nil && c.Status == corev1.ConditionTrue {
+			return r.finishElection(ctx, &pod, c)
+		}
+		// Pinned, and no election stands: it can only be completed on
+		// that node's target, and nothing there is elected any more.
+		return reconcile.Result{}, r.deletePinned(ctx, &pod, "no election stands for it")
+	}
+	return r.elect(ctx, &pod)
+}
