@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/chaperon"
+	"github.com/fleetlet/fleetlet/pkg/crashpoint"
 	"github.com/fleetlet/fleetlet/pkg/elector"
 	"github.com/fleetlet/fleetlet/pkg/feedback"
 	"github.com/fleetlet/fleetlet/pkg/follow"
@@ -72,6 +74,7 @@ type managerOptions struct {
 	unboundTimeout       time.Duration
 	electedTargetTimeout time.Duration
 	pendingTargets       int
+	crashPoint           string
 	gcInterval           time.Duration
 
 	kubeAPIQPS     float32
@@ -167,6 +170,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.electionDeadline, "election-deadline", o.electionDeadline, "how long an election waits for the other candidates after the first reservation")
 	f.DurationVar(&o.bindTimeout, "election-bind-timeout", o.bindTimeout, "how long an elected candidate may take to be bound in its target before it is deleted and the election rerun")
 	f.DurationVar(&o.unboundTimeout, "unbound-proxy-timeout", o.unboundTimeout, "how long a pinned, ungated proxy may stay unbound before it is deleted")
+	f.StringVar(&o.crashPoint, "crash-point", "", "fault injection, for tests only: crash (SIGKILL) at this named point of a proxy's life ("+strings.Join(crashpoint.Points, ", ")+"; <point>:<n> at its n-th pass); also $"+crashpoint.EnvVar)
 	f.DurationVar(&o.electedTargetTimeout, "elected-target-timeout", o.electedTargetTimeout, "how long the elected target of a proxy not yet bound may stay NotReady before the election is rerun (a pinned proxy is deleted instead)")
 	f.Float32Var(&o.kubeAPIQPS, "kube-api-qps", o.kubeAPIQPS, "requests per second to this cluster's API server (client-side limit)")
 	f.IntVar(&o.kubeAPIBurst, "kube-api-burst", o.kubeAPIBurst, "burst above --kube-api-qps")
@@ -252,6 +256,9 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 func runManager(ctx context.Context, o managerOptions) error {
+	if err := crashpoint.Set(o.crashPoint); err != nil {
+		return err
+	}
 	if err := o.validate(); err != nil {
 		return err
 	}

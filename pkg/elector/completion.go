@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/crashpoint"
 	"github.com/fleetlet/fleetlet/pkg/follow"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/summary"
@@ -125,6 +126,7 @@ func (r *Reconciler) markWinner(ctx context.Context, pod *corev1.Pod, cl *target
 	if err := cl.Client().Patch(ctx, pc, patch); err != nil {
 		return reconcile.Result{}, true, fmt.Errorf("marking the elected candidate in %s: %w", key, err)
 	}
+	crashpoint.Hit(crashpoint.AfterMark)
 	return reconcile.Result{}, false, nil
 }
 
@@ -199,6 +201,7 @@ func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *cor
 		if err := r.pin(ctx, pod, nodeName); err != nil {
 			return reconcile.Result{}, err
 		}
+		crashpoint.Hit(crashpoint.AfterPin)
 		// The virtual node counts the pinned proxy in its allocatable;
 		// lift the gate on the next pass.
 		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
@@ -216,7 +219,11 @@ func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *cor
 		err := r.client.Delete(ctx, pod, client.Preconditions{UID: ptr.To(pod.UID)})
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	return reconcile.Result{}, r.ungate(ctx, pod)
+	if err := r.ungate(ctx, pod); err != nil {
+		return reconcile.Result{}, err
+	}
+	crashpoint.Hit(crashpoint.AfterUngate)
+	return reconcile.Result{}, nil
 }
 
 // fits reports whether the virtual node already counts the pinned proxy, so

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/crashpoint"
 	"github.com/fleetlet/fleetlet/pkg/follow"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/summary"
@@ -113,6 +114,7 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 			return reconcile.Result{}, err
 		}
 		electionsTotal.WithLabelValues("elected").Inc()
+		crashpoint.Hit(crashpoint.AfterRecord)
 		r.mu.Lock()
 		if first, ok := r.firstReservation[pod.UID]; ok {
 			electionDuration.Observe(r.clock.Since(first).Seconds())

@@ -150,7 +150,7 @@ func TestReelectionWaitsForThePreviousDelegate(t *testing.T) {
 	h.waitProxy(t, p, "elected in "+remote.Name, electedIn(remote.Name))
 	eventually(t, "the delegate marked in "+remote.Name, func(context.Context) bool { return h.marked(t, remote, p) })
 	h.collect(t, local, p) // the loser
-	h.bind(t, remote, p) // but never admitted: BindTimeout re-elects
+	h.bind(t, remote, p)   // but never admitted: BindTimeout re-elects
 
 	h.waitProxy(t, p, "election record dropped", reelecting)
 	h.reserve(t, local, p)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/crashpoint"
 	"github.com/fleetlet/fleetlet/pkg/follow"
 	"github.com/fleetlet/fleetlet/pkg/naming"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
@@ -52,6 +53,7 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 			if err := deleteChaperon(ctx, cl, &pc, pod.UID); err != nil {
 				ctrl.LoggerFrom(ctx).Error(err, "Deleting a chaperon of a deleted proxy", "target", cl.Key().String())
 			}
+			crashpoint.Hit(crashpoint.MidFinalize)
 		}
 	}
 	if remaining > 0 {
