@@ -35,6 +35,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/feedback"
 	"github.com/fleetlet/fleetlet/pkg/follow"
 	"github.com/fleetlet/fleetlet/pkg/gc"
+	"github.com/fleetlet/fleetlet/pkg/indexer"
 	"github.com/fleetlet/fleetlet/pkg/target"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
 	"github.com/fleetlet/fleetlet/pkg/webhook"
@@ -74,6 +75,9 @@ type managerOptions struct {
 	unboundTimeout       time.Duration
 	electedTargetTimeout time.Duration
 	pendingTargets       int
+	electionRetry        time.Duration
+	electionResync       time.Duration
+	electorWorkers       int
 	crashPoint           string
 	gcInterval           time.Duration
 
@@ -124,6 +128,9 @@ func defaultManagerOptions() managerOptions {
 		unboundTimeout:              elector.DefaultUnboundTimeout,
 		electedTargetTimeout:        elector.DefaultElectedTargetTimeout,
 		pendingTargets:              elector.DefaultPendingTargets,
+		electionRetry:               elector.DefaultRetryInterval,
+		electionResync:              elector.DefaultResyncInterval,
+		electorWorkers:              elector.DefaultWorkers,
 		gcInterval:                  gc.DefaultInterval,
 		kubeAPIQPS:                  200,
 		kubeAPIBurst:                400,
@@ -177,6 +184,9 @@ func newManagerCommand() *cobra.Command {
 	f.Float32Var(&o.targetAPIQPS, "target-api-qps", o.targetAPIQPS, "requests per second to each target's API server (client-side limit): every candidate costs a few")
 	f.IntVar(&o.targetAPIBurst, "target-api-burst", o.targetAPIBurst, "burst above --target-api-qps")
 	f.DurationVar(&o.gcInterval, "gc-interval", o.gcInterval, "how often chaperons, delegates and copies whose proxy is gone are collected in every target")
+	f.DurationVar(&o.electionRetry, "election-retry-interval", o.electionRetry, "how often an election that no cluster can take now is run again (target changes bring it back sooner)")
+	f.DurationVar(&o.electionResync, "election-resync-interval", o.electionResync, "how long an election waits for its candidates' answers before it looks again (their events usually bring it back sooner)")
+	f.IntVar(&o.electorWorkers, "elector-workers", o.electorWorkers, "how many proxies are reconciled at once")
 	f.IntVar(&o.pendingTargets, "pending-targets", o.pendingTargets, "how many targets keep a pending candidate of a pod no cluster can run now")
 	f.DurationVar(&o.delegateRecreateDelay, "delegate-recreate-delay", o.delegateRecreateDelay, "target side: how long a deleted delegate (restartPolicy Always) stays gone, once its source's heartbeat Lease has expired, before it is created again; counted from the later of the deletion and the expiry")
 	f.StringSliceVar(&o.followAllowedKinds, "follow-allowed-kinds", o.followAllowedKinds, "namespaced kinds a pod may ask to take along to its targets with "+v1alpha1.Prefix+"follow (Kind names, comma-separated)")
@@ -204,6 +214,9 @@ func (o *managerOptions) validate() error {
 	}
 	if o.targetProbeFailures < 1 {
 		errs = append(errs, fmt.Errorf("--target-probe-failure-threshold must be at least 1, got %d", o.targetProbeFailures))
+	}
+	if o.electorWorkers < 1 {
+		errs = append(errs, fmt.Errorf("--elector-workers must be at least 1, got %d", o.electorWorkers))
 	}
 	if o.pendingTargets < 1 {
 		errs = append(errs, fmt.Errorf("--pending-targets must be at least 1, got %d", o.pendingTargets))
@@ -300,6 +313,10 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
+	// Every field index, once, before any component reads by one.
+	if err := indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.All...); err != nil {
+		return err
+	}
 	if err := setupProbes(mgr); err != nil {
 		return err
 	}
@@ -369,19 +386,8 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	if err != nil {
 		return err
 	}
-	proxies, err := elector.New(elector.Options{
-		SourceName:           o.clusterName,
-		Spec:                 openSpec,
-		Follower:             follower,
-		ElectionDeadline:     o.electionDeadline,
-		BindTimeout:          o.bindTimeout,
-		UnboundTimeout:       o.unboundTimeout,
-		ElectedTargetTimeout: o.electedTargetTimeout,
-		PendingTargets:       o.pendingTargets,
-	})
-	if err != nil {
-		return err
-	}
+	// The feedback controller mirrors delegates' Events: it is made once
+	// the registry it reads exists.
 	var fb *feedback.Reconciler
 	reg, err := target.New(target.Options{
 		SourceName:            o.clusterName,
@@ -392,15 +398,7 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		HeartbeatDuration:     o.heartbeatDuration,
 		QPS:                   o.targetAPIQPS,
 		Burst:                 o.targetAPIBurst,
-		OnChaperon: func(k target.Key, pc *v1alpha1.PodChaperon) {
-			proxies.OnChaperon(k, pc)
-			fb.OnChaperon(k, pc)
-		},
-		OnDelegateEvent: func(k target.Key, e *corev1.Event) { fb.OnDelegateEvent(k, e) },
-		OnTargetChange: func(k target.Key) {
-			proxies.OnTargetChange(k)
-			fb.OnTargetChange(k)
-		},
+		OnDelegateEvent:       func(k target.Key, e *corev1.Event) { fb.OnDelegateEvent(k, e) },
 	}, nodes)
 	if err != nil {
 		return err
@@ -408,7 +406,23 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	if err := reg.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the target registry: %w", err)
 	}
-	proxies.SetRegistry(reg)
+	proxies, err := elector.New(elector.Options{
+		SourceName:           o.clusterName,
+		Spec:                 openSpec,
+		Follower:             follower,
+		Registry:             reg,
+		ElectionDeadline:     o.electionDeadline,
+		BindTimeout:          o.bindTimeout,
+		UnboundTimeout:       o.unboundTimeout,
+		ElectedTargetTimeout: o.electedTargetTimeout,
+		PendingTargets:       o.pendingTargets,
+		RetryInterval:        o.electionRetry,
+		ResyncInterval:       o.electionResync,
+		Workers:              o.electorWorkers,
+	})
+	if err != nil {
+		return err
+	}
 	if err := proxies.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the proxy reconciler: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/candidate"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
 // bindDeadline is how soon an elected candidate must bind.
@@ -69,7 +70,7 @@ func TestIntegrationDeletedChaperonRejectsWaitingCandidate(t *testing.T) {
 	}
 	elect(t, winner)
 	waitBound(t, winnerPod)
-	eventually(t, "the loser's PodScheduled condition says its chaperon is gone", func() error {
+	testenv.Eventually(t, waitTimeout, "the loser's PodScheduled condition says its chaperon is gone", func() error {
 		c := podScheduled(getPod(t, loserPod))
 		if c == nil || c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "its PodChaperon is gone") {
 			return fmt.Errorf("PodScheduled = %+v", c)
@@ -93,7 +94,7 @@ func TestIntegrationChaperonBeingDeletedRejectsAtOnce(t *testing.T) {
 	startScheduler(t, candidate.DefaultPermitTimeout)
 	pod := newCandidate(t, ch, "100m")
 
-	eventually(t, "the candidate is rejected", func() error {
+	testenv.Eventually(t, waitTimeout, "the candidate is rejected", func() error {
 		c := podScheduled(getPod(t, pod))
 		if c == nil || c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "its PodChaperon is being deleted") {
 			return fmt.Errorf("PodScheduled = %+v", c)
@@ -116,7 +117,7 @@ func TestIntegrationCandidateTooBigForEveryNode(t *testing.T) {
 	ch := newChaperon(t, ns, "huge-0")
 	pod := newCandidate(t, ch, "64")
 
-	eventually(t, "PodScheduled=False with the scheduler's message", func() error {
+	testenv.Eventually(t, waitTimeout, "PodScheduled=False with the scheduler's message", func() error {
 		c := podScheduled(getPod(t, pod))
 		if c == nil || c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable ||
 			!strings.Contains(c.Message, "0/2 nodes are available") || !strings.Contains(c.Message, "Insufficient cpu") {
@@ -163,13 +164,13 @@ func TestIntegrationTimedOutCandidateBindsWhenElected(t *testing.T) {
 	pod := newCandidate(t, ch, "100m")
 	waitReserved(t, ch)
 
-	eventually(t, "the reservation is cleared after the Permit timeout", func() error {
+	testenv.Eventually(t, waitTimeout, "the reservation is cleared after the Permit timeout", func() error {
 		if r, ok := getChaperon(t, ch).Annotations[v1alpha1.AnnotationReserved]; ok {
 			return fmt.Errorf("reserved = %q", r)
 		}
 		return nil
 	})
-	eventually(t, "PodScheduled=False after the timeout", func() error {
+	testenv.Eventually(t, waitTimeout, "PodScheduled=False after the timeout", func() error {
 		if c := podScheduled(getPod(t, pod)); c == nil || c.Status != corev1.ConditionFalse {
 			return fmt.Errorf("PodScheduled = %+v", c)
 		}

@@ -260,23 +260,6 @@ func newCandidate(t *testing.T, ch *v1alpha1.PodChaperon, cpu string) *corev1.Po
 	return pod
 }
 
-// eventually retries check until it returns nil, failing the test at the
-// deadline.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %s: %v", what, waitTimeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // consistently checks, for d, that check keeps returning nil.
 func consistently(t *testing.T, what string, d time.Duration, check func() error) {
 	t.Helper()
@@ -311,7 +294,7 @@ func getPod(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 func waitReserved(t *testing.T, ch *v1alpha1.PodChaperon) string {
 	t.Helper()
 	var node string
-	eventually(t, "the chaperon records the reservation", func() error {
+	testenv.Eventually(t, waitTimeout, "the chaperon records the reservation", func() error {
 		node = getChaperon(t, ch).Annotations[v1alpha1.AnnotationReserved]
 		if node == "" {
 			return fmt.Errorf("no %s annotation", v1alpha1.AnnotationReserved)
@@ -335,7 +318,7 @@ func elect(t *testing.T, ch *v1alpha1.PodChaperon) time.Time {
 func waitBound(t *testing.T, pod *corev1.Pod) string {
 	t.Helper()
 	var node string
-	eventually(t, "the candidate is bound", func() error {
+	testenv.Eventually(t, waitTimeout, "the candidate is bound", func() error {
 		node = getPod(t, pod).Spec.NodeName
 		if node == "" {
 			return fmt.Errorf("pod %s not bound", pod.Name)

@@ -331,7 +331,7 @@ func TestConstrainedImpersonationIsEnough(t *testing.T) {
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}},
 		}
 	}
-	eventually(t, "the manager creates a pod as source-x", func() error {
+	testenv.Eventually(t, waitTimeout, "the manager creates a pod as source-x", func() error {
 		return asX.Create(ctx, pod("as-x"))
 	})
 	if err := asY.Create(ctx, pod("as-y")); !apierrors.IsForbidden(err) {
@@ -360,7 +360,7 @@ func provisionSource(t *testing.T, namespace, name string) string {
 	if err := k8sClient.Create(t.Context(), src); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, fmt.Sprintf("Source %s/%s Ready", namespace, name), func() error {
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("Source %s/%s Ready", namespace, name), func() error {
 		if err := k8sClient.Get(t.Context(), client.ObjectKeyFromObject(src), src); err != nil {
 			return err
 		}
@@ -448,7 +448,7 @@ func tokenConfig(t *testing.T, namespace, name string) *rest.Config {
 // ServiceAccount can create pods there.
 func waitCreatorPolicy(t *testing.T, namespace string) {
 	t.Helper()
-	eventually(t, "the creator policy refuses the administrator", func() error {
+	testenv.Eventually(t, waitTimeout, "the creator policy refuses the administrator", func() error {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "admin-probe"},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}},
@@ -492,7 +492,7 @@ func patchChaperon(t *testing.T, ch *v1alpha1.PodChaperon, change func(*v1alpha1
 func waitChaperon(t *testing.T, ch *v1alpha1.PodChaperon, what string, check func(*v1alpha1.PodChaperon) error) *v1alpha1.PodChaperon {
 	t.Helper()
 	var got v1alpha1.PodChaperon
-	eventually(t, fmt.Sprintf("PodChaperon %s: %s", klogKey(ch), what), func() error {
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("PodChaperon %s: %s", klogKey(ch), what), func() error {
 		if err := k8sClient.Get(t.Context(), client.ObjectKeyFromObject(ch), &got); err != nil {
 			return err
 		}
@@ -525,7 +525,7 @@ func podCreated(c *v1alpha1.PodChaperon) *metav1.Condition {
 // containing text.
 func waitEvent(t *testing.T, ch *v1alpha1.PodChaperon, reason, text string) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("Event %s on %s", reason, klogKey(ch)), func() error {
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("Event %s on %s", reason, klogKey(ch)), func() error {
 		var list eventsv1.EventList
 		if err := k8sClient.List(t.Context(), &list, client.InNamespace(ch.Namespace)); err != nil {
 			return err
@@ -559,19 +559,3 @@ func expect(what, got, want string) error {
 }
 
 func klogKey(obj client.Object) string { return obj.GetNamespace() + "/" + obj.GetName() }
-
-// eventually retries check until it returns nil or waitTimeout passes.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %s: %v", what, waitTimeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}

@@ -63,21 +63,6 @@ func newNamespaceIn(t *testing.T, clients ...client.Client) string {
 	return name
 }
 
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %s: %v", what, waitTimeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func gone(c client.Client, obj client.Object, namespace, name string) error {
 	err := c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, obj)
 	if apierrors.IsNotFound(err) {
@@ -212,7 +197,7 @@ func TestConnectClusterWide(t *testing.T) {
 	if err := clientB.Update(ctx, &nsObj); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ClusterSource bound in the labelled namespace", func() error {
+	testenv.Eventually(t, waitTimeout, "ClusterSource bound in the labelled namespace", func() error {
 		if err := clientB.Get(ctx, client.ObjectKey{Name: "cluster-a"}, &cs); err != nil {
 			return err
 		}
@@ -252,7 +237,7 @@ func TestConnectClusterWide(t *testing.T) {
 		if err := clientB.Delete(ctx, &token); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "old token Secret gone", func() error { return gone(clientB, &corev1.Secret{}, token.Namespace, token.Name) })
+		testenv.Eventually(t, waitTimeout, "old token Secret gone", func() error { return gone(clientB, &corev1.Secret{}, token.Namespace, token.Name) })
 		res := mustConnect(t, opts)
 		var updated bool
 		for _, c := range res.Changes {
@@ -439,7 +424,7 @@ func TestConnectNamespace(t *testing.T) {
 	}
 	// The Source's finalizer is the controller's: it deletes the
 	// ClusterRoleBinding first.
-	eventually(t, "everything connect created is gone", func() error {
+	testenv.Eventually(t, waitTimeout, "everything connect created is gone", func() error {
 		return errors.Join(
 			gone(clientA, &v1alpha1.Target{}, ns, "cluster-b"),
 			gone(clientA, &corev1.Secret{}, ns, "fleetlet-target-cluster-b"),

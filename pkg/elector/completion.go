@@ -20,6 +20,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/crashpoint"
 	"github.com/fleetlet/fleetlet/pkg/follow"
+	"github.com/fleetlet/fleetlet/pkg/indexer"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/summary"
 	"github.com/fleetlet/fleetlet/pkg/target"
@@ -234,7 +235,7 @@ func (r *Reconciler) fits(ctx context.Context, pod *corev1.Pod, nodeName string)
 		return false
 	}
 	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.MatchingFields{summary.IndexActivePodNodeName: nodeName}); err != nil {
+	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.ActivePodNodeName.Field: nodeName}); err != nil {
 		// No index registered: a wiring mistake, never a fit.
 		ctrl.LoggerFrom(ctx).Error(err, "Listing the pods bound to a virtual node", "node", nodeName)
 		return false

@@ -36,8 +36,8 @@
 //	                                            everywhere; remove our finalizer
 //	                                            once none is left (finalize.go)
 //
-// The targets' caches call OnChaperon on every change of a chaperon or its
-// pod, which requeues the proxy; OnTargetChange requeues the proxies still
-// in election; the virtual nodes' cordon, taints and allocatable requeue
-// those that may now go there (setup.go).
+// The target registry's ChaperonSource requeues a proxy on every change of
+// one of its chaperons or their pods; its TargetChangeSource requeues the
+// proxies still in election; the virtual nodes' cordon, taints and
+// allocatable requeue those that may now go there (setup.go).
 package elector

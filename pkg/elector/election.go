@@ -129,12 +129,12 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 	if answered < eligible {
 		// Candidates still deciding; their chaperons' events bring the
 		// proxy back. A slow safety requeue covers a lost event.
-		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
+		return reconcile.Result{RequeueAfter: r.opts.ResyncInterval}, nil
 	}
 	// No candidate is schedulable anywhere: keep pending candidates in the
 	// K best targets only, and say why for each cluster.
 	r.trimPending(ctx, pod, states, requests)
-	return reconcile.Result{RequeueAfter: time.Minute}, r.setNotElected(ctx, pod, reasonNoClusters, reasons(states), EventNotSchedulable)
+	return reconcile.Result{RequeueAfter: r.opts.RetryInterval}, r.setNotElected(ctx, pod, reasonNoClusters, reasons(states), EventNotSchedulable)
 }
 
 // reasons says, per cluster, why it does not run the pod.

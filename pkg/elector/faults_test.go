@@ -18,6 +18,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/elector"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
 func electedIn(key string) func(*corev1.Pod) bool {
@@ -135,7 +136,7 @@ func TestElectedTargetNotReadyReelectsWithoutOverlap(t *testing.T) {
 
 	back()
 	h.collect(t, remote, p)
-	eventually(t, "the new delegate marked", func(context.Context) bool { return h.marked(t, local, p) })
+	testenv.EventuallyTrue(t, waitTimeout, "the new delegate marked", func(context.Context) bool { return h.marked(t, local, p) })
 }
 
 // After a re-election the new delegate may bind only once the old one is
@@ -148,7 +149,7 @@ func TestReelectionWaitsForThePreviousDelegate(t *testing.T) {
 	h.reserve(t, remote, p)
 	h.unschedulable(t, local, p)
 	h.waitProxy(t, p, "elected in "+remote.Name, electedIn(remote.Name))
-	eventually(t, "the delegate marked in "+remote.Name, func(context.Context) bool { return h.marked(t, remote, p) })
+	testenv.EventuallyTrue(t, waitTimeout, "the delegate marked in "+remote.Name, func(context.Context) bool { return h.marked(t, remote, p) })
 	h.collect(t, local, p) // the loser
 	h.bind(t, remote, p)   // but never admitted: BindTimeout re-elects
 
@@ -158,7 +159,7 @@ func TestReelectionWaitsForThePreviousDelegate(t *testing.T) {
 	assert.Never(t, func() bool { return h.marked(t, local, p) }, 2*time.Second, 100*time.Millisecond,
 		"the new delegate was marked while the old one is still Terminating")
 	h.collect(t, remote, p)
-	eventually(t, "the new delegate marked", func(context.Context) bool { return h.marked(t, local, p) })
+	testenv.EventuallyTrue(t, waitTimeout, "the new delegate marked", func(context.Context) bool { return h.marked(t, local, p) })
 }
 
 // marked reports whether the proxy's chaperon in a target is marked
@@ -203,7 +204,7 @@ func denyChaperonDeletes(t *testing.T, c client.Client, ns string) {
 	probe := &v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
 		Spec: v1alpha1.PodChaperonSpec{Template: v1alpha1.PodChaperonTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}
 	require.NoError(t, c.Create(ctx, probe))
-	eventually(t, "the policy in force", func(ctx context.Context) bool {
+	testenv.EventuallyTrue(t, waitTimeout, "the policy in force", func(ctx context.Context) bool {
 		return c.Delete(ctx, probe, client.DryRunAll) != nil
 	})
 }

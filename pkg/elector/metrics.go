@@ -26,10 +26,11 @@ func init() {
 	metrics.Registry.MustRegister(electionDuration, candidatesTotal, electionsTotal)
 }
 
-// controllerOptions run elections in parallel: each is driven by watches and
-// waits on nothing but the API servers (the targets' mostly), so workers
-// overlap their round trips. Measured with `PODS=300 make bench` on 2
-// cores: 16 workers 1m49s to all proxies Running, 64 workers 1m24s.
-func controllerOptions() controller.Options {
-	return controller.Options{MaxConcurrentReconciles: 64}
+// controllerOptions run elections in parallel (Options.Workers): each is
+// driven by watches and waits on nothing but the API servers (the targets'
+// mostly), so workers overlap their round trips. Measured with `PODS=300
+// make bench` on 2 cores: 16 workers 1m49s to all proxies Running, 64
+// workers 1m24s.
+func (r *Reconciler) controllerOptions() controller.Options {
+	return controller.Options{MaxConcurrentReconciles: r.opts.Workers}
 }

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -45,12 +44,23 @@ type Options struct {
 	// yet bound may stay NotReady before the election is rerun (a pinned
 	// proxy is deleted instead).
 	ElectedTargetTimeout time.Duration
+	// RetryInterval is how often an election that no cluster can take
+	// now is run again (target changes bring it back sooner).
+	RetryInterval time.Duration
+	// ResyncInterval is how long an election waits for its candidates'
+	// answers before it looks again (their events usually bring it back
+	// sooner: this covers a lost one).
+	ResyncInterval time.Duration
+	// Workers is how many proxies are reconciled at once.
+	Workers int
 	// PendingTargets is how many targets keep a pending candidate of a pod
 	// that no cluster can run now (K; one cluster autoscaler scales up).
 	PendingTargets int
 	// Follower takes the objects a pod references to its targets: nil
 	// follows nothing.
 	Follower *follow.Follower
+	// Registry holds the live targets. Required.
+	Registry *target.Registry
 }
 
 // Defaults for Options.
@@ -58,11 +68,14 @@ const (
 	DefaultElectionDeadline = 2 * time.Second
 	DefaultBindTimeout      = 2 * time.Minute
 	DefaultUnboundTimeout   = 5 * time.Minute
-	// DefaultElectedTargetTimeout matches the default not-ready
-	// toleration of a bound pod's node (300 s) divided by five: an
-	// election in flight has no running delegate to protect yet.
+	// DefaultElectedTargetTimeout is shorter than a bound pod's default
+	// not-ready toleration (300 s): an election in flight has no running
+	// delegate to protect yet.
 	DefaultElectedTargetTimeout = time.Minute
 	DefaultPendingTargets       = 1
+	DefaultRetryInterval        = time.Minute
+	DefaultResyncInterval       = 30 * time.Second
+	DefaultWorkers              = 64
 )
 
 // requeueSoon brings a proxy back at once, for the next step of its
@@ -99,21 +112,15 @@ type Reconciler struct {
 	recorder events.EventRecorder
 	clock    clock.Clock
 
-	// queue is the controller's work queue, captured when it starts, so
-	// that chaperon and target events add proxies to it directly: never
-	// blocking, never dropped, deduplicated per proxy.
-	queueMu sync.Mutex
-	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
-
 	mu sync.Mutex
 	// firstReservation is when an election first saw a reservation.
 	firstReservation map[types.UID]time.Time
 }
 
-// New returns the elector; SetRegistry must be called before it runs.
+// New returns the elector.
 func New(opts Options) (*Reconciler, error) {
-	if opts.SourceName == "" || opts.Spec == nil {
-		return nil, errors.New("elector: the source name and a source-spec opener are required")
+	if opts.SourceName == "" || opts.Spec == nil || opts.Registry == nil {
+		return nil, errors.New("elector: the source name, a source-spec opener and the target registry are required")
 	}
 	if opts.ElectionDeadline == 0 {
 		opts.ElectionDeadline = DefaultElectionDeadline
@@ -127,11 +134,21 @@ func New(opts Options) (*Reconciler, error) {
 	if opts.ElectedTargetTimeout == 0 {
 		opts.ElectedTargetTimeout = DefaultElectedTargetTimeout
 	}
+	if opts.RetryInterval == 0 {
+		opts.RetryInterval = DefaultRetryInterval
+	}
+	if opts.ResyncInterval == 0 {
+		opts.ResyncInterval = DefaultResyncInterval
+	}
+	if opts.Workers == 0 {
+		opts.Workers = DefaultWorkers
+	}
 	if opts.PendingTargets == 0 {
 		opts.PendingTargets = DefaultPendingTargets
 	}
 	return &Reconciler{
 		opts:             opts,
+		registry:         opts.Registry,
 		clock:            clock.RealClock{},
 		firstReservation: map[types.UID]time.Time{},
 	}, nil

@@ -1,15 +1,13 @@
-// setup: how the elector is wired: its indexes, what requeues a proxy.
+// setup: how the elector is wired: what requeues a proxy.
 
 package elector
 
 import (
 	"context"
-	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,107 +15,47 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/indexer"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/target"
 )
 
-// SetRegistry gives the elector the live targets.
-func (r *Reconciler) SetRegistry(reg *target.Registry) { r.registry = reg }
-
-// OnChaperon requeues the proxy of a chaperon that changed in a target.
-func (r *Reconciler) OnChaperon(_ target.Key, pc *v1alpha1.PodChaperon) {
-	ns, name := pc.Annotations[v1alpha1.AnnotationParentNamespace], pc.Annotations[v1alpha1.AnnotationParentName]
-	if ns == "" || name == "" {
-		return
-	}
-	r.enqueue(ns, name)
+// gatedProxiesOf lists the proxies still in election: a target's change
+// may change where they can go.
+func (r *Reconciler) gatedProxiesOf(ctx context.Context, _ target.Key) []reconcile.Request {
+	return r.gatedProxies(ctx, nil)
 }
-
-// OnTargetChange requeues every proxy still in election: eligibility
-// changed.
-func (r *Reconciler) OnTargetChange(target.Key) {
-	if r.client == nil {
-		return
-	}
-	go func() {
-		var pods corev1.PodList
-		if err := r.client.List(context.Background(), &pods, client.MatchingFields{IndexGated: "true"}); err != nil {
-			return
-		}
-		for _, p := range pods.Items {
-			r.enqueue(p.Namespace, p.Name)
-		}
-	}()
-}
-
-func (r *Reconciler) enqueue(ns, name string) {
-	r.queueMu.Lock()
-	q := r.queue
-	r.queueMu.Unlock()
-	if q != nil {
-		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
-	}
-}
-
-// IndexGated indexes pods that still carry fleetlet's scheduling gate.
-const IndexGated = "elector.gated"
-
-// IndexPinned indexes gated pods by the node they are pinned to.
-const IndexPinned = "elector.pinned"
 
 func isProxy(o client.Object) bool { return proxy.IsManaged(o) }
 
-// SetupWithManager registers the proxy reconciler.
+// SetupWithManager registers the proxy reconciler; the manager's cache must
+// index indexer.GatedProxy, PinnedProxy and ActivePodNodeName.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if r.registry == nil {
-		return errors.New("elector: no target registry")
-	}
 	r.client = mgr.GetClient()
 	r.recorder = mgr.GetEventRecorder("fleetlet-elector")
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, IndexGated, func(o client.Object) []string {
-		p := o.(*corev1.Pod)
-		if proxy.GateIndex(p) >= 0 {
-			return []string{"true"}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, IndexPinned, func(o client.Object) []string {
-		p := o.(*corev1.Pod)
-		if node := p.Spec.NodeSelector[corev1.LabelHostname]; node != "" && proxy.GateIndex(p) >= 0 {
-			return []string{node}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("proxy").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(isProxy))).
-		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-			r.queueMu.Lock()
-			r.queue = q
-			r.queueMu.Unlock()
-			return nil
-		})).
+		// A chaperon or its pod changed in a target: its proxy.
+		WatchesRawSource(r.registry.ChaperonSource()).
+		// A target changed: the proxies still in election.
+		WatchesRawSource(r.registry.TargetChangeSource(r.gatedProxiesOf)).
 		// A virtual node cordoned, uncordoned or (un)tainted changes
 		// where gated proxies may go.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.gatedProxies), builder.WithPredicates(virtualNodeSchedulingChanged())).
 		// Its allocatable grown by a pinned proxy's requests: that proxy's
 		// gate may go (see fits).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.pinnedProxies), builder.WithPredicates(virtualNodeAllocatableChanged())).
-		WithOptions(controllerOptions()).
+		WithOptions(r.controllerOptions()).
 		Complete(r)
 }
 
 // pinnedProxies lists the proxies pinned to a node and still gated.
 func (r *Reconciler) pinnedProxies(ctx context.Context, node client.Object) []reconcile.Request {
 	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.MatchingFields{IndexPinned: node.GetName()}); err != nil {
+	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.PinnedProxy.Field: node.GetName()}); err != nil {
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(pods.Items))
@@ -151,7 +89,7 @@ func virtualNodeAllocatableChanged() predicate.Predicate {
 // gatedProxies lists the proxies still in election.
 func (r *Reconciler) gatedProxies(ctx context.Context, _ client.Object) []reconcile.Request {
 	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.MatchingFields{IndexGated: "true"}); err != nil {
+	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.GatedProxy.Field: "true"}); err != nil {
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(pods.Items))

@@ -15,10 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -29,8 +25,8 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/elector"
+	"github.com/fleetlet/fleetlet/pkg/indexer"
 	"github.com/fleetlet/fleetlet/pkg/naming"
-	"github.com/fleetlet/fleetlet/pkg/summary"
 	"github.com/fleetlet/fleetlet/pkg/target"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
@@ -68,9 +64,7 @@ type harness struct {
 func start(t *testing.T, opts elector.Options) (*harness, target.Key, target.Key) {
 	t.Helper()
 	testenv.Need(t, sourceEnv)
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	scheme := testenv.Scheme()
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	logger, quiet := testenv.Logger(t, 2)
@@ -82,19 +76,18 @@ func start(t *testing.T, opts elector.Options) (*harness, target.Key, target.Key
 		Client:     client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 	})
 	require.NoError(t, err)
-	require.NoError(t, mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, summary.IndexActivePodNodeName, summary.ActivePodNodeName))
-	opts.SourceName = sourceName
-	opts.Spec = func(p *corev1.Pod) (*corev1.PodSpec, error) { return p.Spec.DeepCopy(), nil }
-	proxies, err := elector.New(opts)
-	require.NoError(t, err)
+	require.NoError(t, indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.All...))
 	reg, err := target.New(target.Options{
 		SourceName: sourceName, ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 2 * time.Second,
 		ProbeBackoffInitial: 100 * time.Millisecond, HeartbeatDuration: 5 * time.Second,
-		OnChaperon: proxies.OnChaperon, OnTargetChange: proxies.OnTargetChange,
 	}, noNodes{})
 	require.NoError(t, err)
 	require.NoError(t, reg.SetupWithManager(ctx, mgr))
-	proxies.SetRegistry(reg)
+	opts.SourceName = sourceName
+	opts.Spec = func(p *corev1.Pod) (*corev1.PodSpec, error) { return p.Spec.DeepCopy(), nil }
+	opts.Registry = reg
+	proxies, err := elector.New(opts)
+	require.NoError(t, err)
 	require.NoError(t, proxies.SetupWithManager(ctx, mgr))
 	go func() {
 		defer close(stopped)
@@ -177,7 +170,7 @@ func (h *harness) connect(t *testing.T, name string, cfg *rest.Config) target.Ke
 		_ = h.source.Delete(context.Background(), &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name}})
 	})
 	h.allocatable(t, key, "100", "100")
-	eventually(t, "Target "+name+" Ready", func(ctx context.Context) bool {
+	testenv.EventuallyTrue(t, waitTimeout, "Target "+name+" Ready", func(ctx context.Context) bool {
 		var tg v1alpha1.Target
 		if err := h.source.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: name}, &tg); err != nil {
 			return false
@@ -250,7 +243,7 @@ func chaperonKey(p *corev1.Pod) client.ObjectKey {
 func (h *harness) reserve(t *testing.T, key target.Key, p *corev1.Pod) {
 	t.Helper()
 	c := h.clientOf(key)
-	eventually(t, "a candidate in "+key.Name, func(ctx context.Context) bool {
+	testenv.EventuallyTrue(t, waitTimeout, "a candidate in "+key.Name, func(ctx context.Context) bool {
 		var pc v1alpha1.PodChaperon
 		if c.Get(ctx, chaperonKey(p), &pc) != nil || pc.DeletionTimestamp != nil {
 			return false
@@ -316,7 +309,7 @@ func (h *harness) chaperon(t *testing.T, key target.Key, p *corev1.Pod) (*v1alph
 func (h *harness) collect(t *testing.T, key target.Key, p *corev1.Pod) {
 	t.Helper()
 	c := h.clientOf(key)
-	eventually(t, "the chaperon in "+key.Name+" deleted, then gone", func(ctx context.Context) bool {
+	testenv.EventuallyTrue(t, waitTimeout, "the chaperon in "+key.Name+" deleted, then gone", func(ctx context.Context) bool {
 		var pc v1alpha1.PodChaperon
 		if err := c.Get(ctx, chaperonKey(p), &pc); apierrors.IsNotFound(err) {
 			return true
@@ -344,7 +337,7 @@ func (h *harness) unreachable(t *testing.T, key target.Key, cfg *rest.Config) (r
 			return h.source.Update(context.Background(), s)
 		})
 		require.NoError(t, err)
-		eventually(t, "Target "+key.Name+" Ready="+string(ready), func(ctx context.Context) bool {
+		testenv.EventuallyTrue(t, waitTimeout, "Target "+key.Name+" Ready="+string(ready), func(ctx context.Context) bool {
 			var tg v1alpha1.Target
 			if err := h.source.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name}, &tg); err != nil {
 				return false
@@ -360,7 +353,7 @@ func (h *harness) unreachable(t *testing.T, key target.Key, cfg *rest.Config) (r
 func (h *harness) chaperonStatus(t *testing.T, key target.Key, p *corev1.Pod, change func(*v1alpha1.PodChaperon)) {
 	t.Helper()
 	c := h.clientOf(key)
-	eventually(t, "the chaperon's status written in "+key.Name, func(ctx context.Context) bool {
+	testenv.EventuallyTrue(t, waitTimeout, "the chaperon's status written in "+key.Name, func(ctx context.Context) bool {
 		var pc v1alpha1.PodChaperon
 		if c.Get(ctx, chaperonKey(p), &pc) != nil {
 			return false
@@ -382,7 +375,7 @@ func (h *harness) get(t *testing.T, p *corev1.Pod) *corev1.Pod {
 func (h *harness) waitProxy(t *testing.T, p *corev1.Pod, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
 	var cur corev1.Pod
-	eventually(t, "the proxy "+what, func(ctx context.Context) bool {
+	testenv.EventuallyTrue(t, waitTimeout, "the proxy "+what, func(ctx context.Context) bool {
 		return h.source.Get(ctx, client.ObjectKeyFromObject(p), &cur) == nil && cond(&cur)
 	}, func() string {
 		return fmt.Sprintf("proxy: nodeSelector %v gates %v deleted %v conditions %+v", cur.Spec.NodeSelector, cur.Spec.SchedulingGates, cur.DeletionTimestamp, cur.Status.Conditions)
@@ -393,7 +386,7 @@ func (h *harness) waitProxy(t *testing.T, p *corev1.Pod, what string, cond func(
 // waitEvent waits for an Event with reason about the proxy.
 func (h *harness) waitEvent(t *testing.T, p *corev1.Pod, reason string) {
 	t.Helper()
-	eventually(t, "an Event "+reason, func(ctx context.Context) bool {
+	testenv.EventuallyTrue(t, waitTimeout, "an Event "+reason, func(ctx context.Context) bool {
 		var list eventsv1.EventList
 		if err := h.source.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
 			return false
@@ -407,17 +400,6 @@ func (h *harness) waitEvent(t *testing.T, p *corev1.Pod, reason string) {
 	})
 }
 
-// eventually polls cond; the deadline only ends a test that would hang.
-func eventually(t *testing.T, what string, cond func(context.Context) bool, dump ...func() string) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		return cond(ctx), nil
-	})
-	if err != nil {
-		msg := fmt.Sprintf("waiting for %s: %v", what, err)
-		for _, d := range dump {
-			msg += "; " + d()
-		}
-		t.Fatal(msg)
-	}
-}
+// waitTimeout only ends a test that would hang: what a test waits for is
+// its condition.
+const waitTimeout = 60 * time.Second

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -22,13 +20,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/chaperon"
 	"github.com/fleetlet/fleetlet/pkg/elector"
+	"github.com/fleetlet/fleetlet/pkg/indexer"
 	proxypod "github.com/fleetlet/fleetlet/pkg/proxy"
-	"github.com/fleetlet/fleetlet/pkg/summary"
 	"github.com/fleetlet/fleetlet/pkg/target"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
 )
@@ -43,15 +40,13 @@ const (
 
 // Reconciler copies each bound proxy's delegate status onto the proxy, and
 // deletes the proxy when its delegate is deleted in the target. It reads
-// the delegate from the target registry's per-namespace caches (which call
-// OnChaperon on every change of a chaperon or delegate), so nothing polls.
+// the delegate from the target registry's per-namespace caches (whose
+// ChaperonSource brings the proxy back on every change of a chaperon or
+// delegate), so nothing polls.
 type Reconciler struct {
 	client   client.Client
 	registry *target.Registry
 	recorder events.EventRecorder
-
-	queueMu sync.Mutex
-	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
 
 	// started: Events from before are not mirrored.
 	started time.Time
@@ -61,49 +56,24 @@ type Reconciler struct {
 // New returns the feedback reconciler of the proxies of reg's targets.
 func New(reg *target.Registry) *Reconciler { return &Reconciler{registry: reg, started: time.Now()} }
 
-// OnChaperon requeues the proxy of a chaperon or delegate that changed in a
-// target.
-func (r *Reconciler) OnChaperon(_ target.Key, pc *v1alpha1.PodChaperon) {
-	if r == nil {
-		return
-	}
-	ns, name := pc.Annotations[v1alpha1.AnnotationParentNamespace], pc.Annotations[v1alpha1.AnnotationParentName]
-	if ns == "" || name == "" {
-		return
-	}
-	r.add(types.NamespacedName{Namespace: ns, Name: name})
-}
-
-// OnTargetChange requeues every proxy bound to the target's virtual node:
-// its health changed (a target that answers again has news the caches may
-// already hold, such as a delegate deleted while it was unreachable).
-func (r *Reconciler) OnTargetChange(key target.Key) {
-	if r == nil || r.client == nil {
-		return
-	}
+// boundTo lists the proxies bound to a target's virtual node: its health
+// changed (a target that answers again has news the caches may already
+// hold, such as a delegate deleted while it was unreachable).
+func (r *Reconciler) boundTo(ctx context.Context, key target.Key) []reconcile.Request {
 	node := vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})
-	go func() {
-		var pods corev1.PodList
-		if err := r.client.List(context.Background(), &pods, client.MatchingFields{summary.IndexActivePodNodeName: node}); err != nil {
-			return
-		}
-		for i := range pods.Items {
-			r.add(types.NamespacedName{Namespace: pods.Items[i].Namespace, Name: pods.Items[i].Name})
-		}
-	}()
-}
-
-func (r *Reconciler) add(key types.NamespacedName) {
-	r.queueMu.Lock()
-	q := r.queue
-	r.queueMu.Unlock()
-	if q != nil {
-		q.Add(reconcile.Request{NamespacedName: key})
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.ActivePodNodeName.Field: node}); err != nil {
+		return nil
 	}
+	out := make([]reconcile.Request, 0, len(pods.Items))
+	for i := range pods.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: pods.Items[i].Namespace, Name: pods.Items[i].Name}})
+	}
+	return out
 }
 
 // SetupWithManager registers the controller. It watches bound proxies in
-// the source; the targets' caches feed it through OnChaperon.
+// the source, and the targets' chaperons through the registry's sources.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.registry == nil {
 		return errors.New("feedback: no target registry")
@@ -113,12 +83,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("feedback").
 		For(&corev1.Pod{}, builder.WithPredicates(boundProxy())).
-		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-			r.queueMu.Lock()
-			r.queue = q
-			r.queueMu.Unlock()
-			return nil
-		})).
+		WatchesRawSource(r.registry.ChaperonSource()).
+		WatchesRawSource(r.registry.TargetChangeSource(r.boundTo)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 16}).
 		Complete(r)
 }
@@ -163,8 +129,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	cl.WatchChaperons(proxy.Namespace)
 	if !cl.Health().Ready {
 		// Nothing can be confirmed: the virtual node is NotReady and
-		// Kubernetes' own eviction takes it from here. OnTargetChange
-		// brings the proxy back when the target answers again.
+		// Kubernetes' own eviction takes it from here. The registry's
+		// TargetChangeSource brings the proxy back when the target
+		// answers again.
 		return reconcile.Result{}, nil
 	}
 

@@ -275,7 +275,7 @@ func get(t *testing.T, c client.Client, o client.Object) bool {
 // the reconcilers called directly below must read what the test wrote.
 func (h *harness) waitCached(t *testing.T, p *corev1.Pod, what string, cond func(*corev1.Pod) bool) {
 	t.Helper()
-	eventually(t, "the manager's cache to see "+what, func(ctx context.Context) bool {
+	testenv.EventuallyTrue(t, waitTimeout, "the manager's cache to see "+what, func(ctx context.Context) bool {
 		var cur corev1.Pod
 		return h.cached.Get(ctx, client.ObjectKeyFromObject(p), &cur) == nil && cond(&cur)
 	})
@@ -287,7 +287,7 @@ func (h *harness) waitCached(t *testing.T, p *corev1.Pod, what string, cond func
 func (h *harness) waitForegroundDeleted(t *testing.T, pc *v1alpha1.PodChaperon) {
 	t.Helper()
 	var cur v1alpha1.PodChaperon
-	eventually(t, "the chaperon to be deleted with Foreground propagation", func(ctx context.Context) bool {
+	testenv.EventuallyTrue(t, waitTimeout, "the chaperon to be deleted with Foreground propagation", func(ctx context.Context) bool {
 		if err := h.target.Get(ctx, client.ObjectKeyFromObject(pc), &cur); err != nil {
 			return false
 		}
@@ -316,7 +316,7 @@ func (h *harness) finishForeground(t *testing.T, pc *v1alpha1.PodChaperon) {
 	if err := h.target.Patch(ctx, &cur, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the chaperon to be gone", func(context.Context) bool { return !get(t, h.target, pc.DeepCopy()) })
+	testenv.EventuallyTrue(t, waitTimeout, "the chaperon to be gone", func(context.Context) bool { return !get(t, h.target, pc.DeepCopy()) })
 }
 
 // finalizeNow runs one pass of the proxy reconciler on p and checks that it
@@ -371,7 +371,7 @@ func TestFinalize(t *testing.T) {
 
 		h.finishForeground(t, pc)
 		var cur corev1.Pod
-		eventually(t, "our finalizer to go", func(ctx context.Context) bool {
+		testenv.EventuallyTrue(t, waitTimeout, "our finalizer to go", func(ctx context.Context) bool {
 			return h.source.Get(ctx, client.ObjectKeyFromObject(p), &cur) == nil && !slices.Contains(cur.Finalizers, v1alpha1.FinalizerDelegate)
 		}, func() string { return fmt.Sprintf("finalizers %v", cur.Finalizers) })
 		if want := []string{finalizerFirst, finalizerKeep}; !slices.Equal(cur.Finalizers, want) {
@@ -422,7 +422,7 @@ func TestFinalize(t *testing.T) {
 		}
 		h.finishForeground(t, pc)
 		var cur corev1.Pod
-		eventually(t, "our finalizer to go", func(ctx context.Context) bool {
+		testenv.EventuallyTrue(t, waitTimeout, "our finalizer to go", func(ctx context.Context) bool {
 			return h.source.Get(ctx, client.ObjectKeyFromObject(p), &cur) == nil && !slices.Contains(cur.Finalizers, v1alpha1.FinalizerDelegate)
 		})
 		if want := []string{finalizerKeep}; !slices.Equal(cur.Finalizers, want) {
@@ -455,7 +455,7 @@ func condition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
 func (h *harness) waitProxy(t *testing.T, p *corev1.Pod, what string, cond func(*corev1.Pod) bool) {
 	t.Helper()
 	var cur corev1.Pod
-	eventually(t, "the proxy "+what, func(ctx context.Context) bool {
+	testenv.EventuallyTrue(t, waitTimeout, "the proxy "+what, func(ctx context.Context) bool {
 		return h.source.Get(ctx, client.ObjectKeyFromObject(p), &cur) == nil && cond(&cur)
 	}, func() string { return fmt.Sprintf("proxy status: %+v", cur.Status) })
 	*p = cur
@@ -541,7 +541,7 @@ func TestFeedback(t *testing.T) {
 		if !ok {
 			t.Fatal("no cluster for the target")
 		}
-		eventually(t, "the registry's cache to see the delegate gone", func(ctx context.Context) bool {
+		testenv.EventuallyTrue(t, waitTimeout, "the registry's cache to see the delegate gone", func(ctx context.Context) bool {
 			var pod corev1.Pod
 			var cur v1alpha1.PodChaperon
 			err := cl.Chaperons(ns).Get(ctx, client.ObjectKeyFromObject(d), &pod)
@@ -615,7 +615,7 @@ func TestFeedback(t *testing.T) {
 			tc.delete(t, pc, d)
 			// Deleted: marked so, or already gone when nothing was left
 			// to wait for.
-			eventually(t, "the proxy to be deleted", func(ctx context.Context) bool {
+			testenv.EventuallyTrue(t, waitTimeout, "the proxy to be deleted", func(ctx context.Context) bool {
 				var cur corev1.Pod
 				err := h.source.Get(ctx, client.ObjectKeyFromObject(p), &cur)
 				return apierrors.IsNotFound(err) || (err == nil && cur.DeletionTimestamp != nil)
@@ -632,7 +632,7 @@ func TestFeedback(t *testing.T) {
 				}
 				h.finishForeground(t, pc)
 			}
-			eventually(t, "the proxy to be gone", func(context.Context) bool { return !get(t, h.source, p.DeepCopy()) })
+			testenv.EventuallyTrue(t, waitTimeout, "the proxy to be gone", func(context.Context) bool { return !get(t, h.source, p.DeepCopy()) })
 		})
 	}
 
@@ -657,7 +657,7 @@ func TestFeedback(t *testing.T) {
 		h.waitForegroundDeleted(t, pc) // the proxy was deleted, and is finalizing
 		h.waitEvent(t, p, feedback.EventDelegateDeleted)
 		h.finishForeground(t, pc)
-		eventually(t, "the proxy to be gone", func(context.Context) bool { return !get(t, h.source, p.DeepCopy()) })
+		testenv.EventuallyTrue(t, waitTimeout, "the proxy to be gone", func(context.Context) bool { return !get(t, h.source, p.DeepCopy()) })
 	})
 }
 
@@ -665,7 +665,7 @@ func TestFeedback(t *testing.T) {
 func (h *harness) waitEvent(t *testing.T, p *corev1.Pod, reason string) {
 	t.Helper()
 	var seen []string
-	eventually(t, "an Event "+reason+" on the proxy", func(ctx context.Context) bool {
+	testenv.EventuallyTrue(t, waitTimeout, "an Event "+reason+" on the proxy", func(ctx context.Context) bool {
 		var list eventsv1.EventList
 		if err := h.source.List(ctx, &list, client.InNamespace(p.Namespace)); err != nil {
 			return false

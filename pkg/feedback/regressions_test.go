@@ -102,7 +102,7 @@ func TestTargetNamespaceDeletedBeforeTheDelegateIsSeenGone(t *testing.T) {
 	require.NoError(t, h.target.Get(ctx, client.ObjectKeyFromObject(targetNS), targetNS))
 	targetNS.Spec.Finalizers = nil
 	require.NoError(t, h.target.SubResource("finalize").Update(ctx, targetNS))
-	eventually(t, "the proxy to be finalized", func(context.Context) bool { return !get(t, h.source, p.DeepCopy()) })
+	testenv.EventuallyTrue(t, waitTimeout, "the proxy to be finalized", func(context.Context) bool { return !get(t, h.source, p.DeepCopy()) })
 }
 
 // A losing candidate that the manager sees only once its proxy is bound (a
@@ -142,7 +142,7 @@ func TestLoserSeenAfterTheBindIsDeleted(t *testing.T) {
 		}
 	})
 
-	eventually(t, "the late loser to be deleted", func(ctx context.Context) bool {
+	testenv.EventuallyTrue(t, waitTimeout, "the late loser to be deleted", func(ctx context.Context) bool {
 		var got v1alpha1.PodChaperon
 		err := h.source.Get(ctx, client.ObjectKeyFromObject(loser), &got)
 		return apierrors.IsNotFound(err) || (err == nil && got.DeletionTimestamp != nil)

@@ -12,10 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,7 +21,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/elector"
 	"github.com/fleetlet/fleetlet/pkg/feedback"
-	"github.com/fleetlet/fleetlet/pkg/summary"
+	"github.com/fleetlet/fleetlet/pkg/indexer"
 	"github.com/fleetlet/fleetlet/pkg/target"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
@@ -49,13 +45,6 @@ func TestMain(m *testing.M) {
 	os.Exit(func() int {
 		return testenv.StartMainWithCRDs(m, &sourceEnv, &targetEnv)
 	}())
-}
-
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(v1alpha1.AddToScheme(s))
-	return s
 }
 
 // noNodes stands in for the virtual node controller: the tests create the
@@ -82,7 +71,7 @@ type harness struct {
 func start(t *testing.T) *harness {
 	t.Helper()
 	testenv.Need(t, sourceEnv)
-	scheme := newScheme()
+	scheme := testenv.Scheme()
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	logger, quiet := testenv.Logger(t, 1)
@@ -96,31 +85,15 @@ func start(t *testing.T) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, summary.IndexActivePodNodeName, summary.ActivePodNodeName); err != nil {
+	if err := indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.All...); err != nil {
 		t.Fatal(err)
 	}
-	proxies, err := elector.New(elector.Options{
-		SourceName: sourceName,
-		Spec:       func(p *corev1.Pod) (*corev1.PodSpec, error) { return p.Spec.DeepCopy(), nil },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var fb *feedback.Reconciler
 	reg, err := target.New(target.Options{
 		SourceName:          sourceName,
 		ProbeInterval:       500 * time.Millisecond,
 		ProbeTimeout:        2 * time.Second,
 		ProbeBackoffInitial: 100 * time.Millisecond,
 		HeartbeatDuration:   5 * time.Second,
-		OnChaperon: func(k target.Key, pc *v1alpha1.PodChaperon) {
-			proxies.OnChaperon(k, pc)
-			fb.OnChaperon(k, pc)
-		},
-		OnTargetChange: func(k target.Key) {
-			proxies.OnTargetChange(k)
-			fb.OnTargetChange(k)
-		},
 	}, noNodes{})
 	if err != nil {
 		t.Fatal(err)
@@ -128,11 +101,18 @@ func start(t *testing.T) *harness {
 	if err := reg.SetupWithManager(ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
-	proxies.SetRegistry(reg)
+	proxies, err := elector.New(elector.Options{
+		SourceName: sourceName,
+		Spec:       func(p *corev1.Pod) (*corev1.PodSpec, error) { return p.Spec.DeepCopy(), nil },
+		Registry:   reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := proxies.SetupWithManager(ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
-	fb = feedback.New(reg)
+	fb := feedback.New(reg)
 	if err := fb.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +240,7 @@ func (h *harness) connectTo(t *testing.T, ns, name string, kubeconfig []byte, st
 func (h *harness) waitTarget(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
 	var last *metav1.Condition
-	eventually(t, fmt.Sprintf("Target %s/%s Ready=%s (%s)", ns, name, status, reason), func(ctx context.Context) bool {
+	testenv.EventuallyTrue(t, waitTimeout, fmt.Sprintf("Target %s/%s Ready=%s (%s)", ns, name, status, reason), func(ctx context.Context) bool {
 		var tg v1alpha1.Target
 		if err := h.source.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &tg); err != nil {
 			return false
@@ -270,18 +250,6 @@ func (h *harness) waitTarget(t *testing.T, ns, name string, status metav1.Condit
 	}, func() string { return fmt.Sprintf("last Ready condition: %+v", last) })
 }
 
-// eventually polls cond until it holds; the deadline only ends a test that
-// would otherwise hang, it is never what a test asserts.
-func eventually(t *testing.T, what string, cond func(context.Context) bool, dump ...func() string) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		return cond(ctx), nil
-	})
-	if err != nil {
-		msg := fmt.Sprintf("waiting for %s: %v", what, err)
-		for _, d := range dump {
-			msg += "; " + d()
-		}
-		t.Fatal(msg)
-	}
-}
+// waitTimeout only ends a test that would hang: what a test waits for is
+// its condition.
+const waitTimeout = 60 * time.Second

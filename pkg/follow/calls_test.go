@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/fleetlet/fleetlet/pkg/follow"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
 // callCounter counts a client's calls by verb.
@@ -85,7 +86,7 @@ func TestAPICallsPerTarget(t *testing.T) {
 	f.sourceObjects(t)
 	fl := f.follower(t)
 	ctx := context.Background()
-	wc, err := client.NewWithWatch(targetEnv.Config, client.Options{Scheme: newScheme()})
+	wc, err := client.NewWithWatch(targetEnv.Config, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,10 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -23,14 +20,8 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/naming"
 	proxypod "github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
-
-func testScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(v1alpha1.AddToScheme(s))
-	return s
-}
 
 type podBuilder struct{ corev1.Pod }
 
@@ -120,7 +111,7 @@ func chaperonOf(p *corev1.Pod, source string, created time.Time) *v1alpha1.PodCh
 func TestCollectGuards(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	old, young := now.Add(-10*time.Minute), now.Add(-10*time.Second)
-	s := testScheme()
+	s := testenv.Scheme()
 	enabled := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{v1alpha1.LabelEnabled: "true"}}}
 
 	live := proxy("ns", "live", "u-live").obj()
@@ -202,7 +193,7 @@ func TestCollectGuards(t *testing.T) {
 // A namespaced Target is only ever asked about its own namespace.
 func TestCollectNamespacedTarget(t *testing.T) {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	s := testScheme()
+	s := testenv.Scheme()
 	enabled := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{v1alpha1.LabelEnabled: "true"}}}
 	gone := proxy("ns", "gone", "u1").obj()
 	goneThere := proxy("team", "gone", "u2").obj()

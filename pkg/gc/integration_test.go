@@ -11,10 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,13 +40,6 @@ func TestMain(m *testing.M) {
 	}())
 }
 
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(v1alpha1.AddToScheme(s))
-	return s
-}
-
 type testTarget struct {
 	key target.Key
 	c   client.Client
@@ -71,7 +61,7 @@ type fixture struct {
 func setup(t *testing.T) *fixture {
 	t.Helper()
 	testenv.Need(t, sourceEnv)
-	s := newScheme()
+	s := testenv.Scheme()
 	src, err := client.New(sourceEnv.Config, client.Options{Scheme: s})
 	if err != nil {
 		t.Fatal(err)
@@ -355,7 +345,7 @@ func TestForbiddenNamespaceSkipped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	limited, err := client.New(user.Config(), client.Options{Scheme: newScheme()})
+	limited, err := client.New(user.Config(), client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +379,7 @@ func TestRunsInManager(t *testing.T) {
 
 	logger, quiet := testenv.Logger(t, 0)
 	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
-		Scheme:  newScheme(),
+		Scheme:  testenv.Scheme(),
 		Logger:  logger,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 	})

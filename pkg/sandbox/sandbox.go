@@ -451,9 +451,19 @@ func (s *Sandbox) stopComponent(cluster, name string, grace time.Duration) error
 
 // StartComponent starts one component of a running cluster again.
 func (s *Sandbox) StartComponent(ctx context.Context, cluster, name string) error {
+	return s.StartComponentWith(ctx, cluster, name)
+}
+
+// StartComponentWith starts one component of a running cluster again with
+// extra arguments, for this run only (a fault-injection flag, say).
+func (s *Sandbox) StartComponentWith(ctx context.Context, cluster, name string, extraArgs ...string) error {
 	comp, err := componentNamed(name)
 	if err != nil {
 		return err
+	}
+	if len(extraArgs) > 0 {
+		args := comp.args
+		comp.args = func(o Options, c *ClusterState) []string { return append(args(o, c), extraArgs...) }
 	}
 	c, unlock, err := s.lockCluster(cluster)
 	if err != nil {
@@ -476,7 +486,11 @@ func (s *Sandbox) StartComponent(ctx context.Context, cluster, name string) erro
 	if err := s.startComponent(ctx, c, comp, nil); err != nil {
 		return err
 	}
-	fmt.Fprintf(s.opts.Out, "%s: %s started\n", cluster, name)
+	if len(extraArgs) > 0 {
+		fmt.Fprintf(s.opts.Out, "%s: %s started with %s\n", cluster, name, strings.Join(extraArgs, " "))
+	} else {
+		fmt.Fprintf(s.opts.Out, "%s: %s started\n", cluster, name)
+	}
 	return nil
 }
 

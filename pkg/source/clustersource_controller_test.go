@@ -39,7 +39,7 @@ func boundNamespaces(name string) ([]string, error) {
 func waitBound(t *testing.T, name string, want ...string) {
 	t.Helper()
 	sort.Strings(want)
-	eventually(t, fmt.Sprintf("ClusterSource %s bound in %v", name, want), func() error {
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("ClusterSource %s bound in %v", name, want), func() error {
 		got, err := boundNamespaces(name)
 		if err != nil {
 			return err
@@ -199,7 +199,7 @@ func TestClusterSourceNeedsItsServiceAccountNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := waitClusterSourceReady(t, name, metav1.ConditionTrue, v1alpha1.ReasonProvisioned, 0)
-	eventually(t, "ServiceAccount created", func() error {
+	testenv.Eventually(t, waitTimeout, "ServiceAccount created", func() error {
 		return get(&corev1.ServiceAccount{}, missing, got.Status.ServiceAccountName)
 	})
 }

@@ -120,7 +120,7 @@ func TestSourceProvisionsIdentity(t *testing.T) {
 		if err := k8sClient.Delete(ctx, &crb); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "bindings recreated", func() error {
+		testenv.Eventually(t, waitTimeout, "bindings recreated", func() error {
 			var rb2 rbacv1.RoleBinding
 			if err := get(&rb2, ns, rb.Name); err != nil {
 				return err
@@ -143,7 +143,7 @@ func TestSourceProvisionsIdentity(t *testing.T) {
 		if err := k8sClient.Delete(ctx, got); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "ClusterRoleBinding and Source gone", func() error {
+		testenv.Eventually(t, waitTimeout, "ClusterRoleBinding and Source gone", func() error {
 			return errors.Join(gone(&rbacv1.ClusterRoleBinding{}, "", crbName), gone(&v1alpha1.Source{}, ns, "cluster-1"))
 		})
 	})
@@ -259,7 +259,7 @@ func TestSourceUsesExistingServiceAccountAsIs(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitSourceReady(t, client.ObjectKeyFromObject(src), metav1.ConditionTrue, v1alpha1.ReasonProvisioned)
-		eventually(t, "created ServiceAccount deleted", func() error {
+		testenv.Eventually(t, waitTimeout, "created ServiceAccount deleted", func() error {
 			return gone(&corev1.ServiceAccount{}, ns, "fleetlet-source-cluster-3")
 		})
 	})

@@ -127,22 +127,6 @@ func newClusterSource(name, saNamespace string) *v1alpha1.ClusterSource {
 	}
 }
 
-// eventually retries check until it returns nil or the deadline passes.
-func eventually(t *testing.T, what string, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	var err error
-	for {
-		if err = check(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %s: %v", what, waitTimeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // readyReason returns the Ready condition's status and reason, requiring
 // it to have observed generation.
 func readyReason(conds []metav1.Condition, generation int64) (metav1.ConditionStatus, string, error) {
@@ -161,7 +145,7 @@ func readyReason(conds []metav1.Condition, generation int64) (metav1.ConditionSt
 func waitSourceReady(t *testing.T, key client.ObjectKey, status metav1.ConditionStatus, reason string) *v1alpha1.Source {
 	t.Helper()
 	var src v1alpha1.Source
-	eventually(t, fmt.Sprintf("Source %s Ready=%s %s", key, status, reason), func() error {
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("Source %s Ready=%s %s", key, status, reason), func() error {
 		if err := k8sClient.Get(context.Background(), key, &src); err != nil {
 			return err
 		}
@@ -180,7 +164,7 @@ func waitSourceReady(t *testing.T, key client.ObjectKey, status metav1.Condition
 func waitClusterSourceReady(t *testing.T, name string, status metav1.ConditionStatus, reason string, namespaces int32) *v1alpha1.ClusterSource {
 	t.Helper()
 	var cs v1alpha1.ClusterSource
-	eventually(t, fmt.Sprintf("ClusterSource %s Ready=%s %s with %d namespaces", name, status, reason, namespaces), func() error {
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("ClusterSource %s Ready=%s %s with %d namespaces", name, status, reason, namespaces), func() error {
 		if err := k8sClient.Get(context.Background(), client.ObjectKey{Name: name}, &cs); err != nil {
 			return err
 		}

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/indexer"
 )
 
 const (
@@ -34,33 +35,17 @@ const (
 	// FieldOwner is the field manager of every write of this package.
 	FieldOwner = "fleetlet"
 
-	// IndexActivePodNodeName indexes pods by spec.nodeName, active pods
-	// (IsActivePod) only: unbound and finished pods are not in the index.
-	// A fake client registers it with ActivePodNodeName:
-	// fake.NewClientBuilder().WithIndex(&corev1.Pod{},
-	// IndexActivePodNodeName, ActivePodNodeName).
-	IndexActivePodNodeName = "summary.activePod.spec.nodeName"
-
 	// ReasonSummarized is the reason of the ClusterSummary's Ready
 	// condition: the summary reflects the nodes and pods as last seen.
 	ReasonSummarized = "Summarized"
 )
-
-// ActivePodNodeName is the index function of IndexActivePodNodeName.
-func ActivePodNodeName(obj client.Object) []string {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok || !IsActivePod(pod) {
-		return nil
-	}
-	return []string{pod.Spec.NodeName}
-}
 
 // ClusterSummaryReconciler keeps the ClusterSummary named default equal to
 // the summary of the cluster's schedulable real nodes and the pods bound to
 // them. See the package documentation.
 type ClusterSummaryReconciler struct {
 	// Client reads nodes, pods and the ClusterSummary from the manager's
-	// cache (it needs IndexActivePodNodeName) and writes the
+	// cache (it needs indexer.ActivePodNodeName) and writes the
 	// ClusterSummary.
 	Client client.Client
 }
@@ -69,14 +54,11 @@ type ClusterSummaryReconciler struct {
 // +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=clustersummaries,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=clustersummaries/status,verbs=get;patch
 
-// SetupWithManager registers the pod index and the controller with mgr. Call
-// it once per manager.
+// SetupWithManager registers the controller with mgr, whose cache must
+// index indexer.ActivePodNodeName (the manager registers it).
 func (r *ClusterSummaryReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if r.Client == nil {
 		return errors.New("ClusterSummaryReconciler: Client is nil")
-	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, IndexActivePodNodeName, ActivePodNodeName); err != nil {
-		return fmt.Errorf("indexing pods by %s: %w", IndexActivePodNodeName, err)
 	}
 	request := reconcile.Request{NamespacedName: client.ObjectKey{Name: v1alpha1.ClusterSummaryName}}
 	toDefault := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
@@ -184,7 +166,7 @@ func (r *ClusterSummaryReconciler) summarize(ctx context.Context) (v1alpha1.Clus
 		}
 		nodes = append(nodes, node)
 		podList := &corev1.PodList{}
-		if err := r.Client.List(ctx, podList, client.MatchingFields{IndexActivePodNodeName: node.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		if err := r.Client.List(ctx, podList, client.MatchingFields{indexer.ActivePodNodeName.Field: node.Name}, client.UnsafeDisableDeepCopy); err != nil {
 			return v1alpha1.ClusterSummaryStatus{}, fmt.Errorf("listing the pods of node %s: %w", node.Name, err)
 		}
 		for j := range podList.Items {

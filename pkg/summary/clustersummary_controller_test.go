@@ -24,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/indexer"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
@@ -216,6 +217,9 @@ func startManager(t *testing.T) client.Client {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if err := indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.ActivePodNodeName); err != nil {
+		t.Fatal(err)
+	}
 	if err := (&ClusterSummaryReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
 		cancel()
 		t.Fatal(err)

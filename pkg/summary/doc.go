@@ -36,7 +36,7 @@
 // predicates drop the updates that cannot change the sum (node heartbeats,
 // pod readiness and container statuses). A reconcile is one list of nodes
 // plus one indexed list of pods per schedulable node, read from the cache
-// without copying (IndexActivePodNodeName holds active pods only); there is
+// without copying (indexer.ActivePodNodeName holds active pods only); there is
 // no polling.
 //
 // What it writes: the ClusterSummary is created if missing (so deleting it

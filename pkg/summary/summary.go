@@ -6,6 +6,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/indexer"
 )
 
 // IsSchedulableNode reports whether node counts in the summary: a real node
@@ -32,11 +33,7 @@ func IsSchedulableNode(node *corev1.Node) bool {
 // IsActivePod reports whether pod holds resources on its node: bound and not
 // finished (neither Succeeded nor Failed). Terminating pods still count, as
 // they do for the scheduler, until they are gone.
-func IsActivePod(pod *corev1.Pod) bool {
-	return pod.Spec.NodeName != "" &&
-		pod.Status.Phase != corev1.PodSucceeded &&
-		pod.Status.Phase != corev1.PodFailed
-}
+func IsActivePod(pod *corev1.Pod) bool { return indexer.IsActivePod(pod) }
 
 // PodRequests returns what pod takes from its node's allocatable resources,
 // computed as the kube-scheduler's NodeResourcesFit computes it with the

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/indexer"
 )
 
 func TestIsSchedulableNode(t *testing.T) {
@@ -54,8 +55,8 @@ func TestIsActivePod(t *testing.T) {
 			if tc.want {
 				wantIndex = []string{tc.pod.Spec.NodeName}
 			}
-			if diff := cmp.Diff(wantIndex, ActivePodNodeName(tc.pod)); diff != "" {
-				t.Errorf("ActivePodNodeName() (-want,+got):\n%s", diff)
+			if diff := cmp.Diff(wantIndex, indexer.ActivePodNodeName.Extract(tc.pod)); diff != "" {
+				t.Errorf("indexer.ActivePodNodeName (-want,+got):\n%s", diff)
 			}
 		})
 	}

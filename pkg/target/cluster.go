@@ -91,6 +91,9 @@ type Cluster struct {
 	clock  clock.Clock
 	// notify is called (never blocking) when Health or the summary change.
 	notify func(Key)
+	// onChaperon is called on every change of a chaperon, or of a pod one
+	// holds, in the caches (the registry's hub).
+	onChaperon func(Key, *v1alpha1.PodChaperon)
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -135,7 +138,7 @@ func (c *Cluster) Summary() *v1alpha1.ClusterSummaryStatus {
 	return c.summary
 }
 
-func newCluster(ctx context.Context, key Key, conn connection, scheme *runtime.Scheme, opts *Options, clk clock.Clock, notify func(Key)) (*Cluster, error) {
+func newCluster(ctx context.Context, key Key, conn connection, scheme *runtime.Scheme, opts *Options, clk clock.Clock, notify func(Key), onChaperon func(Key, *v1alpha1.PodChaperon)) (*Cluster, error) {
 	cfg := rest.CopyConfig(conn.config)
 	// Probes bound themselves with ProbeTimeout through their context; the
 	// client's own timeout only guards against a request that hangs.
@@ -156,8 +159,10 @@ func newCluster(ctx context.Context, key Key, conn connection, scheme *runtime.S
 		opts:   opts,
 		clock:  clk,
 		notify: notify,
-		done:   make(chan struct{}),
-		health: Health{Reason: ReasonConnecting, Message: "connecting to the target"},
+
+		onChaperon: onChaperon,
+		done:       make(chan struct{}),
+		health:     Health{Reason: ReasonConnecting, Message: "connecting to the target"},
 	}
 	c.cacheCfg = rest.CopyConfig(cfg)
 	c.cacheCfg.Timeout = 0 // watches are long
@@ -203,10 +208,10 @@ func (c *Cluster) newChaperonCache(ctx context.Context, ns string) (*chaperonCac
 		}
 		switch o := obj.(type) {
 		case *v1alpha1.PodChaperon:
-			c.opts.OnChaperon(c.key, o)
+			c.onChaperon(c.key, o)
 		case *corev1.Pod:
 			// Same parent annotations as the chaperon's.
-			c.opts.OnChaperon(c.key, &v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Annotations: o.Annotations}})
+			c.onChaperon(c.key, &v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Annotations: o.Annotations}})
 		}
 	}
 	handleEvent := func(obj any) {
@@ -283,10 +288,10 @@ type chaperonCache struct {
 }
 
 // WatchChaperons makes sure this source's PodChaperons in namespace ns are
-// watched (Options.OnChaperon is called on every change). A namespaced
+// watched (every change reaches the registry's ChaperonSource). A namespaced
 // Target watches its own namespace only.
 func (c *Cluster) WatchChaperons(ns string) {
-	if c.opts.OnChaperon == nil || (c.key.Namespace != "" && ns != c.key.Namespace) {
+	if c.key.Namespace != "" && ns != c.key.Namespace {
 		return
 	}
 	c.cacheMu.Lock()
@@ -317,9 +322,9 @@ func (c *Cluster) WatchChaperons(ns string) {
 	}()
 }
 
-// replayOnSync calls OnChaperon once more for every chaperon of the cache
-// once it has synced. The events of its first list are delivered before it
-// counts as synced, and a reader that skips an unsynced cache (the elector
+// replayOnSync delivers every chaperon of the cache once more once it has
+// synced. The events of its first list are delivered before it counts as
+// synced, and a reader that skips an unsynced cache (the elector
 // deleting losers) must be brought back when it may read it.
 func (c *Cluster) replayOnSync(ctx context.Context, ns string, cc *chaperonCache) {
 	if !toolscache.WaitForCacheSync(ctx.Done(), cc.synced) {
@@ -331,7 +336,7 @@ func (c *Cluster) replayOnSync(ctx context.Context, ns string, cc *chaperonCache
 		return
 	}
 	for i := range list.Items {
-		c.opts.OnChaperon(c.key, &list.Items[i])
+		c.onChaperon(c.key, &list.Items[i])
 	}
 }
 

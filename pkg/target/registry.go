@@ -29,17 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/indexer"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
-)
-
-// Field indexes the registry sets up on the manager's cache.
-const (
-	// IndexTargetSecret indexes Targets by the name of their kubeconfig
-	// Secret (always in the Target's namespace).
-	IndexTargetSecret = "spec.kubeconfigSecret.name"
-	// IndexClusterTargetSecret indexes ClusterTargets by namespace/name of
-	// their kubeconfig Secret.
-	IndexClusterTargetSecret = "spec.kubeconfigSecret.namespacedName"
 )
 
 // Event reasons.
@@ -72,17 +63,11 @@ type Options struct {
 	// a few requests per target, so this caps how fast pods are placed.
 	QPS   float32
 	Burst int
-	// OnChaperon, when set, makes every target watch this source's
-	// PodChaperons and calls it (without blocking for long) on every change.
-	OnChaperon func(Key, *v1alpha1.PodChaperon)
-	// OnDelegateEvent, when set with OnChaperon, makes the same
-	// per-namespace caches watch the Events about pods there, and calls it
-	// for every Event added or updated. The Events are not filtered: the
-	// callee looks the pod up among this source's.
+	// OnDelegateEvent, when set, makes the per-namespace chaperon caches
+	// watch the Events about pods there too, and calls it for every Event
+	// added or updated. The Events are not filtered: the callee looks the
+	// pod up among this source's.
 	OnDelegateEvent func(Key, *corev1.Event)
-	// OnTargetChange, when set, is called after a target's state changed
-	// (health, summary, added or removed).
-	OnTargetChange func(Key)
 }
 
 // Defaults for Options.
@@ -157,6 +142,10 @@ type Registry struct {
 	mu       sync.RWMutex
 	clusters map[Key]*Cluster
 
+	// hub delivers chaperon and target events to the controllers
+	// watching them (sources.go).
+	hub hub
+
 	targetEvents        chan event.TypedGenericEvent[*v1alpha1.Target]
 	clusterTargetEvents chan event.TypedGenericEvent[*v1alpha1.ClusterTarget]
 }
@@ -224,24 +213,6 @@ func (r *Registry) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 	r.self = mgr.GetConfig()
 	r.recorder = mgr.GetEventRecorder("fleetlet-target-registry")
 
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Target{}, IndexTargetSecret, func(o client.Object) []string {
-		t := o.(*v1alpha1.Target)
-		if t.Spec.KubeconfigSecret == nil {
-			return nil
-		}
-		return []string{t.Spec.KubeconfigSecret.Name}
-	}); err != nil {
-		return err
-	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ClusterTarget{}, IndexClusterTargetSecret, func(o client.Object) []string {
-		t := o.(*v1alpha1.ClusterTarget)
-		if t.Spec.KubeconfigSecret == nil {
-			return nil
-		}
-		return []string{t.Spec.KubeconfigSecret.Namespace + "/" + t.Spec.KubeconfigSecret.Name}
-	}); err != nil {
-		return err
-	}
 	if err := mgr.Add(r); err != nil {
 		return err
 	}
@@ -270,7 +241,7 @@ func (r *Registry) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 
 func (r *Registry) targetsForSecret(ctx context.Context, o client.Object) []reconcile.Request {
 	var list v1alpha1.TargetList
-	if err := r.client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexTargetSecret: o.GetName()}); err != nil {
+	if err := r.client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{indexer.TargetSecret.Field: o.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing Targets for a Secret", "secret", klog.KObj(o))
 		return nil
 	}
@@ -283,7 +254,7 @@ func (r *Registry) targetsForSecret(ctx context.Context, o client.Object) []reco
 
 func (r *Registry) clusterTargetsForSecret(ctx context.Context, o client.Object) []reconcile.Request {
 	var list v1alpha1.ClusterTargetList
-	if err := r.client.List(ctx, &list, client.MatchingFields{IndexClusterTargetSecret: o.GetNamespace() + "/" + o.GetName()}); err != nil {
+	if err := r.client.List(ctx, &list, client.MatchingFields{indexer.ClusterTargetSecret.Field: o.GetNamespace() + "/" + o.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing ClusterTargets for a Secret", "secret", klog.KObj(o))
 		return nil
 	}
@@ -360,9 +331,7 @@ func (r *Registry) reconcile(ctx context.Context, key Key) error {
 	obj, err := r.get(ctx, key)
 	if apierrors.IsNotFound(err) {
 		r.removeCluster(key)
-		if r.opts.OnTargetChange != nil {
-			defer r.opts.OnTargetChange(key)
-		}
+		defer r.hub.targetChanged(key)
 		log.V(2).Info("Removing the virtual node of a deleted target")
 		return r.nodes.Remove(ctx, vkey)
 	}
@@ -401,9 +370,7 @@ func (r *Registry) reconcile(ctx context.Context, key Key) error {
 	if err := r.updateStatus(ctx, obj, health, nodeName); err != nil {
 		return err
 	}
-	if r.opts.OnTargetChange != nil {
-		defer r.opts.OnTargetChange(key)
-	}
+	defer r.hub.targetChanged(key)
 	r.nodes.Upsert(ctx, vnode.TargetState{
 		Key:                  vkey,
 		Ready:                health.Ready,
@@ -530,7 +497,7 @@ func (r *Registry) ensureCluster(key Key, conn connection) (*Cluster, error) {
 		c.stop()
 		delete(r.clusters, key)
 	}
-	c, err := newCluster(r.ctx, key, conn, r.scheme, &r.opts, r.clock, r.notify)
+	c, err := newCluster(r.ctx, key, conn, r.scheme, &r.opts, r.clock, r.notify, r.hub.chaperonChanged)
 	if err != nil {
 		return nil, err
 	}

@@ -15,12 +15,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,8 +26,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/indexer"
 	"github.com/fleetlet/fleetlet/pkg/target"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
@@ -42,13 +42,6 @@ func TestMain(m *testing.M) {
 	os.Exit(func() int {
 		return testenv.StartMainWithCRDs(m, &sourceEnv, &targetEnv)
 	}())
-}
-
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(v1alpha1.AddToScheme(s))
-	return s
 }
 
 // recordingNodes stands in for the virtual node controller.
@@ -91,7 +84,7 @@ type fixture struct {
 func start(t *testing.T, options ...func(*target.Options)) *fixture {
 	t.Helper()
 	testenv.Need(t, sourceEnv)
-	scheme := newScheme()
+	scheme := testenv.Scheme()
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	t.Cleanup(func() {
@@ -120,6 +113,9 @@ func start(t *testing.T, options ...func(*target.Options)) *fixture {
 	}
 	reg, err := target.New(opts, nodes)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.TargetSecret, indexer.ClusterTargetSecret); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.SetupWithManager(ctx, mgr); err != nil {
@@ -278,8 +274,8 @@ func TestTargetReadiness(t *testing.T) {
 	t.Run("heartbeat lease renewed in the identity's namespace", func(t *testing.T) {
 		var first, second coordinationv1.Lease
 		key := client.ObjectKey{Namespace: targetNS, Name: target.HeartbeatLeaseName("src")}
-		poll(t, "heartbeat lease", func(ctx context.Context) bool { return f.target.Get(ctx, key, &first) == nil })
-		poll(t, "heartbeat renewal", func(ctx context.Context) bool {
+		testenv.EventuallyTrue(t, waitTimeout, "heartbeat lease", func(ctx context.Context) bool { return f.target.Get(ctx, key, &first) == nil })
+		testenv.EventuallyTrue(t, waitTimeout, "heartbeat renewal", func(ctx context.Context) bool {
 			return f.target.Get(ctx, key, &second) == nil && second.Spec.RenewTime.After(first.Spec.RenewTime.Time)
 		})
 		if *second.Spec.HolderIdentity != "src" {
@@ -292,7 +288,7 @@ func TestTargetReadiness(t *testing.T) {
 			t.Fatal(err)
 		}
 		lateKey := vnode.TargetKey{Namespace: f.ns, Name: "late"}
-		poll(t, "virtual node removal", func(context.Context) bool {
+		testenv.EventuallyTrue(t, waitTimeout, "virtual node removal", func(context.Context) bool {
 			f.nodes.mu.Lock()
 			defer f.nodes.mu.Unlock()
 			return f.nodes.removed[lateKey] > 0
@@ -305,7 +301,7 @@ func TestTargetReadiness(t *testing.T) {
 			t.Fatal("the other target's connection is gone")
 		}
 		before := other.Health().LastProbe
-		poll(t, "the other target to keep being probed", func(context.Context) bool { return other.Health().LastProbe.After(before) })
+		testenv.EventuallyTrue(t, waitTimeout, "the other target to keep being probed", func(context.Context) bool { return other.Health().LastProbe.After(before) })
 		if st, ok := f.nodes.get(vnode.TargetKey{Namespace: f.ns, Name: "nobody"}); !ok || !st.Ready {
 			t.Errorf("the other target's node state = %+v, %t", st, ok)
 		}
@@ -330,15 +326,6 @@ func TestFleetletMissing(t *testing.T) {
 	f.waitReady(t, "bare", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 }
 
-func poll(t *testing.T, what string, cond func(context.Context) bool) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		return cond(ctx), nil
-	}); err != nil {
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
 func TestMetricsFollowTargets(t *testing.T) {
 	f := start(t)
 	ensureSummary(t, f.target)
@@ -346,11 +333,11 @@ func TestMetricsFollowTargets(t *testing.T) {
 	f.createTarget(t, "measured", "m")
 	f.waitReady(t, "measured", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 	cluster := f.ns + "/measured"
-	poll(t, "fleetlet_target_ready=1", func(context.Context) bool { return gauge(t, "fleetlet_target_ready", cluster) == 1 })
+	testenv.EventuallyTrue(t, waitTimeout, "fleetlet_target_ready=1", func(context.Context) bool { return gauge(t, "fleetlet_target_ready", cluster) == 1 })
 	if err := f.source.Delete(context.Background(), &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "measured"}}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the series of a deleted target to go", func(context.Context) bool { return gauge(t, "fleetlet_target_ready", cluster) == -1 })
+	testenv.EventuallyTrue(t, waitTimeout, "the series of a deleted target to go", func(context.Context) bool { return gauge(t, "fleetlet_target_ready", cluster) == -1 })
 }
 
 // gauge reads a gauge of the registry for a cluster; -1 when absent.
@@ -394,7 +381,7 @@ func TestProbeFailureThreshold(t *testing.T) {
 	// Every probe fails from now on (the ClusterSummary is what it reads).
 	require.NoError(t, f.target.Delete(context.Background(), &v1alpha1.ClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClusterSummaryName}}))
 	t.Cleanup(func() { ensureSummary(t, f.target) })
-	poll(t, "three failed probes", func(context.Context) bool { return probes(t, cluster, v1alpha1.ReasonFleetletMissing) >= before+3 })
+	testenv.EventuallyTrue(t, waitTimeout, "three failed probes", func(context.Context) bool { return probes(t, cluster, v1alpha1.ReasonFleetletMissing) >= before+3 })
 	h := cl.Health()
 	assert.True(t, h.Ready, "the target turned NotReady after 3 failed probes of 6 allowed: %+v", h)
 	assert.Equal(t, 1.0, gauge(t, "fleetlet_target_ready", cluster), "fleetlet_target_ready")
@@ -427,7 +414,7 @@ func probes(t *testing.T, cluster, result string) float64 {
 	return 0
 }
 
-// A chaperon cache's first list is delivered to OnChaperon before the cache
+// A chaperon cache's first list reaches the ChaperonSource before the cache
 // counts as synced: a reader that skips an unsynced cache (the elector
 // deleting losers) would never be called back. Once synced, every chaperon
 // is delivered once more. Before: a loser seen only during the first list
@@ -435,23 +422,11 @@ func probes(t *testing.T, cluster, result string) float64 {
 // TestCrashesMidElectionNeverDoubleDelegates: "the losing candidates to
 // be gone").
 func TestChaperonsDeliveredOnceSynced(t *testing.T) {
-	var mu sync.Mutex
-	syncedCalls := map[string]int{}
-	var f *fixture
-	f = start(t, func(o *target.Options) {
-		o.OnChaperon = func(k target.Key, pc *v1alpha1.PodChaperon) {
-			cl, ok := f.registry.Get(k)
-			if !ok {
-				return
-			}
-			_, synced := cl.ChaperonCache(pc.Namespace)
-			if synced {
-				mu.Lock()
-				syncedCalls[pc.Name]++
-				mu.Unlock()
-			}
-		}
-	})
+	f := start(t)
+	q := &syncedQueue{TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()),
+		registry: f.registry, key: target.Key{Namespace: f.ns, Name: "t"}, synced: map[string]int{}}
+	t.Cleanup(q.ShutDown)
+	require.NoError(t, f.registry.ChaperonSource().Start(context.Background(), q))
 	ctx := context.Background()
 	ensureSummary(t, f.target)
 	require.NoError(t, f.target.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}))
@@ -465,14 +440,39 @@ func TestChaperonsDeliveredOnceSynced(t *testing.T) {
 	}
 	f.putSecret(t, "s", testenv.Kubeconfig(t, targetEnv.Config, f.ns, ""))
 	f.createTarget(t, "t", "s") // a namespaced Target watches its namespace from the start
-	poll(t, "every chaperon delivered while the cache is synced", func(context.Context) bool {
-		mu.Lock()
-		defer mu.Unlock()
+	testenv.EventuallyTrue(t, waitTimeout, "every chaperon's proxy enqueued while the cache is synced", func(context.Context) bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
 		for _, n := range names {
-			if syncedCalls[n] == 0 {
+			if q.synced[n] == 0 {
 				return false
 			}
 		}
 		return true
 	})
 }
+
+// syncedQueue counts, per proxy, the requests added while the target's
+// chaperon cache of its namespace had synced.
+type syncedQueue struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	registry *target.Registry
+	key      target.Key
+
+	mu     sync.Mutex
+	synced map[string]int
+}
+
+func (q *syncedQueue) Add(r reconcile.Request) {
+	if cl, ok := q.registry.Get(q.key); ok {
+		if _, synced := cl.ChaperonCache(r.Namespace); synced {
+			q.mu.Lock()
+			q.synced[r.Name]++
+			q.mu.Unlock()
+		}
+	}
+	q.TypedRateLimitingInterface.Add(r)
+}
+
+// waitTimeout only ends a test that would hang.
+const waitTimeout = 30 * time.Second

@@ -2,10 +2,15 @@ package testenv
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -52,4 +57,36 @@ func TestFindBinariesNamesWhatIsMissing(t *testing.T) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
+}
+
+type fakeTB struct {
+	failed string
+}
+
+func (*fakeTB) Helper() {}
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	f.failed = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func TestEventually(t *testing.T) {
+	tries := 0
+	Eventually(t, time.Second, "the third try", func() error {
+		tries++
+		if tries < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	assert.Equal(t, 3, tries)
+
+	tb := &fakeTB{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		EventuallyTrue(tb, 200*time.Millisecond, "never", func(context.Context) bool { return false }, func() string { return "last: nothing" })
+	}()
+	<-done
+	assert.Contains(t, tb.failed, "never: still not true after 200ms")
+	assert.Contains(t, tb.failed, "last: nothing")
 }

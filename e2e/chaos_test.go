@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/crashpoint"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/sandbox"
+)
+
+// The source manager is killed (SIGKILL, by its own --crash-point) at each
+// named point of a proxy's life, the target-side manager is killed
+// mid-election, and a target is stopped mid-election. After convergence,
+// in every cluster: every proxy is bound with exactly one delegate,
+// Terminating pods counted (no overlap), or deleted; no proxy stays
+// Terminating or gated; no chaperon or delegate stands for a proxy that is
+// gone or for a target that lost its election.
+func TestChaosEveryCrashPointKeepsTheInvariants(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "chaos", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	src := kube(t, sandbox.SourceCluster)
+	create := func(round string, n int) {
+		t.Helper()
+		for i := range n {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", round, i), Namespace: ns, Labels: map[string]string{"chaos": round}}, Spec: podSpec("100m")}
+			if _, err := src.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("round %s: %v", round, err)
+			}
+		}
+	}
+
+	for _, point := range crashpoint.Points {
+		began := time.Now()
+		restartManager(t, "--crash-point="+point)
+		if point == crashpoint.MidFinalize {
+			// Deletions: the proxies of an earlier round, once bound.
+			waitBound(t, ns, "chaos="+crashpoint.AfterRecord, 3, 3*time.Minute)
+			for i := range 2 {
+				if err := src.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("%s-%d", crashpoint.AfterRecord, i), metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		} else {
+			create(point, 3)
+		}
+		waitCrashed(t, sandbox.SourceCluster, sandbox.ComponentManager, point, 2*time.Minute)
+		restartManager(t)
+		t.Logf("crash point %s: the manager died there and was restarted, %s", point, time.Since(began).Round(100*time.Millisecond))
+		checkNoOverlap(t, ctx, ns)
+	}
+
+	// The target side crashes mid-election.
+	create("target-kill", 3)
+	if err := sb.KillComponent(ctx, sb.ClusterNames()[1], sandbox.ComponentManager); err != nil {
+		t.Fatal(err)
+	}
+	checkNoOverlap(t, ctx, ns)
+	if err := sb.StartComponent(ctx, sb.ClusterNames()[1], sandbox.ComponentManager); err != nil {
+		t.Fatal(err)
+	}
+
+	// A target stops mid-election, and comes back.
+	create("target-stop", 3)
+	stopped := sb.ClusterNames()[2]
+	if err := sb.Stop(ctx, stopped); err != nil {
+		t.Fatal(err)
+	}
+	checkNoOverlap(t, ctx, ns)
+	if err := sb.Start(ctx, stopped); err != nil {
+		t.Fatal(err)
+	}
+
+	took := eventually(t, 5*time.Minute, "every proxy bound with one delegate, nothing left over", func(ctx context.Context) (bool, string) {
+		return converged(t, ctx, ns)
+	})
+	t.Logf("converged %s after the last fault", took.Round(100*time.Millisecond))
+}
+
+// restartManager kills the source manager and starts it again, with extra
+// arguments for this run only.
+func restartManager(t *testing.T, args ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if componentAlive(sandbox.SourceCluster, sandbox.ComponentManager) {
+		if err := sb.KillComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sb.StartComponentWith(ctx, sandbox.SourceCluster, sandbox.ComponentManager, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func componentAlive(cluster, component string) bool {
+	for _, c := range sb.State().Clusters {
+		if c.Name != cluster {
+			continue
+		}
+		for _, p := range c.Processes {
+			if p.Component == component && p.Alive() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// waitCrashed waits for a component to die on its own, and checks from its
+// log that it died at the crash point.
+func waitCrashed(t *testing.T, cluster, component, point string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, cluster+"'s "+component+" to crash at "+point, func(context.Context) (bool, string) {
+		return !componentAlive(cluster, component), "still running"
+	})
+	var log string
+	for _, c := range sb.State().Clusters {
+		for _, p := range c.Processes {
+			if c.Name == cluster && p.Component == component {
+				log = p.Log // the last one started
+			}
+		}
+	}
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "crash point " + point + " reached"; !strings.Contains(string(data), want) {
+		t.Fatalf("%s's %s died, but its log %s does not say %q", cluster, component, log, want)
+	}
+}
+
+// standing lists, in every cluster that answers, every pod that stands for
+// a proxy, Terminating ones included; unanswered lists the others.
+func standing(t *testing.T, ctx context.Context, p *corev1.Pod) (out map[string][]string, unanswered []string) {
+	t.Helper()
+	out = map[string][]string{}
+	for _, c := range sb.ClusterNames() {
+		pods, err := kube(t, c).CoreV1().Pods(p.Namespace).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelParentUID + "=" + string(p.UID)})
+		if err != nil {
+			unanswered = append(unanswered, c)
+			continue
+		}
+		for _, d := range pods.Items {
+			out[c] = append(out[c], d.Name+"@"+d.Spec.NodeName)
+		}
+	}
+	return out, unanswered
+}
+
+// checkNoOverlap fails when a proxy has two bound pods standing for it,
+// Terminating ones counted, in the clusters that answer.
+func checkNoOverlap(t *testing.T, ctx context.Context, ns string) {
+	t.Helper()
+	proxies, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "chaos"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range proxies.Items {
+		bound := 0
+		all, _ := standing(t, ctx, &proxies.Items[i])
+		for _, ds := range all {
+			for _, d := range ds {
+				if !strings.HasSuffix(d, "@") {
+					bound++
+				}
+			}
+		}
+		if bound > 1 {
+			t.Errorf("proxy %s has %d bound pods standing for it: %v", proxies.Items[i].Name, bound, all)
+		}
+	}
+}
+
+// converged says whether the invariants hold once nothing moves any more,
+// and if not, why.
+func converged(t *testing.T, ctx context.Context, ns string) (bool, string) {
+	t.Helper()
+	list, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "chaos"})
+	if err != nil {
+		return false, err.Error()
+	}
+	live := map[types.UID]*corev1.Pod{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		switch {
+		case p.DeletionTimestamp != nil:
+			return false, fmt.Sprintf("proxy %s still Terminating (finalizers %v)", p.Name, p.Finalizers)
+		case proxy.Gated(p) || !strings.HasPrefix(p.Spec.NodeName, "fleetlet-"):
+			return false, fmt.Sprintf("proxy %s not bound (gates %v, node %q)", p.Name, p.Spec.SchedulingGates, p.Spec.NodeName)
+		}
+		all, unanswered := standing(t, ctx, p)
+		if len(unanswered) > 0 {
+			return false, fmt.Sprintf("no answer from %v", unanswered)
+		}
+		want := clusterOfNode(p.Spec.NodeName)
+		if n := len(slices.Concat(slices.Collect(maps.Values(all))...)); n != 1 || len(all[want]) != 1 || strings.HasSuffix(all[want][0], "@") {
+			return false, fmt.Sprintf("proxy %s on %s: pods standing for it %v, want one, bound, in %s", p.Name, p.Spec.NodeName, all, want)
+		}
+		live[p.UID] = p
+	}
+	// Nothing in any cluster stands for a proxy that is gone, or in a
+	// target its proxy is not bound to.
+	for _, c := range sb.ClusterNames() {
+		var pcs v1alpha1.PodChaperonList
+		if err := ctrlClient(t, c).List(ctx, &pcs, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelParentCluster: sandbox.SourceCluster}); err != nil {
+			return false, err.Error()
+		}
+		for _, pc := range pcs.Items {
+			p, ok := live[types.UID(pc.Labels[v1alpha1.LabelParentUID])]
+			if !ok || clusterOfNode(p.Spec.NodeName) != c {
+				return false, fmt.Sprintf("%s: PodChaperon %s left over", c, pc.Name)
+			}
+		}
+	}
+	return true, fmt.Sprintf("%d proxies", len(live))
+}
