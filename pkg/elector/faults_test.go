@@ -208,3 +208,40 @@ func denyChaperonDeletes(t *testing.T, c client.Client, ns string) {
 		return c.Delete(ctx, probe, client.DryRunAll) != nil
 	})
 }
+
+// A pod no cluster can run keeps pending candidates in at most
+// PendingTargets targets (one cluster autoscaler scales up, not all of
+// them): a trimmed candidate is not made again on the next pass (its own
+// deletion brings the proxy back at once), only after RetryInterval.
+// Before: it was recreated as soon as it was gone.
+func TestPendingCandidatesStayInTheBestTargets(t *testing.T) {
+	h, remote, local := start(t, elector.Options{PendingTargets: 1})
+	p := h.proxy(t, "web-1")
+	h.unschedulable(t, remote, p)
+	h.unschedulable(t, local, p)
+
+	var trimmed target.Key
+	testenv.EventuallyTrue(t, waitTimeout, "one pending candidate trimmed", func(context.Context) bool {
+		for _, k := range []target.Key{remote, local} {
+			if pc, ok := h.chaperon(t, k, p); ok && pc.DeletionTimestamp != nil {
+				trimmed = k
+				return true
+			}
+		}
+		return false
+	})
+	h.collect(t, trimmed, p)
+	live := func() int {
+		n := 0
+		for _, k := range []target.Key{remote, local} {
+			if pc, ok := h.chaperon(t, k, p); ok && pc.DeletionTimestamp == nil {
+				n++
+			}
+		}
+		return n
+	}
+	assert.Never(t, func() bool { return live() > 1 }, 3*time.Second, 100*time.Millisecond,
+		"the trimmed candidate was made again")
+	assert.Equal(t, 1, live(), "the best target lost its pending candidate")
+	h.waitEvent(t, p, elector.EventNotSchedulable)
+}
