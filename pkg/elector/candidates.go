@@ -83,9 +83,9 @@ func answer(pc *v1alpha1.PodChaperon) (answerKind, string) {
 	return answerPending, ""
 }
 
-// ensureCandidate makes sure the target has the proxy's chaperon (creating
-// it only when create is true); it returns it, or nil and why not.
-func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userSpec *corev1.PodSpec, refs follow.RefSet, ts *targetState, create bool) (*v1alpha1.PodChaperon, string) {
+// ensureCandidate makes sure the target has the proxy's chaperon; it returns
+// it, or nil and why not.
+func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userSpec *corev1.PodSpec, refs follow.RefSet, ts *targetState) (*v1alpha1.PodChaperon, string) {
 	want := Chaperon(CandidateInput{Proxy: pod, Spec: userSpec, SourceName: r.opts.SourceName, Self: ts.cluster.Self()})
 	var got v1alpha1.PodChaperon
 	err := ts.cluster.Chaperons(pod.Namespace).Get(ctx, client.ObjectKeyFromObject(want), &got)
@@ -103,9 +103,6 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userS
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, fmt.Sprintf("reading the chaperon: %v", err)
-	}
-	if !create {
-		return nil, "no cluster could take the pod at the last try; pending candidates are kept in the best targets only until the next"
 	}
 	// The namespace must exist there: a missing one filters the target.
 	var ns corev1.Namespace

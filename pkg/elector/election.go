@@ -53,12 +53,6 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		}
 	}
 	states := r.targets(ctx, pod, clusters)
-	// After a round that no cluster could take, pending candidates are
-	// kept in the K best targets only, and none is made anew elsewhere
-	// until RetryInterval has passed (their own deletion brings the proxy
-	// back here at once).
-	settledUntil := r.noClusterRoundUntil(pod)
-	settled := r.clock.Now().Before(settledUntil)
 
 	// Candidates in every eligible target, in parallel.
 	var wg sync.WaitGroup
@@ -69,7 +63,7 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts.chaperon, ts.reason = r.ensureCandidate(ctx, pod, userSpec, refs, ts, !settled)
+			ts.chaperon, ts.reason = r.ensureCandidate(ctx, pod, userSpec, refs, ts)
 			if ts.chaperon == nil {
 				ts.eligible = false
 			}
@@ -140,40 +134,7 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 	// No candidate is schedulable anywhere: keep pending candidates in the
 	// K best targets only, and say why for each cluster.
 	r.trimPending(ctx, pod, states, requests)
-	if settled {
-		// Nothing new since the round that said why.
-		return reconcile.Result{RequeueAfter: settledUntil.Sub(r.clock.Now())}, nil
-	}
-	return reconcile.Result{RequeueAfter: r.opts.RetryInterval}, r.setNoCluster(ctx, pod, reasons(states))
-}
-
-// noClusterRoundUntil is when the last round of candidates that no cluster
-// could take (Elected=False, NoClusterAvailable, its lastProbeTime) may be
-// run again; zero when there was none.
-func (r *Reconciler) noClusterRoundUntil(pod *corev1.Pod) time.Time {
-	c := proxy.ElectedCondition(pod)
-	if c == nil || c.Status != corev1.ConditionFalse || c.Reason != reasonNoClusters || c.LastProbeTime.IsZero() {
-		return time.Time{}
-	}
-	return c.LastProbeTime.Add(r.opts.RetryInterval)
-}
-
-// setNoCluster records a round of candidates that no cluster could take:
-// why, per cluster (an Event when that changes), and when (the
-// condition's lastProbeTime).
-func (r *Reconciler) setNoCluster(ctx context.Context, pod *corev1.Pod, msg string) error {
-	p := pod.DeepCopy()
-	now := r.clock.Now()
-	changed := setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: reasonNoClusters, Message: msg}, now)
-	proxy.ElectedCondition(p).LastProbeTime = metav1.NewTime(now)
-	if err := r.client.Status().Update(ctx, p); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if changed {
-		electionsTotal.WithLabelValues(strings.ToLower(reasonNoClusters)).Inc()
-		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventNotSchedulable, "Elect", "%s", msg)
-	}
-	return nil
+	return reconcile.Result{RequeueAfter: r.opts.RetryInterval}, r.setNotElected(ctx, pod, reasonNoClusters, reasons(states), EventNotSchedulable)
 }
 
 // reasons says, per cluster, why it does not run the pod.
