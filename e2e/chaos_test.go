@@ -22,7 +22,8 @@ import (
 )
 
 // The source manager is killed (SIGKILL, by its own --crash-point) at each
-// named point of a proxy's life, the target-side manager is killed
+// named point of a proxy's life, leadership moves between two live source
+// manager replicas mid-election, the target-side manager is killed
 // mid-election, and a target is stopped mid-election. After convergence,
 // in every cluster: every proxy is bound with exactly one delegate,
 // Terminating pods counted (no overlap), or deleted; no proxy stays
@@ -63,6 +64,8 @@ func TestChaosEveryCrashPointKeepsTheInvariants(t *testing.T) {
 		checkNoOverlap(t, ctx, ns)
 	}
 
+	leaderChange(t, ctx, func() { create("leader-change", 6) }, ns)
+
 	// The target side crashes mid-election.
 	create("target-kill", 3)
 	if err := sb.KillComponent(ctx, sb.ClusterNames()[1], sandbox.ComponentManager); err != nil {
@@ -88,6 +91,61 @@ func TestChaosEveryCrashPointKeepsTheInvariants(t *testing.T) {
 		return converged(t, ctx, ns)
 	})
 	t.Logf("converged %s after the last fault", took.Round(100*time.Millisecond))
+}
+
+// fastLease makes a replica that stops renewing lose the leader election
+// Lease within seconds (15 s by default).
+var fastLease = []string{"--leader-election-lease-duration=6s", "--leader-election-renew-deadline=4s", "--leader-election-retry-period=1s"}
+
+// leaderChange moves leadership between two live source manager replicas
+// while elections are in flight: a standby replica waits for the Lease; the
+// leader freezes (SIGSTOP: a long pause, or a partition) past its lease
+// right after the proxies are created; the standby takes over and completes
+// their elections; the old leader wakes up still believing it leads, finds
+// the Lease taken and exits; it comes back as the standby, and the Lease is
+// handed back to it when the other replica stops.
+func leaderChange(t *testing.T, ctx context.Context, create func(), ns string) {
+	t.Helper()
+	began := time.Now()
+	restartManager(t, fastLease...)
+	waitLeading(t, sandbox.ComponentManager)
+	first := leaseHolder(t, ctx)
+	if err := sb.StartComponentWith(ctx, sandbox.SourceCluster, sandbox.ComponentManagerStandby, fastLease...); err != nil {
+		t.Fatal(err)
+	}
+	create()
+	if err := sb.PauseComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
+		t.Fatal(err)
+	}
+	waitLeading(t, sandbox.ComponentManagerStandby)
+	second := leaseHolder(t, ctx)
+	if second == first {
+		t.Fatalf("the standby leads, but the Lease still names %s", first)
+	}
+	waitBound(t, ns, "chaos=leader-change", 6, 3*time.Minute)
+	if err := sb.ResumeComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
+		t.Fatal(err)
+	}
+	waitDied(t, sandbox.SourceCluster, sandbox.ComponentManager, "leader election lost", time.Minute)
+	checkNoOverlap(t, ctx, ns)
+	restartManager(t, fastLease...)
+	if err := sb.StopComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManagerStandby); err != nil {
+		t.Fatal(err)
+	}
+	waitLeading(t, sandbox.ComponentManager)
+	checkNoOverlap(t, ctx, ns)
+	t.Logf("leader change: %s led, froze, %s took over and completed the elections; the first exited on waking and leads again, %s", first, second, time.Since(began).Round(100*time.Millisecond))
+}
+
+// leaseHolder is the holder of the source manager's leader election Lease
+// ("" when it cannot be read or no one holds it).
+func leaseHolder(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	l, err := kube(t, sandbox.SourceCluster).CoordinationV1().Leases(sandbox.FleetletNamespace).Get(ctx, "fleetlet-manager", metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
 }
 
 // restartManager kills the source manager and starts it again, with extra
@@ -123,9 +181,24 @@ func componentAlive(cluster, component string) bool {
 // log that it died at the crash point.
 func waitCrashed(t *testing.T, cluster, component, point string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, cluster+"'s "+component+" to crash at "+point, func(context.Context) (bool, string) {
+	waitDied(t, cluster, component, "crash point "+point+" reached", timeout)
+}
+
+// waitDied waits for a component to die on its own, and checks that its
+// log says why.
+func waitDied(t *testing.T, cluster, component, why string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, cluster+"'s "+component+" to die: "+why, func(context.Context) (bool, string) {
 		return !componentAlive(cluster, component), "still running"
 	})
+	if !strings.Contains(lastRun(t, cluster, component), why) {
+		t.Fatalf("%s's %s died, but its log does not say %q", cluster, component, why)
+	}
+}
+
+// lastRun is the log of a component's last run.
+func lastRun(t *testing.T, cluster, component string) string {
+	t.Helper()
 	var log string
 	for _, c := range sb.State().Clusters {
 		for _, p := range c.Processes {
@@ -138,9 +211,17 @@ func waitCrashed(t *testing.T, cluster, component, point string, timeout time.Du
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "crash point " + point + " reached"; !strings.Contains(string(data), want) {
-		t.Fatalf("%s's %s died, but its log %s does not say %q", cluster, component, log, want)
-	}
+	runs := strings.Split(string(data), "\n=== ")
+	return runs[len(runs)-1]
+}
+
+// waitLeading waits until a source manager replica says it holds the
+// leader election Lease.
+func waitLeading(t *testing.T, component string) {
+	t.Helper()
+	eventually(t, time.Minute, component+" to lead", func(context.Context) (bool, string) {
+		return strings.Contains(lastRun(t, sandbox.SourceCluster, component), "Successfully acquired lease"), "not yet"
+	})
 }
 
 // standing lists, in every cluster that answers, every pod that stands for

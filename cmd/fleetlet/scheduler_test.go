@@ -391,7 +391,7 @@ func TestIntegrationSchedulerProcess(t *testing.T) {
 
 	lease := &coordinationv1.Lease{}
 	leaseKey := client.ObjectKey{Namespace: "fleetlet-system", Name: candidate.DefaultLeaseName}
-	schedWaitFor(t, "the scheduler holds its Lease", func() error {
+	testenv.Eventually(t, 30*time.Second, "the scheduler holds its Lease", func() error {
 		if err := c.Get(ctx, leaseKey, lease); err != nil {
 			return err
 		}
@@ -402,7 +402,7 @@ func TestIntegrationSchedulerProcess(t *testing.T) {
 	})
 
 	ch, pod := schedCandidate(t, c, "team-a", "web-0")
-	schedWaitFor(t, "the reservation", func() error {
+	testenv.Eventually(t, 30*time.Second, "the reservation", func() error {
 		got := &v1alpha1.PodChaperon{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(ch), got); err != nil {
 			return err
@@ -416,7 +416,7 @@ func TestIntegrationSchedulerProcess(t *testing.T) {
 		t.Fatalf("bound to %s before the election", node)
 	}
 	schedElect(t, c, ch)
-	schedWaitFor(t, "the elected candidate binds", func() error { return schedBound(t, c, pod) })
+	testenv.Eventually(t, 30*time.Second, "the elected candidate binds", func() error { return schedBound(t, c, pod) })
 
 	metrics := schedScrape(t, fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
 	for _, want := range []string{`fleetlet_candidate_permit_total{result="waiting"} 1`, `fleetlet_candidate_waits_total{result="allowed"} 1`,
@@ -441,7 +441,7 @@ func TestIntegrationSchedulerProcess(t *testing.T) {
 	schedElect(t, c, ch2)
 	started := time.Now()
 	startSchedulerProcess(t, args...)
-	schedWaitFor(t, "the candidate elected meanwhile binds", func() error { return schedBound(t, c, pod2) })
+	testenv.Eventually(t, 30*time.Second, "the candidate elected meanwhile binds", func() error { return schedBound(t, c, pod2) })
 	t.Logf("a new scheduler process bound an elected candidate %s after it started", time.Since(started))
 }
 
@@ -560,21 +560,4 @@ func schedScrape(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %s\n%s", url, resp.Status, body)
 	}
 	return string(body)
-}
-
-// schedWaitFor retries check until it returns nil, failing at a deadline.
-func schedWaitFor(t *testing.T, what string, check func() error) {
-	t.Helper()
-	const timeout = 30 * time.Second
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -5,6 +5,7 @@ package elector
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,7 +85,8 @@ func answer(pc *v1alpha1.PodChaperon) (answerKind, string) {
 }
 
 // ensureCandidate makes sure the target has the proxy's chaperon; it returns
-// it, or nil and why not.
+// it, or nil and why not. A target whose pending candidate was trimmed in
+// a round still running gets no new one.
 func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userSpec *corev1.PodSpec, refs follow.RefSet, ts *targetState) (*v1alpha1.PodChaperon, string) {
 	want := Chaperon(CandidateInput{Proxy: pod, Spec: userSpec, SourceName: r.opts.SourceName, Self: ts.cluster.Self()})
 	var got v1alpha1.PodChaperon
@@ -103,6 +105,9 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userS
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, fmt.Sprintf("reading the chaperon: %v", err)
+	}
+	if until, out := r.keptOut(pod.UID, ts.key); out {
+		return nil, fmt.Sprintf("no cluster could run the pod at the last try; pending candidates are kept in the %d best target(s) until %s", r.opts.PendingTargets, until.UTC().Format(time.RFC3339))
 	}
 	// The namespace must exist there: a missing one filters the target.
 	var ns corev1.Namespace
@@ -153,6 +158,7 @@ func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []
 			ctrl.LoggerFrom(ctx).Error(err, "Deleting a surplus pending candidate", "target", o.Target)
 			continue
 		}
+		r.noteTrimmed(pod.UID, s.key)
 		r.release(ctx, pod, s.cluster)
 	}
 }

@@ -14,6 +14,10 @@
 //	                                            target, never a Terminating one;     record counts after a crash
 //	                                            rank the reserved; write the record
 //	                                            first (candidates.go, election.go)
+//	             every candidate unschedulable  keep pending candidates in the       one autoscaler scales up, not
+//	                                            PendingTargets best targets; none    every one
+//	                                            anew there for RetryInterval
+//	                                            (pending.go)
 //	Elected      the record, no pin             mark the winner once a previous      never two delegates at once
 //	                                            delegate is confirmed gone; delete
 //	                                            the losers, best-effort; wait until

@@ -118,9 +118,9 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		r.mu.Lock()
 		if first, ok := r.firstReservation[pod.UID]; ok {
 			electionDuration.Observe(r.clock.Since(first).Seconds())
-			delete(r.firstReservation, pod.UID)
 		}
 		r.mu.Unlock()
+		r.forget(pod.UID)
 		// The record stands: the next pass marks the winner and removes
 		// the losers.
 		return reconcile.Result{RequeueAfter: requeueSoon}, nil

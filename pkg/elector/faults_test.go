@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,13 +63,7 @@ func TestKubeletRefusalReelects(t *testing.T) {
 func TestAdmittedDelegatePinsAndUngates(t *testing.T) {
 	h, remote, local := start(t, elector.Options{})
 	p := h.proxy(t, "web-1")
-	h.reserve(t, remote, p)
-	h.unschedulable(t, local, p)
-	h.bind(t, remote, p)
-	h.admit(t, remote, p)
-	h.waitProxy(t, p, "pinned and ungated", func(p *corev1.Pod) bool {
-		return proxy.PinnedNode(p) == nodeName(remote) && !proxy.Gated(p)
-	})
+	runIn(t, h, remote, local, p)
 }
 
 // A loser that cannot be deleted (its target refuses, or does not answer)
@@ -146,20 +142,41 @@ func TestElectedTargetNotReadyReelectsWithoutOverlap(t *testing.T) {
 func TestReelectionWaitsForThePreviousDelegate(t *testing.T) {
 	h, remote, local := start(t, elector.Options{BindTimeout: 2 * time.Second})
 	p := h.proxy(t, "web-1")
-	h.reserve(t, remote, p)
-	h.unschedulable(t, local, p)
-	h.waitProxy(t, p, "elected in "+remote.Name, electedIn(remote.Name))
-	testenv.EventuallyTrue(t, waitTimeout, "the delegate marked in "+remote.Name, func(context.Context) bool { return h.marked(t, remote, p) })
-	h.collect(t, local, p) // the loser
-	h.bind(t, remote, p)   // but never admitted: BindTimeout re-elects
-
-	h.waitProxy(t, p, "election record dropped", reelecting)
-	h.reserve(t, local, p)
-	h.waitProxy(t, p, "elected in "+local.Name, electedIn(local.Name))
+	reelectAway(t, h, remote, local, p)
 	assert.Never(t, func() bool { return h.marked(t, local, p) }, 2*time.Second, 100*time.Millisecond,
 		"the new delegate was marked while the old one is still Terminating")
 	h.collect(t, remote, p)
 	testenv.EventuallyTrue(t, waitTimeout, "the new delegate marked", func(context.Context) bool { return h.marked(t, local, p) })
+}
+
+// runIn elects a proxy's delegate in key (other's candidate unschedulable),
+// and waits until it is admitted there and the proxy pinned and ungated.
+func runIn(t *testing.T, h *harness, key, other target.Key, p *corev1.Pod) {
+	t.Helper()
+	h.reserve(t, key, p)
+	h.unschedulable(t, other, p)
+	h.bind(t, key, p)
+	h.admit(t, key, p)
+	h.waitProxy(t, p, "pinned and ungated", func(p *corev1.Pod) bool {
+		return proxy.PinnedNode(p) == nodeName(key) && !proxy.Gated(p)
+	})
+}
+
+// reelectAway elects a proxy's delegate in from, marks it, lets BindTimeout
+// (2 s) drop the record while its chaperon stays (never admitted), and
+// elects the proxy again in to. The first delegate is left Terminating.
+func reelectAway(t *testing.T, h *harness, from, to target.Key, p *corev1.Pod) {
+	t.Helper()
+	h.reserve(t, from, p)
+	h.unschedulable(t, to, p)
+	h.waitProxy(t, p, "elected in "+from.Name, electedIn(from.Name))
+	testenv.EventuallyTrue(t, waitTimeout, "the delegate marked in "+from.Name, func(context.Context) bool { return h.marked(t, from, p) })
+	h.collect(t, to, p) // the loser
+	h.bind(t, from, p)  // never admitted: BindTimeout re-elects
+
+	h.waitProxy(t, p, "election record dropped", reelecting)
+	h.reserve(t, to, p)
+	h.waitProxy(t, p, "elected in "+to.Name, electedIn(to.Name))
 }
 
 // marked reports whether the proxy's chaperon in a target is marked
@@ -207,4 +224,107 @@ func denyChaperonDeletes(t *testing.T, c client.Client, ns string) {
 	testenv.EventuallyTrue(t, waitTimeout, "the policy in force", func(ctx context.Context) bool {
 		return c.Delete(ctx, probe, client.DryRunAll) != nil
 	})
+}
+
+// A pod no cluster can run keeps pending candidates in at most
+// PendingTargets targets (one cluster autoscaler scales up, not all of
+// them): a trimmed candidate is not made again on the next pass (its own
+// deletion brings the proxy back at once), only after RetryInterval.
+// Before: it was recreated as soon as it was gone.
+func TestPendingCandidatesStayInTheBestTargets(t *testing.T) {
+	h, remote, local := start(t, elector.Options{PendingTargets: 1})
+	p := h.proxy(t, "web-1")
+	h.unschedulable(t, remote, p)
+	h.unschedulable(t, local, p)
+
+	var trimmed target.Key
+	testenv.EventuallyTrue(t, waitTimeout, "one pending candidate trimmed", func(context.Context) bool {
+		for _, k := range []target.Key{remote, local} {
+			if pc, ok := h.chaperon(t, k, p); ok && pc.DeletionTimestamp != nil {
+				trimmed = k
+				return true
+			}
+		}
+		return false
+	})
+	h.collect(t, trimmed, p)
+	live := func() int {
+		n := 0
+		for _, k := range []target.Key{remote, local} {
+			if pc, ok := h.chaperon(t, k, p); ok && pc.DeletionTimestamp == nil {
+				n++
+			}
+		}
+		return n
+	}
+	assert.Never(t, func() bool { return live() > 1 }, 3*time.Second, 100*time.Millisecond,
+		"the trimmed candidate was made again")
+	assert.Equal(t, 1, live(), "the best target lost its pending candidate")
+	h.waitEvent(t, p, elector.EventNotSchedulable)
+}
+
+// Back-to-back re-elections: a delegate is re-elected away and is still
+// Terminating; the next election's record is dropped too, before its
+// candidate was ever marked. The first delegate stays the one remembered,
+// so the third election's delegate is marked only once it is gone. Before:
+// the annotation was overwritten with the unmarked record, and a new
+// candidate in that record's target was marked at once, beside the
+// Terminating delegate.
+func TestBackToBackReelectionsRememberTheFirstDelegate(t *testing.T) {
+	h, remote, local := start(t, elector.Options{BindTimeout: 2 * time.Second})
+	p := h.proxy(t, "web-1")
+	reelectAway(t, h, remote, local, p)
+	// The unmarked candidate vanishes: this record is dropped too.
+	pc, ok := h.chaperon(t, local, p)
+	require.True(t, ok)
+	require.NoError(t, h.clientOf(local).Delete(context.Background(), pc))
+	h.collect(t, local, p)
+	h.waitProxy(t, p, "the second record dropped", reelecting)
+	h.reserve(t, local, p)
+	h.waitProxy(t, p, "elected in "+local.Name+" again", electedIn(local.Name))
+	assert.Never(t, func() bool { return h.marked(t, local, p) }, 3*time.Second, 100*time.Millisecond,
+		"the third delegate was marked while the first is still Terminating")
+	h.collect(t, remote, p)
+	testenv.EventuallyTrue(t, waitTimeout, "the third delegate marked", func(context.Context) bool { return h.marked(t, local, p) })
+}
+
+// A target whose credentials cannot be read any more (its kubeconfig
+// Secret deleted) is known but unreachable: a deleted proxy whose delegate
+// runs there stays Terminating, its delegate not confirmed gone, until the
+// target answers again; then its chaperon is deleted there and the
+// finalizer goes. Before: the registry dropped the target, finalize looked
+// only at the targets it had, and the finalizer went at once while the
+// delegate ran on (a StatefulSet's db-0 recreated beside the old one).
+func TestUnreadableCredentialsKeepTheProxyTerminating(t *testing.T) {
+	h, remote, local := start(t, elector.Options{})
+	ctx := context.Background()
+	p := h.proxy(t, "db-0")
+	runIn(t, h, remote, local, p)
+	h.collect(t, local, p) // the loser
+
+	var secret corev1.Secret
+	require.NoError(t, h.source.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: remote.Name + "-kubeconfig"}, &secret))
+	require.NoError(t, h.source.Delete(ctx, &secret))
+	testenv.EventuallyTrue(t, waitTimeout, "Target "+remote.Name+" NotReady", func(ctx context.Context) bool {
+		var tg v1alpha1.Target
+		if err := h.source.Get(ctx, client.ObjectKey{Namespace: h.ns, Name: remote.Name}, &tg); err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(tg.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionFalse
+	})
+	require.NoError(t, h.source.Delete(ctx, p))
+	gone := func() bool {
+		return apierrors.IsNotFound(h.source.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}))
+	}
+	assert.Never(t, gone, 3*time.Second, 100*time.Millisecond,
+		"the proxy went while its delegate's target could not be reached")
+	pc, ok := h.chaperon(t, remote, p)
+	require.True(t, ok, "the delegate's chaperon")
+	assert.Nil(t, pc.DeletionTimestamp)
+
+	secret.ResourceVersion = ""
+	require.NoError(t, h.source.Create(ctx, &secret))
+	h.collect(t, remote, p)
+	testenv.EventuallyTrue(t, waitTimeout, "the proxy gone", func(context.Context) bool { return gone() })
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/naming"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/vnode"
 )
 
 // finalize deletes a deleted proxy's chaperons everywhere (foreground: each
@@ -27,9 +28,15 @@ import (
 // gone. A target that does not answer keeps the proxy Terminating: its
 // delegate cannot be confirmed gone.
 func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
+	// One snapshot: a target that connects or disconnects meanwhile is in
+	// one of the two lists, never in neither.
+	clusters, unconnected, err := r.registry.Known(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	remaining := 0
 	name := naming.RemoteName(pod.Name, pod.UID)
-	for _, cl := range r.registry.List() {
+	for _, cl := range clusters {
 		if cl.Key().Namespace != "" && cl.Key().Namespace != pod.Namespace {
 			continue
 		}
@@ -42,6 +49,7 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 			continue
 		}
 		if err != nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("A target did not confirm the chaperon gone", "target", cl.Key().String(), "error", err.Error())
 			remaining++
 			continue
 		}
@@ -56,6 +64,15 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 			crashpoint.Hit(crashpoint.MidFinalize)
 		}
 	}
+	// A target the source knows but cannot reach (its credentials
+	// unreadable, say) is not one where the delegate is gone: the proxy
+	// waits for it if its delegate may run there.
+	for _, key := range unconnected {
+		if mayRunIn(pod, key) {
+			ctrl.LoggerFrom(ctx).V(1).Info("Waiting for an unreachable target before removing the finalizer", "target", key.String())
+			remaining++
+		}
+	}
 	if remaining > 0 {
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
@@ -64,11 +81,28 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 			r.release(ctx, pod, cl)
 		}
 	}
+	r.forget(pod.UID)
 	patch, ok := proxy.RemoveFinalizerPatch(pod.Finalizers, v1alpha1.FinalizerDelegate)
 	if !ok {
 		return reconcile.Result{}, nil
 	}
 	return reconcile.Result{}, client.IgnoreNotFound(r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, patch)))
+}
+
+// mayRunIn says whether a proxy's delegate may run in a target: the target
+// its election record or its previous delegate names, or the one of the
+// virtual node it is pinned or bound to. A mere candidate never runs
+// unelected; one left in a target the source cannot reach is collected
+// when it answers again (pkg/gc).
+func mayRunIn(pod *corev1.Pod, key target.Key) bool {
+	if rec, ok := proxy.Elected(pod); ok && keyOf(rec) == key {
+		return true
+	}
+	if prev, ok := previousDelegate(pod); ok && keyOf(prev) == key {
+		return true
+	}
+	node := vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})
+	return pod.Spec.NodeName == node || proxy.PinnedNode(pod) == node
 }
 
 // follow takes what the pod references to a target, at a stage of its

@@ -115,6 +115,9 @@ type Reconciler struct {
 	mu sync.Mutex
 	// firstReservation is when an election first saw a reservation.
 	firstReservation map[types.UID]time.Time
+	// trimmed is, per proxy, the targets a round that no cluster could
+	// take left out (pending.go).
+	trimmed map[types.UID]trimmedRound
 }
 
 // New returns the elector.
@@ -151,6 +154,7 @@ func New(opts Options) (*Reconciler, error) {
 		registry:         opts.Registry,
 		clock:            clock.RealClock{},
 		firstReservation: map[types.UID]time.Time{},
+		trimmed:          map[types.UID]trimmedRound{},
 	}, nil
 }
 

@@ -26,14 +26,15 @@ import (
 // the resourceVersion precondition, so that a new election runs. The
 // record's candidate may have become a delegate: it is remembered on the
 // proxy (AnnotationPreviousDelegate) before the record goes, so that the
-// next delegate is marked only once that one is confirmed gone.
+// next delegate is marked only once that one is confirmed gone — unless
+// an earlier one remembered there is not gone yet (previousGone).
 func (r *Reconciler) clearElection(ctx context.Context, pod *corev1.Pod, why string) error {
 	if proxy.PinnedNode(pod) != "" {
 		// Once pinned, never elected elsewhere.
 		return r.deletePinned(ctx, pod, why)
 	}
 	p := pod.DeepCopy()
-	if old, ok := proxy.Elected(pod); ok && p.Annotations[v1alpha1.AnnotationPreviousDelegate] != old.Message() {
+	if old, ok := proxy.Elected(pod); ok && p.Annotations[v1alpha1.AnnotationPreviousDelegate] != old.Message() && r.previousGone(ctx, pod) {
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 			"resourceVersion": pod.ResourceVersion,
 			"annotations":     map[string]string{v1alpha1.AnnotationPreviousDelegate: old.Message()},
@@ -49,6 +50,19 @@ func (r *Reconciler) clearElection(ctx context.Context, pod *corev1.Pod, why str
 		return client.IgnoreNotFound(err)
 	}
 	return nil
+}
+
+// previousGone says whether the delegate of an earlier dropped election,
+// if any, is confirmed gone. While it is not, the record being dropped
+// was never marked (marking waits for it), so its candidate is no
+// delegate: the earlier one stays the one remembered.
+func (r *Reconciler) previousGone(ctx context.Context, pod *corev1.Pod) bool {
+	prev, ok := previousDelegate(pod)
+	if !ok {
+		return true
+	}
+	gone, _ := r.delegateGone(ctx, pod, prev)
+	return gone
 }
 
 // previousDelegate reads the record of the candidate a dropped election

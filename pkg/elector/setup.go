@@ -54,8 +54,13 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 
 // pinnedProxies lists the proxies pinned to a node and still gated.
 func (r *Reconciler) pinnedProxies(ctx context.Context, node client.Object) []reconcile.Request {
+	return r.proxiesBy(ctx, client.MatchingFields{indexer.PinnedProxy.Field: node.GetName()})
+}
+
+// proxiesBy lists pods from the cache by an index, as requests.
+func (r *Reconciler) proxiesBy(ctx context.Context, fields client.MatchingFields) []reconcile.Request {
 	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.PinnedProxy.Field: node.GetName()}); err != nil {
+	if err := r.client.List(ctx, &pods, fields); err != nil {
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(pods.Items))
@@ -88,15 +93,7 @@ func virtualNodeAllocatableChanged() predicate.Predicate {
 
 // gatedProxies lists the proxies still in election.
 func (r *Reconciler) gatedProxies(ctx context.Context, _ client.Object) []reconcile.Request {
-	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.GatedProxy.Field: "true"}); err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(pods.Items))
-	for _, p := range pods.Items {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
-	}
-	return out
+	return r.proxiesBy(ctx, client.MatchingFields{indexer.GatedProxy.Field: "true"})
 }
 
 // virtualNodeSchedulingChanged passes virtual nodes whose schedulability

@@ -29,37 +29,68 @@ const (
 )
 
 // fleetletComponent runs `fleetlet manager` as a local process with a token
-// of the chart's manager ServiceAccount (issueCredentials).
+// of the chart's manager ServiceAccount (issueCredentials). It serves the
+// proxy-pod webhook.
 var fleetletComponent = component{
 	name:   ComponentManager,
 	binary: binFleetlet,
 	args: func(_ Options, c *ClusterState) []string {
-		return []string{
-			"manager",
-			"--kubeconfig=" + c.componentKubeconfig(ComponentManager),
-			"--cluster-name=" + c.Name,
-			"--namespace=" + FleetletNamespace,
-			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(c.Ports.FleetletMetrics),
-			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(c.Ports.FleetletHealth),
-			"--kubelet-port=" + strconv.Itoa(c.Ports.FleetletKubelet),
-			"--node-address=127.0.0.1",
-			// Outages show within seconds in the sandbox.
-			"--target-probe-interval=3s",
-			"--target-probe-timeout=2s",
-			"--source-heartbeat-duration=15s",
-			// A target keeps a deleted delegate of an unreachable source
-			// alive after 10 s (1 minute by default).
-			"--delegate-recreate-delay=10s",
+		return append(managerArgs(c, c.Ports.FleetletMetrics, c.Ports.FleetletHealth, c.Ports.FleetletKubelet),
 			// No Service in front of a local process: the manager writes
 			// the MutatingWebhookConfiguration with a loopback URL.
 			"--webhook-url-mode",
 			"--webhook-host=127.0.0.1",
-			"--webhook-port=" + strconv.Itoa(c.Ports.FleetletWebhook),
-		}
+			"--webhook-port="+strconv.Itoa(c.Ports.FleetletWebhook),
+		)
 	},
 	ready: func(ctx context.Context, c *ClusterState) error {
-		return httpGetOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", c.Ports.FleetletHealth), "ok")
+		return managerReady(ctx, c.Ports.FleetletHealth)
 	},
+}
+
+// ComponentManagerStandby is a second replica of a cluster's manager,
+// started only on demand (StartComponent): it waits for the leader
+// election Lease, and leads when the first replica stops renewing it. It
+// serves no webhook (in URL mode each replica would write the webhook
+// configuration with its own URL and CA).
+const ComponentManagerStandby = "fleetlet-manager-standby"
+
+var standbyComponent = component{
+	name:   ComponentManagerStandby,
+	binary: binFleetlet,
+	args: func(_ Options, c *ClusterState) []string {
+		return append(managerArgs(c, c.Ports.StandbyMetrics, c.Ports.StandbyHealth, c.Ports.StandbyKubelet),
+			"--webhook-enabled=false")
+	},
+	ready: func(ctx context.Context, c *ClusterState) error {
+		return managerReady(ctx, c.Ports.StandbyHealth)
+	},
+}
+
+// managerArgs are the arguments every manager replica of a cluster runs
+// with, on its own ports; both replicas share the manager's kubeconfig.
+func managerArgs(c *ClusterState, metrics, health, kubelet int) []string {
+	return []string{
+		"manager",
+		"--kubeconfig=" + c.componentKubeconfig(ComponentManager),
+		"--cluster-name=" + c.Name,
+		"--namespace=" + FleetletNamespace,
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(health),
+		"--kubelet-port=" + strconv.Itoa(kubelet),
+		"--node-address=127.0.0.1",
+		// Outages show within seconds in the sandbox.
+		"--target-probe-interval=3s",
+		"--target-probe-timeout=2s",
+		"--source-heartbeat-duration=15s",
+		// A target keeps a deleted delegate of an unreachable source
+		// alive after 10 s (1 minute by default).
+		"--delegate-recreate-delay=10s",
+	}
+}
+
+func managerReady(ctx context.Context, healthPort int) error {
+	return httpGetOK(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort), "ok")
 }
 
 // ComponentScheduler is the process name of a cluster's candidate scheduler.

@@ -147,6 +147,8 @@ func stopProcess(p Process, grace time.Duration) error {
 		if err := syscall.Kill(p.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return fmt.Errorf("%s (pid %d): %w", p.Component, p.PID, err)
 		}
+		// A paused process (PauseComponent) handles it only once it runs.
+		_ = syscall.Kill(p.PID, syscall.SIGCONT)
 	}
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {

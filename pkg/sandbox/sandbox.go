@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -433,6 +434,39 @@ func (s *Sandbox) KillComponent(ctx context.Context, cluster, name string) error
 	return s.stopComponent(cluster, name, 0)
 }
 
+// PauseComponent freezes one component of a cluster (SIGSTOP): it keeps
+// its connections and its state, but does nothing, as in a long
+// stop-the-world pause or a partition. ResumeComponent lets it go on.
+func (s *Sandbox) PauseComponent(ctx context.Context, cluster, name string) error {
+	return s.signalComponent(cluster, name, syscall.SIGSTOP)
+}
+
+// ResumeComponent lets a paused component go on (SIGCONT).
+func (s *Sandbox) ResumeComponent(ctx context.Context, cluster, name string) error {
+	return s.signalComponent(cluster, name, syscall.SIGCONT)
+}
+
+func (s *Sandbox) signalComponent(cluster, name string, sig syscall.Signal) error {
+	c, unlock, err := s.lockCluster(cluster)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	s.mu.Lock()
+	procs := append([]Process(nil), c.Processes...)
+	s.mu.Unlock()
+	for _, p := range procs {
+		if p.Component == name && p.Alive() {
+			if err := syscall.Kill(p.PID, sig); err != nil {
+				return fmt.Errorf("%s: %s (pid %d): %w", cluster, name, p.PID, err)
+			}
+			fmt.Fprintf(s.opts.Out, "%s: %s sent %s\n", cluster, name, sig)
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: %s is not running", cluster, name)
+}
+
 func (s *Sandbox) stopComponent(cluster, name string, grace time.Duration) error {
 	c, unlock, err := s.lockCluster(cluster)
 	if err != nil {
@@ -477,7 +511,7 @@ func (s *Sandbox) StartComponentWith(ctx context.Context, cluster, name string, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ReadyTimeout)
 	defer cancel()
-	if name == ComponentManager || name == ComponentScheduler {
+	if name == ComponentManager || name == ComponentManagerStandby || name == ComponentScheduler {
 		// A fresh token: the last may have expired since.
 		if err := s.issueCredentials(ctx, c); err != nil {
 			return fmt.Errorf("%s: %w", cluster, err)
@@ -495,7 +529,7 @@ func (s *Sandbox) StartComponentWith(ctx context.Context, cluster, name string, 
 }
 
 func componentNamed(name string) (component, error) {
-	all := append(components[:len(components):len(components)], fleetletComponent, schedulerComponent)
+	all := append(components[:len(components):len(components)], fleetletComponent, standbyComponent, schedulerComponent)
 	var names []string
 	for _, c := range all {
 		if c.name == name {

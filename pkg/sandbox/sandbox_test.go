@@ -103,7 +103,8 @@ func TestFreePortsAreDistinctAndFree(t *testing.T) {
 	}
 	got := portsFrom(ports[:portsPerCluster])
 	want := Ports{EtcdClient: ports[0], EtcdPeer: ports[1], APIServer: ports[2], ControllerManager: ports[3], Scheduler: ports[4],
-		FleetletMetrics: ports[5], FleetletHealth: ports[6], FleetletKubelet: ports[7], FleetletWebhook: ports[8], FleetletScheduler: ports[9]}
+		FleetletMetrics: ports[5], FleetletHealth: ports[6], FleetletKubelet: ports[7], FleetletWebhook: ports[8], FleetletScheduler: ports[9],
+		StandbyMetrics: ports[10], StandbyHealth: ports[11], StandbyKubelet: ports[12]}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("portsFrom (-want,+got):\n%s", diff)
 	}

@@ -87,6 +87,12 @@ type Ports struct {
 	// FleetletScheduler is the candidate scheduler's secure port.
 	FleetletWebhook   int `json:"fleetletWebhook"`
 	FleetletScheduler int `json:"fleetletScheduler"`
+	// StandbyMetrics, StandbyHealth and StandbyKubelet are the ports of a
+	// second manager replica, started only on demand
+	// (ComponentManagerStandby).
+	StandbyMetrics int `json:"standbyMetrics"`
+	StandbyHealth  int `json:"standbyHealth"`
+	StandbyKubelet int `json:"standbyKubelet"`
 }
 
 // Cluster returns the named cluster.

@@ -190,6 +190,40 @@ func (r *Registry) List() []*Cluster {
 	return out
 }
 
+// Known lists, at one instant, the connected clusters (as List) and the
+// targets the source has (a Target or ClusterTarget not deleted) that are
+// not connected: their credentials cannot be read or used, or the first
+// connection has not been made yet. Known but unreachable: what runs there
+// is unknown, never gone. Every target is in exactly one of the two.
+func (r *Registry) Known(ctx context.Context) (connected []*Cluster, unconnected []Key, err error) {
+	var keys []Key
+	var cts v1alpha1.ClusterTargetList
+	if err := r.client.List(ctx, &cts); err != nil {
+		return nil, nil, fmt.Errorf("listing ClusterTargets: %w", err)
+	}
+	for _, t := range cts.Items {
+		keys = append(keys, Key{Name: t.Name})
+	}
+	var ts v1alpha1.TargetList
+	if err := r.client.List(ctx, &ts); err != nil {
+		return nil, nil, fmt.Errorf("listing Targets: %w", err)
+	}
+	for _, t := range ts.Items {
+		keys = append(keys, Key{Namespace: t.Namespace, Name: t.Name})
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, c := range r.clusters {
+		connected = append(connected, c)
+	}
+	for _, k := range keys {
+		if _, ok := r.clusters[k]; !ok {
+			unconnected = append(unconnected, k)
+		}
+	}
+	return connected, unconnected, nil
+}
+
 // Start implements manager.Runnable: it runs until ctx ends, then stops every
 // cluster's probes (nodes are left alone: a fleetlet outage lets their
 // leases lapse, it deletes nothing).
@@ -323,7 +357,7 @@ func (r *Registry) get(ctx context.Context, key Key) (targetObject, error) {
 
 // reconcile brings the live cluster, the Target's status and the virtual node
 // of one target in line with its spec and the last probe.
-func (r *Registry) reconcile(ctx context.Context, key Key) error {
+func (r *Registry) reconcile(ctx context.Context, key Key) (err error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("target", key.String(), "kind", key.Kind())
 	ctx = ctrl.LoggerInto(ctx, log)
 	vkey := vnode.TargetKey{Namespace: key.Namespace, Name: key.Name}
@@ -348,7 +382,22 @@ func (r *Registry) reconcile(ctx context.Context, key Key) error {
 		health  Health
 		summary *v1alpha1.ClusterSummaryStatus
 	)
-	conn, reason, msg := r.connectionFor(ctx, key, spec)
+	conn, reason, msg, retry := r.connectionFor(ctx, key, spec)
+	if retry != nil {
+		if _, ok := r.Get(key); ok {
+			// A read that failed once: the connection made with the
+			// last credentials read stays, and the read is tried again
+			// with backoff.
+			return retry
+		}
+		// Nothing connected yet: the status says why, and the read is
+		// tried again with backoff.
+		defer func() {
+			if err == nil {
+				err = retry
+			}
+		}()
+	}
 	if reason != "" {
 		// A target that cannot be connected to is not probed with old
 		// credentials either.
@@ -418,14 +467,15 @@ func (r *Registry) updateStatus(ctx context.Context, obj targetObject, h Health,
 }
 
 // connectionFor works out how to reach a target. A non-empty reason means it
-// cannot be reached as configured, and says why.
-func (r *Registry) connectionFor(ctx context.Context, key Key, spec *v1alpha1.TargetSpec) (conn connection, reason, message string) {
+// cannot be reached as configured, and says why; retry is set when that
+// may pass on its own (the Secret could not be read).
+func (r *Registry) connectionFor(ctx context.Context, key Key, spec *v1alpha1.TargetSpec) (conn connection, reason, message string, retry error) {
 	if spec.Self {
-		return connection{config: r.self, self: true, fingerprint: "self"}, "", ""
+		return connection{config: r.self, self: true, fingerprint: "self"}, "", "", nil
 	}
 	ref := spec.KubeconfigSecret
 	if ref == nil {
-		return conn, v1alpha1.ReasonInvalidSpec, "neither self nor kubeconfigSecret is set"
+		return conn, v1alpha1.ReasonInvalidSpec, "neither self nor kubeconfigSecret is set", nil
 	}
 	ns := key.Namespace
 	if ns == "" {
@@ -438,17 +488,18 @@ func (r *Registry) connectionFor(ctx context.Context, key Key, spec *v1alpha1.Ta
 	var secret corev1.Secret
 	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, &secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return conn, v1alpha1.ReasonKubeconfigSecretNotFound, fmt.Sprintf("Secret %s/%s not found", ns, ref.Name)
+			return conn, v1alpha1.ReasonKubeconfigSecretNotFound, fmt.Sprintf("Secret %s/%s not found", ns, ref.Name), nil
 		}
-		return conn, v1alpha1.ReasonKubeconfigSecretNotFound, fmt.Sprintf("reading Secret %s/%s: %v", ns, ref.Name, err)
+		msg := fmt.Sprintf("reading Secret %s/%s: %v", ns, ref.Name, err)
+		return conn, v1alpha1.ReasonKubeconfigSecretNotFound, msg, errors.New(msg)
 	}
 	data, ok := secret.Data[dataKey]
 	if !ok {
-		return conn, v1alpha1.ReasonBadKubeconfig, fmt.Sprintf("Secret %s/%s has no key %q", ns, ref.Name, dataKey)
+		return conn, v1alpha1.ReasonBadKubeconfig, fmt.Sprintf("Secret %s/%s has no key %q", ns, ref.Name, dataKey), nil
 	}
 	cfg, err := RESTConfigFromKubeconfig(data, ref.Context)
 	if err != nil {
-		return conn, v1alpha1.ReasonBadKubeconfig, fmt.Sprintf("Secret %s/%s key %q: %v", ns, ref.Name, dataKey, err)
+		return conn, v1alpha1.ReasonBadKubeconfig, fmt.Sprintf("Secret %s/%s key %q: %v", ns, ref.Name, dataKey, err), nil
 	}
 	leaseNS := kubeconfigNamespace(data, ref.Context)
 	if leaseNS == "" {
@@ -457,7 +508,7 @@ func (r *Registry) connectionFor(ctx context.Context, key Key, spec *v1alpha1.Ta
 	if leaseNS == "" {
 		leaseNS = metav1.NamespaceDefault
 	}
-	return connection{config: cfg, leaseNamespace: leaseNS, fingerprint: fingerprint(cfg, leaseNS)}, "", ""
+	return connection{config: cfg, leaseNamespace: leaseNS, fingerprint: fingerprint(cfg, leaseNS)}, "", "", nil
 }
 
 // kubeconfigNamespace is the namespace of the kubeconfig context used: where
