@@ -47,6 +47,28 @@ func delegatesIn(t *testing.T, ctx context.Context, cluster, ns string) []string
 	return out
 }
 
+// oneAtATime gives the pods labelled app=<app> a PodDisruptionBudget of
+// maxUnavailable 1, and waits until it allows one disruption with all n
+// healthy.
+func oneAtATime(t *testing.T, ns, app string, n int32) {
+	t.Helper()
+	src := kube(t, sandbox.SourceCluster)
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: app, Namespace: ns},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+		},
+	}
+	if _, err := src.PolicyV1().PodDisruptionBudgets(ns).Create(context.Background(), pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the PDB to allow one disruption", func(ctx context.Context) (bool, string) {
+		p, err := src.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, app, metav1.GetOptions{})
+		return err == nil && p.Status.DisruptionsAllowed == 1 && p.Status.CurrentHealthy == n, fmt.Sprintf("%+v", p.Status)
+	})
+}
+
 // notSource keeps a Deployment's pods out of cluster-1 (the source, a self
 // target), so that a scenario can take a target away from them.
 func notSource(name string) func(*appsv1.Deployment) {
@@ -83,20 +105,7 @@ func TestDrainMovesWorkloadsElsewhere(t *testing.T) {
 	src := kube(t, sandbox.SourceCluster)
 	sel := deployment(t, ns, "drainee", 12, notSource("drainee"))
 	waitDeploymentRunning(t, ns, "drainee", 12, 3*time.Minute)
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "drainee", Namespace: ns},
-		Spec: policyv1.PodDisruptionBudgetSpec{
-			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "drainee"}},
-		},
-	}
-	if _, err := src.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, time.Minute, "the PDB to allow one disruption", func(ctx context.Context) (bool, string) {
-		p, err := src.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "drainee", metav1.GetOptions{})
-		return err == nil && p.Status.DisruptionsAllowed == 1 && p.Status.CurrentHealthy == 12, fmt.Sprintf("%+v", p.Status)
-	})
+	oneAtATime(t, ns, "drainee", 12)
 	node := busiest(t, ctx, ns, sel)
 	drained := clusterOfNode(node)
 	t.Cleanup(func() { _, _ = kubectl(t, "--context", sandbox.SourceCluster, "uncordon", node) })

@@ -209,19 +209,28 @@ connect is idempotent: running it again changes nothing and keeps the token.`,
 
 func newDisconnectCommand(kubeconfig *string, stdout io.Writer) *cobra.Command {
 	var f connectFlags
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "disconnect --source-context A --target-context B [--namespace NS]",
 		Short: "Undo connect",
 		Long: `disconnect deletes, with the same flags as connect, what connect created: the
 Target or ClusterTarget and its kubeconfig Secret in the source cluster, the
 token Secret and the Source or ClusterSource in the target cluster. Objects
-not created by kubectl-fleetlet, and namespaces, are never deleted.`,
+not created by kubectl-fleetlet, and namespaces, are never deleted.
+
+The Target goes first, and disconnect waits (--timeout) until fleetlet has
+drained it: the proxies on its virtual node are evicted (PodDisruptionBudgets
+respected), so that their controllers recreate them in the other targets,
+and this source's chaperons are gone there. While it waits it says why (the
+Target's Draining condition). --force ends the drain at once and leaves
+what is still there behind.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts, err := f.options(*kubeconfig)
 			if err != nil {
 				return err
 			}
+			opts.Force = force
 			ctx, cancel := signalContext()
 			defer cancel()
 			res, err := connect.Disconnect(ctx, opts)
@@ -230,6 +239,7 @@ not created by kubectl-fleetlet, and namespaces, are never deleted.`,
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().BoolVar(&force, "force", false, "end the Target's drain at once, leaving behind what still runs there for this source")
 	return cmd
 }
 

@@ -76,6 +76,9 @@ type Summary struct {
 	ChaperonsDeleted int
 	// SourceFinalizersRemoved: Sources that lost fleetlet's finalizer.
 	SourceFinalizersRemoved int
+	// TargetFinalizersRemoved: Targets and ClusterTargets that lost the
+	// drain finalizer.
+	TargetFinalizersRemoved int
 	// ClusterObjectsDeleted: fleetlet's own ClusterRoles and PriorityClass.
 	ClusterObjectsDeleted int
 	// Problems are what could not be done.
@@ -99,6 +102,7 @@ func (s Summary) Print(w io.Writer, dryRun bool) {
 		{s.VirtualNodesDeleted, "virtual nodes deleted"},
 		{s.ChaperonsDeleted, "PodChaperons deleted in this cluster"},
 		{s.SourceFinalizersRemoved, "Sources freed of fleetlet's finalizer"},
+		{s.TargetFinalizersRemoved, "Targets and ClusterTargets freed of the " + v1alpha1.FinalizerDrain + " finalizer"},
 		{s.ClusterObjectsDeleted, "ClusterRoles and PriorityClasses deleted"},
 	} {
 		fmt.Fprintf(w, "  %d %s\n", l.n, l.what)
@@ -241,6 +245,43 @@ func (r *run) sourceSide(ctx context.Context) {
 		}
 	}
 	r.deleteVirtualNodes(ctx, bound)
+	r.releaseTargets(ctx)
+}
+
+// releaseTargets removes the drain finalizer from every Target and
+// ClusterTarget: with fleetlet gone, nothing would ever drain them.
+func (r *run) releaseTargets(ctx context.Context) {
+	var cts v1alpha1.ClusterTargetList
+	var ts v1alpha1.TargetList
+	var objs []client.Object
+	if err := r.c.List(ctx, &cts); err != nil {
+		if !notInstalled(err) {
+			r.problem("listing ClusterTargets: %v", err)
+		}
+	}
+	for i := range cts.Items {
+		objs = append(objs, &cts.Items[i])
+	}
+	if err := r.c.List(ctx, &ts); err != nil {
+		if !notInstalled(err) {
+			r.problem("listing Targets: %v", err)
+		}
+	}
+	for i := range ts.Items {
+		objs = append(objs, &ts.Items[i])
+	}
+	for _, o := range objs {
+		if !containsString(o.GetFinalizers(), v1alpha1.FinalizerDrain) {
+			continue
+		}
+		r.sum.TargetFinalizersRemoved++
+		if r.opts.DryRun {
+			continue
+		}
+		if err := RemoveFinalizer(ctx, r.c, o, v1alpha1.FinalizerDrain); err != nil {
+			r.problem("removing the drain finalizer of %s: %v", klog.KObj(o), err)
+		}
+	}
 }
 
 // proxies lists, page by page, every pod that carries the delegate

@@ -85,6 +85,11 @@ type Options struct {
 	// Timeout bounds each wait; zero means DefaultTimeout.
 	Timeout time.Duration
 
+	// Force (disconnect only) ends the Target's drain at once: what still
+	// runs there for this source is left behind (an Event on the Target
+	// says what).
+	Force bool
+
 	// SourceContext and TargetContext name the clusters in messages (the
 	// kubeconfig contexts they came from); empty means "the source
 	// cluster" and "the target cluster".

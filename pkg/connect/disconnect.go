@@ -16,7 +16,10 @@ import (
 )
 
 // Disconnect undoes Connect with the same options: in the source cluster
-// it deletes the Target or ClusterTarget and its kubeconfig Secret, then in
+// it deletes the Target or ClusterTarget and waits until fleetlet has
+// drained it (its proxies evicted, so that their controllers recreate them
+// elsewhere, and this source's chaperons gone there; opts.Force ends the
+// drain at once), then its kubeconfig Secret, then in
 // the target cluster the token Secret and the Source or ClusterSource (whose
 // ServiceAccount and bindings fleetlet there removes with it). It deletes
 // only objects that carry the kubectl-fleetlet label, and never a
@@ -40,7 +43,7 @@ func Disconnect(ctx context.Context, opts Options) (*Result, error) {
 		tgtObj = &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: opts.Namespace, Name: opts.TargetName}}
 		kind = "Target"
 	}
-	if err := deleteOurs(ctx, src, opts.sourceCluster(), tgtObj, kind, res); err != nil {
+	if err := disconnectTarget(ctx, src, &opts, tgtObj, kind, res); err != nil {
 		return res, err
 	}
 	if !opts.Self {
@@ -106,6 +109,50 @@ func Disconnect(ctx context.Context, opts Options) (*Result, error) {
 
 // deleteOurs deletes obj (only its name and namespace are set) if it
 // exists and carries the kubectl-fleetlet label.
+// disconnectTarget deletes the Target or ClusterTarget (ours only) and
+// waits until its drain is over and it is gone; with Force it first asks
+// fleetlet to end the drain at once.
+func disconnectTarget(ctx context.Context, c client.Client, opts *Options, obj client.Object, kind string, res *Result) error {
+	key := client.ObjectKeyFromObject(obj)
+	if opts.Force {
+		err := c.Get(ctx, key, obj)
+		if err == nil && ours(obj) && obj.GetAnnotations()[v1alpha1.AnnotationForceDisconnect] != "true" {
+			patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, v1alpha1.AnnotationForceDisconnect)
+			if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("marking %s %s for a forced disconnect in %s: %w", kind, displayName(key), opts.sourceCluster(), err)
+			}
+		}
+	}
+	if err := deleteOurs(ctx, c, opts.sourceCluster(), obj, kind, res); err != nil {
+		return err
+	}
+	if !ours(obj) {
+		return nil
+	}
+	err := waitGone(ctx, c, key, obj, opts.Timeout)
+	if err == nil {
+		return nil
+	}
+	why := "fleetlet did not remove it"
+	if st := targetStatus(obj); st != nil {
+		if cond := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionDraining); cond != nil {
+			why = cond.Message
+		}
+	}
+	return fmt.Errorf("%s %s in %s is still draining after %s: %s (its kubeconfig Secret and the target's Source are kept until it is gone; run again with --force to leave what is left behind)",
+		kind, displayName(key), opts.sourceCluster(), opts.Timeout, why)
+}
+
+func targetStatus(obj client.Object) *v1alpha1.TargetStatus {
+	switch t := obj.(type) {
+	case *v1alpha1.Target:
+		return &t.Status
+	case *v1alpha1.ClusterTarget:
+		return &t.Status
+	}
+	return nil
+}
+
 func deleteOurs(ctx context.Context, c client.Client, cluster string, obj client.Object, kind string, res *Result) error {
 	key := client.ObjectKeyFromObject(obj)
 	if err := c.Get(ctx, key, obj); err != nil {

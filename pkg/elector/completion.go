@@ -43,6 +43,13 @@ func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *c
 	if !ok || !cl.Health().Ready {
 		return r.electedTargetAway(ctx, pod, key)
 	}
+	if cl.Draining() {
+		// Its Target was deleted: elected again elsewhere (a pinned proxy
+		// is deleted instead); the drain waits for it.
+		why := fmt.Sprintf("its elected target %s is being disconnected", key)
+		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventReelecting, "Elect", "%s; electing again", why)
+		return reconcile.Result{}, r.clearElection(ctx, pod, why)
+	}
 	pc, err := r.electedChaperon(ctx, pod, cl, record.Chaperon)
 	if pc == nil || err != nil {
 		return reconcile.Result{}, err

@@ -50,6 +50,8 @@ type TargetView struct {
 	// Ready, Reason: the target's health.
 	Ready  bool
 	Reason string
+	// Draining: the Target was deleted and is being emptied.
+	Draining bool
 	// Node is the target's virtual node in the source; nil if missing.
 	Node *corev1.Node
 }
@@ -63,6 +65,9 @@ func Eligible(proxy *corev1.Pod, t TargetView, clusters labels.Selector) (ok boo
 	}
 	if !t.Ready {
 		return false, fmt.Sprintf("target not ready (%s)", t.Reason)
+	}
+	if t.Draining {
+		return false, "the target is being disconnected"
 	}
 	if t.Node == nil {
 		return false, "no virtual node yet"

@@ -102,10 +102,11 @@ func TestElectedTargetDeletedReelects(t *testing.T) {
 	assert.Contains(t, got.Annotations[v1alpha1.AnnotationPreviousDelegate], "target="+remote.String())
 	h.waitEvent(t, p, elector.EventReelecting)
 
-	// Elected again where it can run: a deleted Target's delegate counts
-	// as gone.
+	// Elected again where it can run, once the deleted Target's drain
+	// has taken its candidate.
 	h.reserve(t, local, p)
 	h.waitProxy(t, p, "elected in "+local.Name, electedIn(local.Name))
+	h.collect(t, remote, p)
 	h.bind(t, local, p)
 	h.admit(t, local, p)
 	h.waitProxy(t, p, "pinned to "+nodeName(local), pinnedTo(nodeName(local)))

@@ -167,7 +167,9 @@ func (h *harness) connect(t *testing.T, name string, cfg *rest.Config) target.Ke
 	require.NoError(t, h.source.Create(ctx, node))
 	t.Cleanup(func() {
 		_ = h.source.Delete(context.Background(), node)
-		_ = h.source.Delete(context.Background(), &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name}})
+		tg := &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name}}
+		_ = h.source.Delete(context.Background(), tg)
+		_ = h.source.Patch(context.Background(), tg, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)))
 	})
 	h.allocatable(t, key, "100", "100")
 	testenv.EventuallyTrue(t, waitTimeout, "Target "+name+" Ready", func(ctx context.Context) bool {

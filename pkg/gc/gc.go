@@ -447,32 +447,9 @@ func (g *GC) Collect(ctx context.Context) (Report, error) {
 	return report, errors.Join(errs...)
 }
 
-// namespaces are the source namespaces that matter: those enabled and
-// those of any pod that carries the delegate finalizer, sorted.
+// namespaces are the source namespaces that matter (proxy.Namespaces).
 func (g *GC) namespaces(ctx context.Context) ([]string, error) {
-	set := map[string]bool{}
-	var nsList corev1.NamespaceList
-	if err := g.opts.Reader.List(ctx, &nsList, client.MatchingLabels{v1alpha1.LabelEnabled: v1alpha1.LabelEnabledValue}); err != nil {
-		return nil, fmt.Errorf("listing the enabled namespaces: %w", err)
-	}
-	for _, ns := range nsList.Items {
-		set[ns.Name] = true
-	}
-	var pods corev1.PodList
-	if err := g.opts.Reader.List(ctx, &pods); err != nil {
-		return nil, fmt.Errorf("listing the proxy pods: %w", err)
-	}
-	for i := range pods.Items {
-		if proxypod.IsManaged(&pods.Items[i]) {
-			set[pods.Items[i].Namespace] = true
-		}
-	}
-	out := make([]string, 0, len(set))
-	for ns := range set {
-		out = append(out, ns)
-	}
-	sort.Strings(out)
-	return out, nil
+	return proxypod.Namespaces(ctx, g.opts.Reader)
 }
 
 // ChaperonCollector collects PodChaperons (and with them, by owner

@@ -168,29 +168,71 @@ func (s *Sandbox) connectClusters(ctx context.Context) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, fleetletTimeout)
 	defer cancel()
-	src, err := s.RESTConfig(SourceCluster)
+	names := s.ClusterNames()
+	for _, name := range names {
+		if err := s.connectOne(ctx, name); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(s.opts.Out, "%s connected to %v in %s\n", SourceCluster, names, time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// Connect makes a cluster a target of SourceCluster again, as `kubectl
+// fleetlet connect` does, and waits until its virtual node is Ready.
+func (s *Sandbox) Connect(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, fleetletTimeout)
+	defer cancel()
+	return s.connectOne(ctx, name)
+}
+
+// Disconnect undoes Connect as `kubectl fleetlet disconnect` does: the
+// ClusterTarget goes once fleetlet has drained it.
+func (s *Sandbox) Disconnect(ctx context.Context, name string, timeout time.Duration) error {
+	opts, err := s.connectOptions(name)
 	if err != nil {
 		return err
 	}
-	names := s.ClusterNames()
-	for _, name := range names {
-		opts := connect.Options{
-			Source:            src,
-			SourceName:        SourceCluster,
-			TargetName:        name,
-			FleetletNamespace: FleetletNamespace,
-			SourceContext:     SourceCluster,
-			TargetContext:     name,
-			Timeout:           time.Minute,
-		}
-		if name == SourceCluster {
-			opts.Self = true
-		} else if opts.Target, err = s.RESTConfig(name); err != nil {
-			return err
-		}
-		if _, err := connect.Connect(ctx, opts); err != nil {
-			return fmt.Errorf("connecting %s to %s: %w", SourceCluster, name, err)
-		}
+	opts.Timeout = timeout
+	if _, err := connect.Disconnect(ctx, opts); err != nil {
+		return fmt.Errorf("disconnecting %s from %s: %w", name, SourceCluster, err)
+	}
+	return nil
+}
+
+// connectOptions are the options `kubectl fleetlet connect` gets for one
+// cluster of the sandbox.
+func (s *Sandbox) connectOptions(name string) (connect.Options, error) {
+	src, err := s.RESTConfig(SourceCluster)
+	if err != nil {
+		return connect.Options{}, err
+	}
+	opts := connect.Options{
+		Source:            src,
+		SourceName:        SourceCluster,
+		TargetName:        name,
+		FleetletNamespace: FleetletNamespace,
+		SourceContext:     SourceCluster,
+		TargetContext:     name,
+		Timeout:           time.Minute,
+	}
+	if name == SourceCluster {
+		opts.Self = true
+	} else if opts.Target, err = s.RESTConfig(name); err != nil {
+		return connect.Options{}, err
+	}
+	return opts, nil
+}
+
+// connectOne connects one cluster and waits until its virtual node is
+// Ready.
+func (s *Sandbox) connectOne(ctx context.Context, name string) error {
+	opts, err := s.connectOptions(name)
+	if err != nil {
+		return err
+	}
+	if _, err := connect.Connect(ctx, opts); err != nil {
+		return fmt.Errorf("connecting %s to %s: %w", SourceCluster, name, err)
 	}
 	cs, err := s.Client(SourceCluster)
 	if err != nil {
@@ -200,21 +242,15 @@ func (s *Sandbox) connectClusters(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range names {
-		node := vnode.NodeName(vnode.TargetKey{Name: name})
-		if err := s.waitFor(ctx, source, "virtual node "+node+" to be Ready", nil, func(ctx context.Context) error {
-			n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if !NodeIsReady(n) {
-				return fmt.Errorf("node %s is not Ready: %v", node, n.Status.Conditions)
-			}
-			return nil
-		}); err != nil {
+	node := vnode.NodeName(vnode.TargetKey{Name: name})
+	return s.waitFor(ctx, source, "virtual node "+node+" to be Ready", nil, func(ctx context.Context) error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
 			return err
 		}
-	}
-	fmt.Fprintf(s.opts.Out, "%s connected to %v in %s\n", SourceCluster, names, time.Since(start).Round(100*time.Millisecond))
-	return nil
+		if !NodeIsReady(n) {
+			return fmt.Errorf("node %s is not Ready: %v", node, n.Status.Conditions)
+		}
+		return nil
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -109,7 +110,14 @@ type Cluster struct {
 	mu      sync.RWMutex
 	health  Health
 	summary *v1alpha1.ClusterSummaryStatus
+
+	// draining is set once its Target is deleted (drain.go).
+	draining atomic.Bool
 }
+
+// Draining reports whether the target's Target was deleted and is being
+// emptied: no election goes there, and one standing there is run again.
+func (c *Cluster) Draining() bool { return c.draining.Load() }
 
 // Key names the Target this cluster stands for.
 func (c *Cluster) Key() Key { return c.key }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	policyv1client "k8s.io/client-go/kubernetes/typed/policy/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -133,7 +135,9 @@ type Registry struct {
 	client    client.Client
 	apiReader client.Reader
 	self      *rest.Config
-	recorder  events.EventRecorder
+	// policy posts evictions (drain.go).
+	policy   rest.Interface
+	recorder events.EventRecorder
 
 	// ctx lives as long as the registry runs (Start); clusters run in it.
 	ctx    context.Context
@@ -246,6 +250,11 @@ func (r *Registry) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 	r.scheme = mgr.GetScheme()
 	r.self = mgr.GetConfig()
 	r.recorder = mgr.GetEventRecorder("fleetlet-target-registry")
+	policy, err := policyv1client.NewForConfig(r.self)
+	if err != nil {
+		return err
+	}
+	r.policy = policy.RESTClient()
 
 	if err := mgr.Add(r); err != nil {
 		return err
@@ -259,7 +268,7 @@ func (r *Registry) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.targetsForSecret)).
 		WatchesRawSource(source.Channel(r.targetEvents, &handler.TypedEnqueueRequestForObject[*v1alpha1.Target]{})).
 		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-			return reconcile.Result{}, r.reconcile(ctx, Key{Namespace: req.Namespace, Name: req.Name})
+			return resultOf(r.reconcile(ctx, Key{Namespace: req.Namespace, Name: req.Name}))
 		})); err != nil {
 		return err
 	}
@@ -269,8 +278,17 @@ func (r *Registry) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clusterTargetsForSecret)).
 		WatchesRawSource(source.Channel(r.clusterTargetEvents, &handler.TypedEnqueueRequestForObject[*v1alpha1.ClusterTarget]{})).
 		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-			return reconcile.Result{}, r.reconcile(ctx, Key{Name: req.Name})
+			return resultOf(r.reconcile(ctx, Key{Name: req.Name}))
 		}))
+}
+
+// resultOf turns a drain that waits into a requeue, not an error.
+func resultOf(err error) (reconcile.Result, error) {
+	var d errDraining
+	if errors.As(err, &d) {
+		return reconcile.Result{RequeueAfter: drainRecheck}, nil
+	}
+	return reconcile.Result{}, err
 }
 
 func (r *Registry) targetsForSecret(ctx context.Context, o client.Object) []reconcile.Request {
@@ -373,8 +391,10 @@ func (r *Registry) reconcile(ctx context.Context, key Key) (err error) {
 		return err
 	}
 	if obj.GetDeletionTimestamp() != nil {
-		r.removeCluster(key)
-		return r.nodes.Remove(ctx, vkey)
+		return r.drain(ctx, obj, key, vkey)
+	}
+	if err := r.ensureDrainFinalizer(ctx, obj); err != nil {
+		return err
 	}
 	spec := obj.spec()
 

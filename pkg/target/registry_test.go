@@ -115,7 +115,7 @@ func start(t *testing.T, options ...func(*target.Options)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.TargetSecret, indexer.ClusterTargetSecret); err != nil {
+	if err := indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.All...); err != nil {
 		t.Fatal(err)
 	}
 	if err := reg.SetupWithManager(ctx, mgr); err != nil {

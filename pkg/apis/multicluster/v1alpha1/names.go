@@ -35,6 +35,15 @@ const (
 	// are gone in every target.
 	FinalizerDelegate = Prefix + "delegate"
 
+	// FinalizerDrain keeps a deleted Target or ClusterTarget until its
+	// proxies are evicted and this source's chaperons are gone there.
+	FinalizerDrain = Prefix + "drain"
+
+	// AnnotationForceDisconnect set to "true" on a Target or ClusterTarget
+	// ends its drain at once: what is still there is left behind (an Event
+	// says what).
+	AnnotationForceDisconnect = Prefix + "force-disconnect"
+
 	// AnnotationSourceSpec on a proxy pod records, as sealed JSON, what the
 	// webhook took off it (nodeSelector, affinity, topology spread,
 	// hostPorts, volumes, resource claims, scheduler name). It is written
@@ -190,6 +199,11 @@ const (
 	// ConditionReady is the Ready condition of Targets, ClusterTargets,
 	// Sources, ClusterSources and the ClusterSummary.
 	ConditionReady = "Ready"
+
+	// ConditionDraining is the condition of a deleted Target or
+	// ClusterTarget while fleetlet empties it: what it waits for, or what
+	// blocks it.
+	ConditionDraining = "Draining"
 
 	// ConditionPodCreated is the PodChaperon condition that says whether
 	// the chaperon controller could create the pod it holds.

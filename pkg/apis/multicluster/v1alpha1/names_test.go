@@ -19,6 +19,8 @@ func TestNames(t *testing.T) {
 		"AnnotationElect":            {v1alpha1.AnnotationElect, "multicluster.fleetlet.io/elect"},
 		"SchedulingGateElection":     {v1alpha1.SchedulingGateElection, "multicluster.fleetlet.io/election"},
 		"FinalizerDelegate":          {v1alpha1.FinalizerDelegate, "multicluster.fleetlet.io/delegate"},
+		"FinalizerDrain":             {v1alpha1.FinalizerDrain, "multicluster.fleetlet.io/drain"},
+		"AnnotationForceDisconnect":  {v1alpha1.AnnotationForceDisconnect, "multicluster.fleetlet.io/force-disconnect"},
 		"AnnotationSourceSpec":       {v1alpha1.AnnotationSourceSpec, "multicluster.fleetlet.io/source-spec"},
 		"AnnotationClusterSelector":  {v1alpha1.AnnotationClusterSelector, "multicluster.fleetlet.io/cluster-selector"},
 		"AnnotationFollow":           {v1alpha1.AnnotationFollow, "multicluster.fleetlet.io/follow"},

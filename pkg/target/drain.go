@@ -1,0 +1,221 @@
+// drain: a deleted Target or ClusterTarget is emptied before it goes.
+
+package target
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/indexer"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/vnode"
+)
+
+// Events of a drain.
+const (
+	EventDraining          = "Draining"
+	EventForcedDisconnect  = "ForcedDisconnect"
+	EventDisconnected      = "Disconnected"
+	drainRecheck           = 2 * time.Second
+	drainListLimit         = 5
+	reasonDrainWaiting     = "Waiting"
+	reasonDrainBlocked     = "Blocked"
+	reasonDrainUnreachable = "Unreachable"
+)
+
+// errDraining asks for the drain to be looked at again soon.
+type errDraining struct{ why string }
+
+func (e errDraining) Error() string { return "draining: " + e.why }
+
+// drain empties a deleted target before it goes: no election goes there any
+// more (Cluster.Draining), the proxies bound to its virtual node are evicted
+// (PodDisruptionBudgets respected) and their controllers make new ones
+// elsewhere, and once none is left there this source's remaining chaperons
+// there (candidates, leftovers) are deleted. Only when the target shows none
+// are the connection, the virtual node and the finalizer removed. While it
+// cannot progress, the Draining condition names the blocker; the
+// force-disconnect annotation ends the wait and an Event says what is left.
+func (r *Registry) drain(ctx context.Context, obj targetObject, key Key, vkey vnode.TargetKey) error {
+	if !controllerutil.ContainsFinalizer(obj.object(), v1alpha1.FinalizerDrain) {
+		r.removeCluster(key)
+		return r.nodes.Remove(ctx, vkey)
+	}
+	cl, connected := r.Get(key)
+	if connected {
+		cl.draining.Store(true)
+		defer r.hub.targetChanged(key)
+	}
+	force := obj.object().GetAnnotations()[v1alpha1.AnnotationForceDisconnect] == "true"
+	left, reason, why := r.drainStep(ctx, key, cl, connected, vnode.NodeName(vkey))
+	switch {
+	case why == "":
+	case force:
+		r.recorder.Eventf(obj.object(), nil, corev1.EventTypeWarning, EventForcedDisconnect, "Disconnect",
+			"Disconnected by %s=true, leaving behind: %s", v1alpha1.AnnotationForceDisconnect, why)
+	default:
+		if err := r.setDraining(ctx, obj, reason, why); err != nil {
+			return err
+		}
+		return errDraining{why: why}
+	}
+	r.removeCluster(key)
+	if err := r.nodes.Remove(ctx, vkey); err != nil {
+		return err
+	}
+	if left == 0 && !force {
+		r.recorder.Eventf(obj.object(), nil, corev1.EventTypeNormal, EventDisconnected, "Disconnect", "Drained: nothing of this source is left there")
+	}
+	patch := client.MergeFrom(obj.object().DeepCopyObject().(client.Object))
+	controllerutil.RemoveFinalizer(obj.object(), v1alpha1.FinalizerDrain)
+	return client.IgnoreNotFound(r.client.Patch(ctx, obj.object(), patch))
+}
+
+// drainStep takes the next step of a drain; why is empty once nothing is
+// left, else it says what the drain waits for (reason: Waiting, Blocked,
+// Unreachable). left counts the chaperons still in the target.
+func (r *Registry) drainStep(ctx context.Context, key Key, cl *Cluster, connected bool, node string) (left int, reason, why string) {
+	var waits, blocked []string
+	var bound corev1.PodList
+	if err := r.client.List(ctx, &bound, client.MatchingFields{indexer.ActivePodNodeName.Field: node}); err != nil {
+		return -1, reasonDrainWaiting, fmt.Sprintf("listing the pods on %s: %v", node, err)
+	}
+	var pinned corev1.PodList
+	if err := r.client.List(ctx, &pinned, client.MatchingFields{indexer.PinnedProxy.Field: node}); err != nil {
+		return -1, reasonDrainWaiting, fmt.Sprintf("listing the pods pinned to %s: %v", node, err)
+	}
+	for i := range bound.Items {
+		p := &bound.Items[i]
+		waits = append(waits, p.Namespace+"/"+p.Name)
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if err := r.evict(ctx, p); err != nil {
+			blocked = append(blocked, fmt.Sprintf("%s/%s: %v", p.Namespace, p.Name, err))
+		}
+	}
+	for i := range pinned.Items {
+		waits = append(waits, pinned.Items[i].Namespace+"/"+pinned.Items[i].Name)
+	}
+	if len(blocked) > 0 {
+		return -1, reasonDrainBlocked, fmt.Sprintf("%d proxies cannot be evicted yet: %s", len(blocked), firstFew(blocked))
+	}
+	if !connected || !cl.Health().Ready {
+		h := Health{Reason: "NotConnected", Message: "no connection"}
+		if connected {
+			h = cl.Health()
+		}
+		return -1, reasonDrainUnreachable, fmt.Sprintf("the target does not answer (%s: %s), so what runs there cannot be deleted; set %s=true to disconnect anyway", h.Reason, h.Message, v1alpha1.AnnotationForceDisconnect)
+	}
+	if len(waits) > 0 {
+		return -1, reasonDrainWaiting, fmt.Sprintf("waiting for %d proxies to leave %s: %s", len(waits), node, firstFew(waits))
+	}
+	chaperons, err := r.chaperonsOf(ctx, key, cl)
+	if err != nil {
+		return -1, reasonDrainUnreachable, err.Error()
+	}
+	var names []string
+	for i := range chaperons {
+		pc := &chaperons[i]
+		names = append(names, pc.Namespace+"/"+pc.Name)
+		if pc.DeletionTimestamp == nil {
+			err := cl.Client().Delete(ctx, pc, client.PropagationPolicy(metav1.DeletePropagationForeground))
+			if err != nil && !apierrors.IsNotFound(err) {
+				return len(names), reasonDrainUnreachable, fmt.Sprintf("deleting PodChaperon %s/%s there: %v", pc.Namespace, pc.Name, err)
+			}
+		}
+	}
+	if len(names) > 0 {
+		return len(names), reasonDrainWaiting, fmt.Sprintf("waiting for %d PodChaperons to be gone there: %s", len(names), firstFew(names))
+	}
+	return 0, "", ""
+}
+
+// chaperonsOf lists this source's chaperons in a target, namespace by
+// namespace (the source's identity there may list only in the namespaces
+// admitted to it): a namespaced Target's own, or every one where proxies
+// may be. A namespace the source may not read there holds none of them.
+func (r *Registry) chaperonsOf(ctx context.Context, key Key, cl *Cluster) ([]v1alpha1.PodChaperon, error) {
+	namespaces := []string{key.Namespace}
+	if key.Namespace == "" {
+		var err error
+		if namespaces, err = proxy.Namespaces(ctx, r.client); err != nil {
+			return nil, err
+		}
+	}
+	var out []v1alpha1.PodChaperon
+	for _, ns := range namespaces {
+		var list v1alpha1.PodChaperonList
+		err := cl.Client().List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelParentCluster: r.opts.SourceName})
+		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing this source's chaperons in namespace %s there: %v", ns, err)
+		}
+		out = append(out, list.Items...)
+	}
+	return out, nil
+}
+
+// evict asks the source's API server to evict a proxy, as kubectl drain
+// does: a PodDisruptionBudget that allows no disruption refuses it (429).
+// Not retried here (client-go would retry a 429 for its Retry-After, ten
+// times): the drain looks again at its next pass.
+func (r *Registry) evict(ctx context.Context, p *corev1.Pod) error {
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}
+	err := r.policy.Post().AbsPath("/api/v1").Namespace(p.Namespace).Resource("pods").Name(p.Name).
+		SubResource("eviction").Body(ev).MaxRetries(0).Do(ctx).Error()
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if apierrors.IsTooManyRequests(err) {
+		return fmt.Errorf("a PodDisruptionBudget allows no disruption now")
+	}
+	return err
+}
+
+// setDraining writes the Draining condition when it changes.
+func (r *Registry) setDraining(ctx context.Context, obj targetObject, reason, why string) error {
+	before := obj.DeepCopyObject().(client.Object)
+	if !meta.SetStatusCondition(&obj.status().Conditions, metav1.Condition{Type: v1alpha1.ConditionDraining, Status: metav1.ConditionTrue, Reason: reason, Message: why, ObservedGeneration: obj.GetGeneration()}) {
+		return nil
+	}
+	if err := r.client.Status().Patch(ctx, obj.object(), client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("updating the status of %s: %w", klog.KObj(obj), err)
+	}
+	r.recorder.Eventf(obj.object(), nil, corev1.EventTypeNormal, EventDraining, "Disconnect", "%s", why)
+	return nil
+}
+
+// ensureDrainFinalizer adds the drain finalizer to a live target.
+func (r *Registry) ensureDrainFinalizer(ctx context.Context, obj targetObject) error {
+	if controllerutil.ContainsFinalizer(obj.object(), v1alpha1.FinalizerDrain) {
+		return nil
+	}
+	patch := client.MergeFrom(obj.object().DeepCopyObject().(client.Object))
+	controllerutil.AddFinalizer(obj.object(), v1alpha1.FinalizerDrain)
+	if err := r.client.Patch(ctx, obj.object(), patch); err != nil {
+		return fmt.Errorf("adding the drain finalizer to %s: %w", klog.KObj(obj), err)
+	}
+	return nil
+}
+
+func firstFew(items []string) string {
+	if len(items) <= drainListLimit {
+		return strings.Join(items, ", ")
+	}
+	return strings.Join(items[:drainListLimit], ", ") + fmt.Sprintf(" and %d more", len(items)-drainListLimit)
+}
