@@ -121,6 +121,9 @@ func (o *Options) validate() error {
 	if msgs := validation.IsDNS1123Label(o.FleetletNamespace); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("fleetlet namespace %q: %v", o.FleetletNamespace, msgs))
 	}
+	if o.Self && o.Namespace != "" {
+		errs = append(errs, errors.New("--self makes a ClusterTarget only: a namespaced Target may not use the manager's own credentials (drop --namespace)"))
+	}
 	if o.Self && o.SourceName != "" {
 		if msgs := validation.IsDNS1123Label(o.SourceName); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("source name %q: %v", o.SourceName, msgs))

@@ -455,24 +455,21 @@ func TestConnectSelf(t *testing.T) {
 		t.Errorf("second connect wrote something:\n%s", strings.Join(actions(res), "\n"))
 	}
 
+	// A namespaced Target never gets the manager's own credentials.
 	ns := newNamespaceIn(t, clientA)
 	nsOpts := opts
 	nsOpts.Namespace = ns
-	mustConnect(t, nsOpts)
-	var tgt v1alpha1.Target
-	if err := clientA.Get(ctx, client.ObjectKey{Namespace: ns, Name: "self-1"}, &tgt); err != nil {
-		t.Fatal(err)
+	if _, err := Connect(ctx, nsOpts); err == nil || !strings.Contains(err.Error(), "--self makes a ClusterTarget only") {
+		t.Errorf("connect --self --namespace: %v, want a refusal", err)
 	}
-	if !tgt.Spec.Self {
-		t.Errorf("Target spec = %+v, want self", tgt.Spec)
+	if err := clientA.Get(ctx, client.ObjectKey{Namespace: ns, Name: "self-1"}, &v1alpha1.Target{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a refused connect made a Target: %v", err)
 	}
 
-	for _, o := range []Options{opts, nsOpts} {
-		if _, err := Disconnect(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := Disconnect(ctx, opts); err != nil {
+		t.Fatal(err)
 	}
-	if err := errors.Join(gone(clientA, &v1alpha1.ClusterTarget{}, "", "self-1"), gone(clientA, &v1alpha1.Target{}, ns, "self-1")); err != nil {
+	if err := gone(clientA, &v1alpha1.ClusterTarget{}, "", "self-1"); err != nil {
 		t.Error(err)
 	}
 }
@@ -542,9 +539,12 @@ func TestStatus(t *testing.T) {
 	mustConnect(t, opts)
 	defer func() { _, _ = Disconnect(ctx, opts) }()
 	ns := newNamespaceIn(t, clientA)
-	nsOpts := Options{Source: envA.Config, TargetName: "status-ns", Namespace: ns, Self: true}
-	mustConnect(t, nsOpts)
-	defer func() { _, _ = Disconnect(ctx, nsOpts) }()
+	nsTarget := &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "status-ns"},
+		Spec: v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Name: "nowhere"}}}
+	if err := clientA.Create(ctx, nsTarget); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = clientA.Delete(ctx, nsTarget) }()
 
 	// What the target registry and the virtual node would report.
 	var ct v1alpha1.ClusterTarget

@@ -73,6 +73,7 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 
 	requests := summary.PodRequests(&corev1.Pod{Spec: *userSpec})
 	var offers []Offer
+	var inflight map[string]corev1.ResourceList
 	answered, eligible := 0, 0
 	byKey := map[string]*targetState{}
 	for _, ts := range states {
@@ -84,7 +85,10 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		switch a, msg := answer(ts.chaperon); a {
 		case answerReserved:
 			answered++
-			offers = append(offers, Offer{Target: ts.key.String(), FreeShare: FreeShareAfter(ts.cluster.Summary(), requests)})
+			if inflight == nil {
+				inflight = r.inflight(ctx)
+			}
+			offers = append(offers, Offer{Target: ts.key.String(), FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), inflight[ts.key.String()]), requests)})
 		case answerUnschedulable, answerRejected:
 			answered++
 			ts.reason = msg

@@ -2,6 +2,7 @@ package elector
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,5 +67,29 @@ func TestRankPrefersFreeShareThenSpreadsTies(t *testing.T) {
 	b := Rank("same", []Offer{{"b", 0.5}, {"a", 0.5}})
 	if a[0] != b[0] {
 		t.Errorf("Rank depends on input order: %v vs %v", a, b)
+	}
+}
+
+// The requests of elections still in flight count against their target:
+// a burst ranked on one summary spreads. The summary itself is not
+// changed.
+func TestWithRequestedCountsInflight(t *testing.T) {
+	s := &v1alpha1.ClusterSummaryStatus{
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10"), corev1.ResourceMemory: resource.MustParse("100Gi")},
+		Requested:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+	}
+	pod := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	extra := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}
+	if got, want := FreeShareAfter(withRequested(s, extra), pod), 0.4; math.Abs(got-want) > 1e-9 {
+		t.Errorf("with 3 CPUs in flight: free share %v, want %v", got, want)
+	}
+	if got, want := FreeShareAfter(withRequested(s, nil), pod), 0.7; math.Abs(got-want) > 1e-9 {
+		t.Errorf("with nothing in flight: free share %v, want %v", got, want)
+	}
+	if q := s.Requested[corev1.ResourceCPU]; q.String() != "2" {
+		t.Errorf("the summary was changed: requested %s", q.String())
+	}
+	if withRequested(nil, extra) != nil {
+		t.Error("no summary became one")
 	}
 }

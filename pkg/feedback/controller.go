@@ -102,9 +102,21 @@ func boundProxy() predicate.Predicate {
 		GenericFunc: func(e event.GenericEvent) bool { return ok(e.Object) },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
-			return ok(n) && (o.Spec.NodeName != n.Spec.NodeName || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero())
+			// Another writer's Ready (the node lifecycle controller
+			// marks a NotReady node's pods) is put back in line too.
+			return ok(n) && (o.Spec.NodeName != n.Spec.NodeName || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
+				readyStatus(o) != readyStatus(n))
 		},
 	}
+}
+
+func readyStatus(p *corev1.Pod) corev1.ConditionStatus {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status
+		}
+	}
+	return ""
 }
 
 // Reconcile brings one proxy's status in line with its delegate.

@@ -490,6 +490,11 @@ func (r *Registry) updateStatus(ctx context.Context, obj targetObject, h Health,
 // cannot be reached as configured, and says why; retry is set when that
 // may pass on its own (the Secret could not be read).
 func (r *Registry) connectionFor(ctx context.Context, key Key, spec *v1alpha1.TargetSpec) (conn connection, reason, message string, retry error) {
+	if spec.Self && key.Namespace != "" {
+		// One made before the CRD refused it: never handed the
+		// manager's own credentials.
+		return conn, v1alpha1.ReasonInvalidSpec, "spec.self is allowed on ClusterTargets only: a Target with self would act in its namespace with the manager's own credentials", nil
+	}
 	if spec.Self {
 		return connection{config: r.self, self: true, fingerprint: "self"}, "", "", nil
 	}

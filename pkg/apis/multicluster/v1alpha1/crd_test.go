@@ -77,7 +77,7 @@ func TestCRDs(t *testing.T) {
 	}
 	// The CEL rules each CRD must carry, by message prefix.
 	wantRules := map[string][]string{
-		"Target":         {"exactly one of self (true) and kubeconfigSecret", "kubeconfigSecret.namespace is not allowed"},
+		"Target":         {"exactly one of self (true) and kubeconfigSecret", "kubeconfigSecret.namespace is not allowed", "self is allowed on ClusterTargets only"},
 		"ClusterTarget":  {"exactly one of self (true) and kubeconfigSecret", "kubeconfigSecret.namespace is required"},
 		"Source":         {"a Source is named after its source cluster"},
 		"ClusterSource":  {"a ClusterSource is named after its source cluster", "namespaceSelector must not be empty"},
@@ -229,6 +229,7 @@ func TestCRDValidation(t *testing.T) {
 			manifest: `
 metadata: {name: t, namespace: ns}
 spec: {self: true}`,
+			wantErr: "self is allowed on ClusterTargets only",
 		},
 		{
 			name: "target kubeconfig secret gets the default key",

@@ -111,6 +111,7 @@ type Target struct {
 	// the Target's namespace.
 	// +required
 	// +kubebuilder:validation:XValidation:rule="!has(self.kubeconfigSecret) || !has(self.kubeconfigSecret.__namespace__)",message="kubeconfigSecret.namespace is not allowed in a Target: the Secret must be in the Target's namespace",fieldPath=`.kubeconfigSecret.namespace`
+	// +kubebuilder:validation:XValidation:rule="!has(self.self) || !self.self",message="self is allowed on ClusterTargets only: a Target with self would act in its namespace with the manager's own credentials",fieldPath=`.self`
 	Spec TargetSpec `json:"spec"`
 
 	// status is the observed state of the target.
