@@ -24,7 +24,8 @@ import (
 // them. An error reads as none: ranking stays correct, only less spread.
 func (r *Reconciler) inflight(ctx context.Context) map[string]corev1.ResourceList {
 	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.GatedProxy.Field: "true"}); err != nil {
+	// Read only, once per ranking of a burst's every pod: no deep copies.
+	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.GatedProxy.Field: "true"}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	out := map[string]corev1.ResourceList{}
