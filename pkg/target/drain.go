@@ -71,16 +71,19 @@ func (r *Registry) drain(ctx context.Context, obj targetObject, key Key, vkey vn
 		}
 		return errDraining{why: why}
 	}
-	r.removeCluster(key)
-	if err := r.nodes.Remove(ctx, vkey); err != nil {
-		return err
-	}
-	if left == 0 && !force {
+	if left == 0 && why == "" {
 		r.recorder.Eventf(obj.object(), nil, corev1.EventTypeNormal, EventDisconnected, "Disconnect", "Drained: nothing of this source is left there")
 	}
+	// The finalizer first: if its removal fails, the connection is still
+	// there for the next pass. Once the Target is gone, its NotFound
+	// removes the connection and the node (reconcile).
 	patch := client.MergeFrom(obj.object().DeepCopyObject().(client.Object))
 	controllerutil.RemoveFinalizer(obj.object(), v1alpha1.FinalizerDrain)
-	return client.IgnoreNotFound(r.client.Patch(ctx, obj.object(), patch))
+	if err := r.client.Patch(ctx, obj.object(), patch); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	r.removeCluster(key)
+	return r.nodes.Remove(ctx, vkey)
 }
 
 // drainStep takes the next step of a drain; why is empty once nothing is
