@@ -418,13 +418,18 @@ func TestIntegrationSchedulerProcess(t *testing.T) {
 	schedElect(t, c, ch)
 	testenv.Eventually(t, 30*time.Second, "the elected candidate binds", func() error { return schedBound(t, c, pod) })
 
-	metrics := schedScrape(t, fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
-	for _, want := range []string{`fleetlet_candidate_permit_total{result="waiting"} 1`, `fleetlet_candidate_waits_total{result="allowed"} 1`,
-		`fleetlet_candidate_reservation_writes_total{operation="reserve",result="written"} 1`, "scheduler_schedule_attempts_total"} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %q", want)
+	// The scheduler counts an attempt after its bind call returns, so the
+	// bind may be seen in the API a moment before the counters move.
+	testenv.Eventually(t, 10*time.Second, "the scheduler's and fleetlet's metrics", func() error {
+		metrics := schedScrape(t, fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
+		for _, want := range []string{`fleetlet_candidate_permit_total{result="waiting"} 1`, `fleetlet_candidate_waits_total{result="allowed"} 1`,
+			`fleetlet_candidate_reservation_writes_total{operation="reserve",result="written"} 1`, "scheduler_schedule_attempts_total"} {
+			if !strings.Contains(metrics, want) {
+				return fmt.Errorf("/metrics lacks %q", want)
+			}
 		}
-	}
+		return nil
+	})
 
 	if err := first.stop(t); err != nil {
 		t.Errorf("the scheduler exited with %v after SIGTERM, want 0", err)
