@@ -62,6 +62,7 @@ type managerOptions struct {
 	targetProbeBackoff  time.Duration
 	targetProbeFailures int
 	heartbeatDuration   time.Duration
+	summaryStaleAfter   time.Duration
 
 	nodeLeaseDuration  time.Duration
 	nodeStatusInterval time.Duration
@@ -118,6 +119,7 @@ func defaultManagerOptions() managerOptions {
 		targetProbeBackoff:          target.DefaultProbeBackoffInitial,
 		targetProbeFailures:         target.DefaultProbeFailureThreshold,
 		heartbeatDuration:           target.DefaultHeartbeatDuration,
+		summaryStaleAfter:           target.DefaultSummaryStaleAfter,
 		nodeLeaseDuration:           vnode.DefaultLeaseDuration,
 		nodeStatusInterval:          vnode.DefaultStatusInterval,
 		kubeletPort:                 10250,
@@ -169,6 +171,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.targetProbeBackoff, "target-probe-backoff", o.targetProbeBackoff, "first retry delay after a failed probe; it doubles up to --target-probe-interval")
 	f.IntVar(&o.targetProbeFailures, "target-probe-failure-threshold", o.targetProbeFailures, "how many probes in a row must fail before a Ready target is called NotReady")
 	f.DurationVar(&o.heartbeatDuration, "source-heartbeat-duration", o.heartbeatDuration, "duration of the heartbeat Lease this source renews in each target")
+	f.DurationVar(&o.summaryStaleAfter, "target-summary-stale-after", o.summaryStaleAfter, "how long a target's ClusterSummary may go unrenewed (its fleetlet down) before the target gets SummaryStale and no new election")
 	f.DurationVar(&o.nodeLeaseDuration, "node-lease-duration", o.nodeLeaseDuration, "duration of the virtual nodes' Leases in kube-node-lease")
 	f.DurationVar(&o.nodeStatusInterval, "node-status-interval", o.nodeStatusInterval, "how often the virtual nodes' status is refreshed when nothing changed")
 	f.IntVar(&o.kubeletPort, "kubelet-port", o.kubeletPort, "port the virtual nodes advertise for their kubelet API")
@@ -396,6 +399,7 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		ProbeBackoffInitial:   o.targetProbeBackoff,
 		ProbeFailureThreshold: o.targetProbeFailures,
 		HeartbeatDuration:     o.heartbeatDuration,
+		SummaryStaleAfter:     o.summaryStaleAfter,
 		QPS:                   o.targetAPIQPS,
 		Burst:                 o.targetAPIBurst,
 		OnDelegateEvent:       func(k target.Key, e *corev1.Event) { fb.OnDelegateEvent(k, e) },

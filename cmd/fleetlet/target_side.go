@@ -21,7 +21,7 @@ import (
 // ClusterSummary and Source controllers, the candidate PriorityClass and the
 // ClusterRoles sources are bound to.
 func setupTargetSide(ctx context.Context, mgr ctrl.Manager, o managerOptions) error {
-	if err := (&summary.ClusterSummaryReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
+	if err := (&summary.ClusterSummaryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterSummary controller: %w", err)
 	}
 	if err := (&source.SourceReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {

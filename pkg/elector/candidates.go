@@ -43,7 +43,7 @@ func (r *Reconciler) targets(ctx context.Context, pod *corev1.Pod, clusters labe
 		if err := r.client.Get(ctx, types.NamespacedName{Name: vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})}, &node); err == nil {
 			ts.node = &node
 		}
-		ts.eligible, ts.reason = Eligible(pod, TargetView{Namespace: key.Namespace, Name: key.Name, Ready: h.Ready, Reason: h.Reason, Draining: cl.Draining(), Node: ts.node}, clusters)
+		ts.eligible, ts.reason = Eligible(pod, TargetView{Namespace: key.Namespace, Name: key.Name, Ready: h.Ready, Reason: h.Reason, Draining: cl.Draining(), SummaryStale: cl.SummaryStale(), Node: ts.node}, clusters)
 		if key.Namespace != "" && key.Namespace != pod.Namespace {
 			continue
 		}

@@ -52,6 +52,10 @@ type TargetView struct {
 	Reason string
 	// Draining: the Target was deleted and is being emptied.
 	Draining bool
+	// SummaryStale: the target's fleetlet no longer renews its
+	// ClusterSummary (it is down), so nothing there would run a new
+	// candidate.
+	SummaryStale bool
 	// Node is the target's virtual node in the source; nil if missing.
 	Node *corev1.Node
 }
@@ -68,6 +72,9 @@ func Eligible(proxy *corev1.Pod, t TargetView, clusters labels.Selector) (ok boo
 	}
 	if t.Draining {
 		return false, "the target is being disconnected"
+	}
+	if t.SummaryStale {
+		return false, "the target's fleetlet does not renew its ClusterSummary (SummaryStale)"
 	}
 	if t.Node == nil {
 		return false, "no virtual node yet"

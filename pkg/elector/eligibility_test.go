@@ -40,6 +40,7 @@ func TestEligible(t *testing.T) {
 		{name: "ready, tolerated, no selector", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true, Node: node(nil)}, wantOK: true},
 		{name: "not ready", pod: proxy(nil), view: TargetView{Name: "cluster-3", Reason: "Unreachable", Node: node(nil)}, wantReason: "Unreachable"},
 		{name: "being disconnected", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true, Draining: true, Node: node(nil)}, wantReason: "disconnected"},
+		{name: "its fleetlet down (summary stale)", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true, SummaryStale: true, Node: node(nil)}, wantReason: "SummaryStale"},
 		{name: "no node", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true}, wantReason: "no virtual node"},
 		{name: "cordoned", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true, Node: node(func(n *corev1.Node) { n.Spec.Unschedulable = true })}, wantReason: "cordoned"},
 		{name: "untolerated NoSchedule taint", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true, Node: node(func(n *corev1.Node) {

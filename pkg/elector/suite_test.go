@@ -51,6 +51,7 @@ type noNodes struct{}
 
 func (noNodes) Upsert(context.Context, vnode.TargetState)     {}
 func (noNodes) Remove(context.Context, vnode.TargetKey) error { return nil }
+func (noNodes) Release(vnode.TargetKey)                       {}
 
 // harness is the source side of a manager with the proxy reconciler only,
 // and administrator clients of both control planes.

@@ -53,6 +53,7 @@ type noNodes struct{}
 
 func (noNodes) Upsert(context.Context, vnode.TargetState)     {}
 func (noNodes) Remove(context.Context, vnode.TargetKey) error { return nil }
+func (noNodes) Release(vnode.TargetKey)                       {}
 
 // harness is the source side of a manager, wired as cmd/fleetlet wires it
 // (target registry, proxy reconciler, feedback), and admin clients of both

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,9 +51,24 @@ type ClusterSummaryReconciler struct {
 	// cache (it needs indexer.ActivePodNodeName) and writes the
 	// ClusterSummary.
 	Client client.Client
+	// APIReader reads the kube-system Namespace once, uncached, for the
+	// cluster's identity. Nil means Client.
+	APIReader client.Reader
+	// Heartbeat is how often observedTime is renewed when nothing else
+	// changes; zero means DefaultHeartbeat.
+	Heartbeat time.Duration
+	// Clock is for tests; nil means the real clock.
+	Clock clock.PassiveClock
+
+	idMu      sync.Mutex
+	clusterID string
 }
 
+// DefaultHeartbeat is how often the ClusterSummary's observedTime is renewed.
+const DefaultHeartbeat = 30 * time.Second
+
 // +kubebuilder:rbac:groups="",resources=nodes;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=clustersummaries,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=clustersummaries/status,verbs=get;patch
 
@@ -83,7 +101,8 @@ func (r *ClusterSummaryReconciler) SetupWithManager(ctx context.Context, mgr ctr
 
 // Reconcile recomputes the summary from the cache and writes it when it
 // differs from the ClusterSummary's status, creating the ClusterSummary when
-// it is missing.
+// it is missing. observedTime is renewed every heartbeat even when nothing
+// else changed, so that a source can tell a live summary from a stale one.
 func (r *ClusterSummaryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	if req.Name != v1alpha1.ClusterSummaryName || req.Namespace != "" {
 		return ctrl.Result{}, nil
@@ -109,6 +128,9 @@ func (r *ClusterSummaryReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	summary.ClusterID = r.identity(ctx)
+	var next time.Duration
+	summary.ObservedTime, next = renewal(cs.Status.ObservedTime, r.now(), r.heartbeat())
 	summary.Conditions = []metav1.Condition{{
 		Type:               v1alpha1.ConditionReady,
 		Status:             metav1.ConditionTrue,
@@ -122,7 +144,7 @@ func (r *ClusterSummaryReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	want := cs.Status.DeepCopy()
 	setOwned(want, summary)
 	if equality.Semantic.DeepEqual(cs.Status, *want) {
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: next}, nil
 	}
 	// Apply with the Ready condition as it stands after setOwned, which
 	// keeps its lastTransitionTime while its status holds.
@@ -132,7 +154,56 @@ func (r *ClusterSummaryReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	if err := r.writeStatus(ctx, summary); err != nil {
 		return ctrl.Result{}, fmt.Errorf("updating the status of ClusterSummary %s: %w", cs.Name, err)
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// renewal returns the observedTime to write at now — the last one while it
+// is younger than the heartbeat, now otherwise (to the second, as stored) —
+// and when to look again.
+func renewal(last *metav1.Time, now time.Time, heartbeat time.Duration) (*metav1.Time, time.Duration) {
+	if last != nil {
+		if age := now.Sub(last.Time); age >= 0 && age < heartbeat {
+			return last, heartbeat - age
+		}
+	}
+	t := metav1.NewTime(now).Rfc3339Copy()
+	return &t, heartbeat
+}
+
+// identity returns the cluster's identity, the UID of its kube-system
+// Namespace, read once. A failed read is logged and tried again at the next
+// pass; the summary is written without it meanwhile.
+func (r *ClusterSummaryReconciler) identity(ctx context.Context) string {
+	r.idMu.Lock()
+	defer r.idMu.Unlock()
+	if r.clusterID != "" {
+		return r.clusterID
+	}
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	ns := &corev1.Namespace{}
+	if err := reader.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, ns); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Cannot read the cluster's identity (the kube-system Namespace's UID)")
+		return ""
+	}
+	r.clusterID = string(ns.UID)
+	return r.clusterID
+}
+
+func (r *ClusterSummaryReconciler) heartbeat() time.Duration {
+	if r.Heartbeat > 0 {
+		return r.Heartbeat
+	}
+	return DefaultHeartbeat
+}
+
+func (r *ClusterSummaryReconciler) now() time.Time {
+	if r.Clock != nil {
+		return r.Clock.Now()
+	}
+	return time.Now()
 }
 
 // setOwned sets in status every field this controller owns to its value in
@@ -145,6 +216,8 @@ func setOwned(status *v1alpha1.ClusterSummaryStatus, owned v1alpha1.ClusterSumma
 	status.Requested = owned.Requested
 	status.RequestedBySource = owned.RequestedBySource
 	status.Labels = owned.Labels
+	status.ClusterID = owned.ClusterID
+	status.ObservedTime = owned.ObservedTime
 	for _, c := range owned.Conditions {
 		meta.SetStatusCondition(&status.Conditions, c)
 	}

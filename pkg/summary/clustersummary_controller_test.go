@@ -32,6 +32,48 @@ import (
 // events, so a few seconds are plenty even on a loaded machine.
 const convergeTimeout = 30 * time.Second
 
+// testHeartbeat is the observedTime renewal period of the tests' controller.
+const testHeartbeat = 2 * time.Second
+
+// The summary names the cluster (its kube-system Namespace's UID), and its
+// observedTime is renewed every heartbeat though nothing else changes, so
+// that a source can tell a target whose fleetlet is down. Before: neither
+// was there; a stopped fleetlet left a summary that looked current.
+func TestClusterSummaryIdentityAndHeartbeat(t *testing.T) {
+	testenv.Need(t, env)
+	c := newClient(t)
+	startManager(t)
+	var ks corev1.Namespace
+	if err := c.Get(t.Context(), client.ObjectKey{Name: metav1.NamespaceSystem}, &ks); err != nil {
+		t.Fatal(err)
+	}
+	var first metav1.Time
+	waitFor(t, "a summary with the cluster's identity and an observedTime", func() string {
+		cs := &v1alpha1.ClusterSummary{}
+		if err := c.Get(t.Context(), client.ObjectKey{Name: v1alpha1.ClusterSummaryName}, cs); err != nil {
+			return err.Error()
+		}
+		if cs.Status.ClusterID != string(ks.UID) {
+			return fmt.Sprintf("clusterID %q, want the kube-system UID %q", cs.Status.ClusterID, ks.UID)
+		}
+		if cs.Status.ObservedTime == nil {
+			return "no observedTime"
+		}
+		first = *cs.Status.ObservedTime
+		return ""
+	})
+	waitFor(t, "observedTime renewed", func() string {
+		cs := &v1alpha1.ClusterSummary{}
+		if err := c.Get(t.Context(), client.ObjectKey{Name: v1alpha1.ClusterSummaryName}, cs); err != nil {
+			return err.Error()
+		}
+		if cs.Status.ObservedTime == nil || !cs.Status.ObservedTime.After(first.Time) {
+			return fmt.Sprintf("observedTime %v, not after %v", cs.Status.ObservedTime, first)
+		}
+		return ""
+	})
+}
+
 // TestClusterSummaryController runs the controller in a manager against a
 // real kube-apiserver and follows the ClusterSummary through the life of a
 // small cluster. The steps share state, so they run in order.
@@ -220,7 +262,7 @@ func startManager(t *testing.T) client.Client {
 	if err := indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.ActivePodNodeName); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&ClusterSummaryReconciler{Client: mgr.GetClient()}).SetupWithManager(ctx, mgr); err != nil {
+	if err := (&ClusterSummaryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Heartbeat: testHeartbeat}).SetupWithManager(ctx, mgr); err != nil {
 		cancel()
 		t.Fatal(err)
 	}
@@ -342,6 +384,8 @@ func waitForSummary(t *testing.T, c client.Client, want v1alpha1.ClusterSummaryS
 		}
 		status := cs.Status.DeepCopy()
 		status.Conditions = nil
+		// Checked on their own (TestClusterSummaryIdentityAndHeartbeat).
+		status.ClusterID, status.ObservedTime = "", nil
 		if diff := cmp.Diff(want, *status, quantityEqual); diff != "" {
 			return fmt.Sprintf("status (-want,+got):\n%s", diff)
 		}

@@ -110,6 +110,17 @@ type Cluster struct {
 	mu      sync.RWMutex
 	health  Health
 	summary *v1alpha1.ClusterSummaryStatus
+	// summaryMoved is when, by this process's clock, the summary's
+	// observedTime was last seen to change (the target's own clock is
+	// never compared with ours).
+	summaryMoved time.Time
+	// wasStale is SummaryStale as of the last record, to notify when it
+	// turns (time alone turns it, between two probes).
+	wasStale bool
+	// refusal, when set, is what Health reports instead of the probe's:
+	// the registry refused this registration (another one reaches the
+	// same cluster).
+	refusal *Health
 
 	// draining is set once its Target is deleted (drain.go).
 	draining atomic.Bool
@@ -131,11 +142,47 @@ func (c *Cluster) Config() *rest.Config { return rest.CopyConfig(c.conn.config) 
 // Self reports whether the target is the source cluster itself.
 func (c *Cluster) Self() bool { return c.conn.self }
 
-// Health returns what the last probe found.
+// Health returns what the last probe found, or why the registry refused
+// this registration.
 func (c *Cluster) Health() Health {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	if c.refusal != nil {
+		return *c.refusal
+	}
 	return c.health
+}
+
+// probeHealth is what the last probe found, refused or not.
+func (c *Cluster) probeHealth() Health {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.health
+}
+
+// refuse makes Health report h (NotReady) until it is called with nil.
+func (c *Cluster) refuse(h *Health) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refusal = h
+}
+
+// SummaryStale reports whether the target's ClusterSummary has stopped being
+// renewed for longer than Options.SummaryStaleAfter: the target's fleetlet
+// is down, its chaperon controller too, so no new election should go
+// there; what runs there keeps running. A summary without observedTime
+// (an older fleetlet) is never stale.
+func (c *Cluster) SummaryStale() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.staleLocked()
+}
+
+func (c *Cluster) staleLocked() bool {
+	if c.summary == nil || c.summary.ObservedTime == nil {
+		return false
+	}
+	return c.clock.Since(c.summaryMoved) > c.opts.SummaryStaleAfter
 }
 
 // Summary returns the last ClusterSummary status read from the target, or
@@ -430,10 +477,16 @@ func (c *Cluster) record(h Health, summary *v1alpha1.ClusterSummaryStatus) {
 	if summary != nil {
 		if c.summary == nil || !summaryEqual(c.summary, summary) {
 			changed = true
-			c.summary = summary
 		}
+		if c.summary == nil || !timeEqual(c.summary.ObservedTime, summary.ObservedTime) {
+			c.summaryMoved = c.clock.Now()
+		}
+		c.summary = summary
 	}
 	c.health = h
+	if stale := c.staleLocked(); stale != c.wasStale {
+		c.wasStale, changed = stale, true
+	}
 	c.mu.Unlock()
 	if changed {
 		c.notify(c.key)
@@ -511,8 +564,17 @@ func classify(err error, doing string) (reason, message string) {
 }
 
 func summaryEqual(a, b *v1alpha1.ClusterSummaryStatus) bool {
-	// Conditions carry timestamps that do not change what the node shows.
+	// Conditions and observedTime carry timestamps that do not change what
+	// the node shows.
 	ac, bc := a.DeepCopy(), b.DeepCopy()
 	ac.Conditions, bc.Conditions = nil, nil
+	ac.ObservedTime, bc.ObservedTime = nil, nil
 	return apiequality.Semantic.DeepEqual(ac, bc)
+}
+
+func timeEqual(a, b *metav1.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(b)
 }

@@ -60,6 +60,11 @@ type Options struct {
 	// HeartbeatDuration is the duration of the heartbeat Lease the source
 	// renews in each target (at every probe).
 	HeartbeatDuration time.Duration
+	// SummaryStaleAfter is how long a target's ClusterSummary may go
+	// without being renewed (its observedTime unchanged, by this process's
+	// clock) before the target gets SummaryStale=True and no new
+	// election: its fleetlet is down.
+	SummaryStaleAfter time.Duration
 	// QPS and Burst bound the requests to each target (client-side rate
 	// limit); zero means DefaultQPS and DefaultBurst. Every candidate costs
 	// a few requests per target, so this caps how fast pods are placed.
@@ -80,8 +85,11 @@ const (
 	// DefaultProbeFailureThreshold is the kubelet probes' default.
 	DefaultProbeFailureThreshold = 3
 	DefaultHeartbeatDuration     = 40 * time.Second
-	DefaultQPS                   = 200
-	DefaultBurst                 = 400
+	// DefaultSummaryStaleAfter is four of the target side's 30 s summary
+	// heartbeats: a leader change there is not an outage.
+	DefaultSummaryStaleAfter = 2 * time.Minute
+	DefaultQPS               = 200
+	DefaultBurst             = 400
 )
 
 func (o *Options) validate() error {
@@ -104,6 +112,12 @@ func (o *Options) validate() error {
 	if o.HeartbeatDuration == 0 {
 		o.HeartbeatDuration = DefaultHeartbeatDuration
 	}
+	if o.SummaryStaleAfter == 0 {
+		o.SummaryStaleAfter = DefaultSummaryStaleAfter
+	}
+	if o.SummaryStaleAfter < o.ProbeInterval {
+		errs = append(errs, fmt.Errorf("summary staleness threshold %s is shorter than the probe interval %s", o.SummaryStaleAfter, o.ProbeInterval))
+	}
 	if o.ProbeFailureThreshold < 1 {
 		errs = append(errs, fmt.Errorf("probe failure threshold %d must be at least 1", o.ProbeFailureThreshold))
 	}
@@ -121,6 +135,9 @@ func (o *Options) validate() error {
 type VirtualNodes interface {
 	Upsert(ctx context.Context, s vnode.TargetState)
 	Remove(ctx context.Context, key vnode.TargetKey) error
+	// Release stops running the node of key without deleting it: its
+	// name stands for another target.
+	Release(key vnode.TargetKey)
 }
 
 // Registry keeps one live Cluster per Target and ClusterTarget, reconnects
@@ -145,6 +162,9 @@ type Registry struct {
 
 	mu       sync.RWMutex
 	clusters map[Key]*Cluster
+	// refused are the registrations refused for a conflict
+	// (conflicts.go), told when a target goes: they may take its place.
+	refused map[Key]bool
 
 	// hub delivers chaperon and target events to the controllers
 	// watching them (sources.go).
@@ -170,6 +190,7 @@ func New(opts Options, nodes VirtualNodes) (*Registry, error) {
 		ctx:                 ctx,
 		cancel:              cancel,
 		clusters:            map[Key]*Cluster{},
+		refused:             map[Key]bool{},
 		targetEvents:        make(chan event.TypedGenericEvent[*v1alpha1.Target], 1024),
 		clusterTargetEvents: make(chan event.TypedGenericEvent[*v1alpha1.ClusterTarget], 1024),
 	}, nil
@@ -259,6 +280,9 @@ func (r *Registry) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 	if err := mgr.Add(r); err != nil {
 		return err
 	}
+	if err := mgr.Add(orphanNodes{r}); err != nil {
+		return err
+	}
 
 	// Secrets are watched by metadata only: their data is read, uncached,
 	// when a Target that references one is reconciled.
@@ -287,6 +311,10 @@ func resultOf(err error) (reconcile.Result, error) {
 	var d errDraining
 	if errors.As(err, &d) {
 		return reconcile.Result{RequeueAfter: drainRecheck}, nil
+	}
+	var refused errRefused
+	if errors.As(err, &refused) {
+		return reconcile.Result{RequeueAfter: conflictRecheck}, nil
 	}
 	return reconcile.Result{}, err
 }
@@ -383,6 +411,8 @@ func (r *Registry) reconcile(ctx context.Context, key Key) (err error) {
 	obj, err := r.get(ctx, key)
 	if apierrors.IsNotFound(err) {
 		r.removeCluster(key)
+		r.setRefused(key, false)
+		defer r.notifyRefused()
 		defer r.hub.targetChanged(key)
 		log.V(2).Info("Removing the virtual node of a deleted target")
 		return r.nodes.Remove(ctx, vkey)
@@ -396,11 +426,17 @@ func (r *Registry) reconcile(ctx context.Context, key Key) (err error) {
 	if err := r.ensureDrainFinalizer(ctx, obj); err != nil {
 		return err
 	}
+	nodeName := vnode.NodeName(vkey)
+	if refused, err := r.refuseTakenNodeName(ctx, obj, key, vkey, nodeName); refused || err != nil {
+		return err
+	}
 	spec := obj.spec()
 
 	var (
 		health  Health
 		summary *v1alpha1.ClusterSummaryStatus
+		// stale is the SummaryStale condition to set, nil for none.
+		stale *metav1.Condition
 	)
 	conn, reason, msg, retry := r.connectionFor(ctx, key, spec)
 	if retry != nil {
@@ -428,15 +464,25 @@ func (r *Registry) reconcile(ctx context.Context, key Key) (err error) {
 		if err != nil {
 			health = Health{Reason: v1alpha1.ReasonBadKubeconfig, Message: err.Error()}
 		} else {
-			health, summary = cl.Health(), cl.Summary()
+			summary = cl.Summary()
+			if err := r.refuseSameCluster(ctx, obj, cl, summary); err != nil {
+				return err
+			}
+			health, stale = cl.Health(), staleness(cl)
+			if health.Reason == v1alpha1.ReasonDuplicateCluster {
+				defer func() {
+					if err == nil {
+						err = errRefused{reason: health.Message}
+					}
+				}()
+			}
 		}
 	}
 	if _, err := regexp.Compile(spec.ExcludedLabelsRegexp); err != nil {
 		health = Health{Reason: v1alpha1.ReasonInvalidSpec, Message: fmt.Sprintf("spec.excludedLabelsRegexp does not compile: %v", err)}
 	}
 
-	nodeName := vnode.NodeName(vkey)
-	if err := r.updateStatus(ctx, obj, health, nodeName); err != nil {
+	if err := r.updateStatus(ctx, obj, health, nodeName, stale); err != nil {
 		return err
 	}
 	defer r.hub.targetChanged(key)
@@ -455,7 +501,7 @@ func (r *Registry) reconcile(ctx context.Context, key Key) (err error) {
 // updateStatus writes the Ready condition, the virtual node name and the
 // observed generation, when they change, and records an Event when
 // readiness changes.
-func (r *Registry) updateStatus(ctx context.Context, obj targetObject, h Health, nodeName string) error {
+func (r *Registry) updateStatus(ctx context.Context, obj targetObject, h Health, nodeName string, stale *metav1.Condition) error {
 	before := obj.DeepCopyObject().(client.Object)
 	st := obj.status()
 	cond := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: h.Reason, Message: h.Message, ObservedGeneration: obj.GetGeneration()}
@@ -465,6 +511,12 @@ func (r *Registry) updateStatus(ctx context.Context, obj targetObject, h Health,
 	old := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
 	wasReady := old != nil && old.Status == metav1.ConditionTrue
 	changed := meta.SetStatusCondition(&st.Conditions, cond)
+	if stale != nil {
+		stale.ObservedGeneration = obj.GetGeneration()
+		changed = meta.SetStatusCondition(&st.Conditions, *stale) || changed
+	} else {
+		changed = meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionSummaryStale) || changed
+	}
 	if st.VirtualNodeName != nodeName || st.ObservedGeneration != obj.GetGeneration() {
 		st.VirtualNodeName = nodeName
 		st.ObservedGeneration = obj.GetGeneration()

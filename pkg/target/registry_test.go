@@ -65,6 +65,12 @@ func (r *recordingNodes) Remove(_ context.Context, key vnode.TargetKey) error {
 	return nil
 }
 
+func (r *recordingNodes) Release(key vnode.TargetKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.states, key)
+}
+
 func (r *recordingNodes) get(key vnode.TargetKey) (vnode.TargetState, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

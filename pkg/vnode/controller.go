@@ -271,24 +271,61 @@ func (c *Controller) Remove(ctx context.Context, key TargetKey) error {
 	c.mu.Unlock()
 
 	log := c.log.WithValues("target", key.String(), "node", name)
-	if vn != nil && vn.cancel != nil {
-		vn.cancel()
-		// The node controller ends promptly once cancelled (its API calls
-		// are); until it has, it could recreate the node deleted below.
-		<-vn.done
-		c.tracker.forget(name, vn.bound.GetStore())
-	}
+	c.stopNode(vn)
 
-	log.Info("Deleting the virtual node of a deleted target")
-	err := c.cfg.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting virtual node %s: %w", name, err)
+	node, err := c.cfg.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("reading virtual node %s: %w", name, err)
+	case node.Annotations[v1alpha1.AnnotationTarget] != "" && node.Annotations[v1alpha1.AnnotationTarget] != key.String():
+		// Made for another target of the same name, which this process
+		// has not run yet: it is not this target's to delete.
+		log.Info("Leaving a virtual node that stands for another target", "otherTarget", node.Annotations[v1alpha1.AnnotationTarget])
+		return nil
+	default:
+		log.Info("Deleting the virtual node of a deleted target")
+		err := c.cfg.Client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &node.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting virtual node %s: %w", name, err)
+		}
 	}
 	err = c.cfg.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the lease of virtual node %s: %w", name, err)
 	}
 	return nil
+}
+
+// Release stops running the node of a target whose name stands for another
+// target, without deleting anything: the other's node controller takes the
+// node over. It does nothing for a target it does not run.
+func (c *Controller) Release(key TargetKey) {
+	c.mu.Lock()
+	vn := c.nodes[key]
+	if vn == nil {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.nodes, key)
+	if c.owners[vn.name] == key {
+		delete(c.owners, vn.name)
+	}
+	c.mu.Unlock()
+	vn.log.Info("Releasing the virtual node: its name stands for another target")
+	c.stopNode(vn)
+}
+
+// stopNode stops the node controller of vn, if it runs, and waits for it.
+func (c *Controller) stopNode(vn *virtualNode) {
+	if vn == nil || vn.cancel == nil {
+		return
+	}
+	vn.cancel()
+	// The node controller ends promptly once cancelled (its API calls
+	// are); until it has, it could recreate a node deleted after.
+	<-vn.done
+	c.tracker.forget(vn.name, vn.bound.GetStore())
 }
 
 // Run runs the virtual nodes until ctx ends, then stops every node
@@ -370,7 +407,7 @@ func (c *Controller) runNode(ctx context.Context, vn *virtualNode, bound cache.S
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return vn.built.Labels
-	}}
+	}, target: vn.key.String()}
 	leases := c.cfg.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	backoff := restartBackoffInitial
 	for {

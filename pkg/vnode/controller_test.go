@@ -653,3 +653,49 @@ func TestConfigValidation(t *testing.T) {
 		t.Errorf("defaults not applied: %+v", c.cfg)
 	}
 }
+
+// A ClusterTarget p-q and a Target q in namespace p share a node name. A
+// process that has not run the Target's node (a restart that reconciles
+// the deleted ClusterTarget first) must not delete the Target's node on
+// Remove of the ClusterTarget; and a node released by one target is taken
+// over by the other, target annotation and all. Before: Remove deleted any
+// node of that name, and with it the proxies bound there.
+func TestRemoveLeavesAnotherTargetsNode(t *testing.T) {
+	f := startController(t)
+	suffix := utilrand.String(5)
+	holder := TargetKey{Namespace: "p" + suffix, Name: "q"}
+	other := TargetKey{Name: "p" + suffix + "-q"}
+	name := NodeName(holder)
+	if NodeName(other) != name {
+		t.Fatalf("NodeName(%v) = %q, NodeName(%v) = %q: not a collision", holder, name, other, NodeName(other))
+	}
+
+	// The other target ran the node first, then gave it up.
+	f.c.Upsert(f.ctx, targetState(other))
+	f.waitNode(name, "made for the other target", func(n *corev1.Node) (bool, string) {
+		return n.Annotations[v1alpha1.AnnotationTarget] == other.String(), fmt.Sprint(n.Annotations)
+	})
+	f.c.Release(other)
+	f.c.Upsert(f.ctx, targetState(holder))
+	f.waitNode(name, "taken over by the holder", func(n *corev1.Node) (bool, string) {
+		return n.Annotations[v1alpha1.AnnotationTarget] == holder.String(), fmt.Sprint(n.Annotations)
+	})
+
+	f.stop() // the node stays; a restarted process has not run it yet
+	fresh, err := NewController(Config{Client: f.cs, KubeletPort: 10250, NodeAddress: "10.1.2.3", Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fresh.Remove(f.ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.node(name); err != nil {
+		t.Fatalf("the holder's node after Remove of the other target: %v", err)
+	}
+	if err := fresh.Remove(f.ctx, holder); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.node(name); !apierrors.IsNotFound(err) {
+		t.Errorf("the holder's node after its own Remove: %v, want NotFound", err)
+	}
+}

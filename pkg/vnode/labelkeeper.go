@@ -24,10 +24,16 @@ import (
 // label dropped before the first status patch after creation would stay.
 // Owned labels are known by their key instead: the ones NodeLabels gives,
 // and every key under target.multicluster.fleetlet.io/.
+//
+// It also keeps the target annotation naming the target the node stands
+// for: a node taken over from another target (Controller.Release) is
+// relabelled as this one's.
 type labelKeeper struct {
 	corev1client.NodeInterface
 	log     logr.Logger
 	desired func() map[string]string
+	// target is the value of v1alpha1.AnnotationTarget.
+	target string
 }
 
 // Patch patches the node, and its owned labels after a status patch.
@@ -37,6 +43,9 @@ func (k *labelKeeper) Patch(ctx context.Context, name string, pt types.PatchType
 		return node, err
 	}
 	patch := labelPatch(node.Labels, k.desired())
+	if node.Annotations[v1alpha1.AnnotationTarget] != k.target {
+		patch = withTargetAnnotation(patch, k.target)
+	}
 	if patch == nil {
 		return node, nil
 	}
@@ -75,4 +84,16 @@ func labelPatch(current, desired map[string]string) []byte {
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
 	return patch
+}
+
+// withTargetAnnotation adds the target annotation to a metadata merge patch
+// (nil: none yet).
+func withTargetAnnotation(patch []byte, target string) []byte {
+	p := map[string]map[string]any{"metadata": {}}
+	if patch != nil {
+		_ = json.Unmarshal(patch, &p)
+	}
+	p["metadata"]["annotations"] = map[string]string{v1alpha1.AnnotationTarget: target}
+	out, _ := json.Marshal(p)
+	return out
 }

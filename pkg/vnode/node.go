@@ -58,7 +58,7 @@ func buildNode(name string, s TargetState, proxies corev1.ResourceList, p nodePa
 		arch = a
 	}
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{v1alpha1.AnnotationTarget: s.Key.String()}},
 		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{v1alpha1.VirtualNodeTaint()}},
 		Status: corev1.NodeStatus{
 			Capacity:    Capacity(s.Summary, allocatable),

@@ -47,6 +47,20 @@ type ClusterSummaryStatus struct {
 	// share.
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
+
+	// clusterID identifies the cluster: the UID of its kube-system
+	// Namespace. A source refuses a second Target that reaches a cluster
+	// with the same clusterID as one it already has.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ClusterID string `json:"clusterID,omitempty"`
+
+	// observedTime is when fleetlet last confirmed this summary; it is
+	// renewed at least every heartbeat interval (30 s by default) even
+	// when nothing changed. A source that sees it stop moving knows the
+	// target's fleetlet is down (its Targets get SummaryStale=True).
+	// +optional
+	ObservedTime *metav1.Time `json:"observedTime,omitempty"`
 }
 
 // ClusterSummary summarizes the resources and shared node labels of this

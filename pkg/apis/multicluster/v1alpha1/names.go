@@ -39,6 +39,12 @@ const (
 	// proxies are evicted and this source's chaperons are gone there.
 	FinalizerDrain = Prefix + "drain"
 
+	// AnnotationTarget on a virtual node names the target it stands for:
+	// "<namespace>/<name>" for a Target, "<name>" for a ClusterTarget. A
+	// node of a target that is gone is deleted; one that names another
+	// target is never deleted for this one.
+	AnnotationTarget = Prefix + "target"
+
 	// AnnotationForceDisconnect set to "true" on a Target or ClusterTarget
 	// ends its drain at once: what is still there is left behind (an Event
 	// says what).
@@ -205,6 +211,12 @@ const (
 	// blocks it.
 	ConditionDraining = "Draining"
 
+	// ConditionSummaryStale is the condition of a Target or ClusterTarget
+	// whose ClusterSummary has stopped being renewed: the target's fleetlet
+	// is down, so no new election goes there, while its virtual node stays
+	// Ready (what runs there keeps running).
+	ConditionSummaryStale = "SummaryStale"
+
 	// ConditionPodCreated is the PodChaperon condition that says whether
 	// the chaperon controller could create the pod it holds.
 	ConditionPodCreated = "PodCreated"
@@ -238,6 +250,26 @@ const (
 	// ReasonInvalidSpec: the spec is invalid in a way the API server cannot
 	// check, such as an excludedLabelsRegexp that does not compile.
 	ReasonInvalidSpec = "InvalidSpec"
+
+	// ReasonDuplicateCluster: another Target or ClusterTarget of this
+	// source, registered first, reaches the same cluster (the same
+	// ClusterSummary clusterID); this one is refused while that one stays.
+	ReasonDuplicateCluster = "DuplicateCluster"
+
+	// ReasonNodeNameTaken: another Target or ClusterTarget, registered
+	// first, maps to the same virtual node name (a ClusterTarget a-b and a
+	// Target b in namespace a); this one gets no virtual node while that
+	// one stays.
+	ReasonNodeNameTaken = "NodeNameTaken"
+)
+
+// Reasons of the SummaryStale condition of a Target or ClusterTarget.
+const (
+	// ReasonSummaryRenewed: the target's ClusterSummary is renewed.
+	ReasonSummaryRenewed = "Renewed"
+	// ReasonSummaryNotRenewed: the target's ClusterSummary has not moved
+	// for longer than the staleness threshold.
+	ReasonSummaryNotRenewed = "NotRenewed"
 )
 
 // Reasons of other conditions.

@@ -75,7 +75,9 @@ type TargetStatus struct {
 	// credentials are authorized and fleetlet runs there (reason
 	// Connected); otherwise it is False with a reason a user can act on
 	// (BadKubeconfig, KubeconfigSecretNotFound, Unreachable, Forbidden,
-	// FleetletMissing, InvalidSpec).
+	// FleetletMissing, InvalidSpec, DuplicateCluster, NodeNameTaken).
+	// SummaryStale is True while the target's ClusterSummary is not
+	// renewed (its fleetlet is down): no new election goes there.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
