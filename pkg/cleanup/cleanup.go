@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -81,6 +82,10 @@ type Summary struct {
 	TargetFinalizersRemoved int
 	// ClusterObjectsDeleted: fleetlet's own ClusterRoles and PriorityClass.
 	ClusterObjectsDeleted int
+	// SourceIdentitiesDeleted: what the Source and ClusterSource
+	// controllers made for sources (ServiceAccounts, Roles, RoleBindings,
+	// ClusterRoleBindings).
+	SourceIdentitiesDeleted int
 	// Problems are what could not be done.
 	Problems []string
 }
@@ -104,6 +109,7 @@ func (s Summary) Print(w io.Writer, dryRun bool) {
 		{s.SourceFinalizersRemoved, "Sources freed of fleetlet's finalizer"},
 		{s.TargetFinalizersRemoved, "Targets and ClusterTargets freed of the " + v1alpha1.FinalizerDrain + " finalizer"},
 		{s.ClusterObjectsDeleted, "ClusterRoles and PriorityClasses deleted"},
+		{s.SourceIdentitiesDeleted, "sources' ServiceAccounts, Roles and bindings deleted"},
 	} {
 		fmt.Fprintf(w, "  %d %s\n", l.n, l.what)
 	}
@@ -526,6 +532,7 @@ func (r *run) targetSide(ctx context.Context) {
 			r.problem("deleting PodChaperon %s: %v", klog.KObj(pc), err)
 		}
 	}
+	r.deleteSourceIdentities(ctx)
 	r.releaseSources(ctx)
 	r.deleteOwned(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSource}})
 	r.deleteOwned(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSourceReader}})
@@ -579,6 +586,42 @@ func (r *run) releaseSources(ctx context.Context) {
 		if err := RemoveFinalizer(ctx, r.c, src, source.FinalizerClusterRoleBinding); err != nil {
 			r.problem("removing the finalizer of Source %s: %v", klog.KObj(src), err)
 		}
+	}
+}
+
+// deleteSourceIdentities deletes everything the Source and ClusterSource
+// controllers made (labelled managed-by=fleetlet with a source kind): the
+// garbage collector would not, once the CRDs are gone, since it cannot
+// resolve an owner whose kind no longer exists.
+func (r *run) deleteSourceIdentities(ctx context.Context) {
+	selector := labels.SelectorFromSet(labels.Set{source.LabelManagedBy: source.ManagedBy})
+	kinds, err := labels.NewRequirement(source.LabelSourceKind, selection.In, []string{source.KindSource, source.KindClusterSource})
+	if err != nil {
+		r.problem("%v", err)
+		return
+	}
+	selector = selector.Add(*kinds)
+	for _, list := range []client.ObjectList{&rbacv1.ClusterRoleBindingList{}, &rbacv1.RoleBindingList{}, &rbacv1.RoleList{}, &corev1.ServiceAccountList{}} {
+		if err := r.c.List(ctx, list, client.MatchingLabelsSelector{Selector: selector}); err != nil {
+			r.problem("listing %T: %v", list, err)
+			continue
+		}
+		_ = meta.EachListItem(list, func(o runtime.Object) error {
+			obj := o.(client.Object)
+			if obj.GetDeletionTimestamp() != nil {
+				return nil
+			}
+			r.log.Info("Deleting what fleetlet made for a source", "kind", fmt.Sprintf("%T", obj), "object", klog.KObj(obj),
+				"source", obj.GetLabels()[source.LabelSourceName])
+			r.sum.SourceIdentitiesDeleted++
+			if r.opts.DryRun {
+				return nil
+			}
+			if err := r.c.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				r.problem("deleting %s: %v", klog.KObj(obj), err)
+			}
+			return nil
+		})
 	}
 }
 

@@ -291,9 +291,12 @@ func TestCleanup(t *testing.T) {
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: source.ClusterRoleSourceReader},
 		}
 		create(t, tgt, left, srcObj, crb)
+		made := clusterSourceIdentity(ns, "fleet")
+		foreign := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-fleetlets", Labels: map[string]string{source.LabelSourceKind: source.KindClusterSource}}}
+		create(t, tgt, append(made, foreign)...)
 
 		dry, err := run(t, tgt, cleanup.Options{DryRun: true})
-		want := cleanup.Summary{ChaperonsDeleted: 1, SourceFinalizersRemoved: 1, ClusterObjectsDeleted: 3}
+		want := cleanup.Summary{ChaperonsDeleted: 1, SourceFinalizersRemoved: 1, ClusterObjectsDeleted: 3, SourceIdentitiesDeleted: 1 + len(made)}
 		if err != nil || !cmp.Equal(want, dry) {
 			t.Errorf("dry run = %+v, %v; want %+v", dry, err, want)
 		}
@@ -320,6 +323,14 @@ func TestCleanup(t *testing.T) {
 		}
 		if err := tgt.Get(ctx, client.ObjectKeyFromObject(crb), &rbacv1.ClusterRoleBinding{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the Source's ClusterRoleBinding still exists (%v)", err)
+		}
+		for _, o := range made {
+			if err := tgt.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+				t.Errorf("the ClusterSource's %T %s still exists (%v)", o, o.GetName(), err)
+			}
+		}
+		if err := tgt.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil {
+			t.Errorf("a ServiceAccount fleetlet did not make was deleted: %v", err)
 		}
 		for _, o := range []client.Object{
 			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSource}},
@@ -348,13 +359,22 @@ func TestCleanupWithoutCRDs(t *testing.T) {
 	p := pod("apps", "proxy", "fleetlet-t", nil, v1alpha1.FinalizerDelegate, otherFinalizer)
 	notOurs := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSource}}
 	create(t, c, p, notOurs)
+	// What a ClusterSource owned: with its CRD gone, the garbage collector
+	// cannot resolve the owner and would leave them for good.
+	made := clusterSourceIdentity("apps", "fleet")
+	create(t, c, made...)
 
 	sum, err := run(t, c, cleanup.Options{})
 	if err != nil {
 		t.Fatalf("cleanup without CRDs: %v", err)
 	}
-	if diff := cmp.Diff(cleanup.Summary{FinalizersRemoved: 1, VirtualNodesDeleted: 1}, sum); diff != "" {
+	if diff := cmp.Diff(cleanup.Summary{FinalizersRemoved: 1, VirtualNodesDeleted: 1, SourceIdentitiesDeleted: len(made)}, sum); diff != "" {
 		t.Errorf("summary (-want,+got):\n%s", diff)
+	}
+	for _, o := range made {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+			t.Errorf("the ClusterSource's %T %s still exists (%v)", o, o.GetName(), err)
+		}
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil || !slices.Equal(p.Finalizers, []string{otherFinalizer}) {
 		t.Errorf("proxy finalizers = %v (%v), want only %s", p.Finalizers, err, otherFinalizer)
@@ -365,5 +385,23 @@ func TestCleanupWithoutCRDs(t *testing.T) {
 	again, err := run(t, c, cleanup.Options{})
 	if err != nil || !cmp.Equal(cleanup.Summary{}, again) {
 		t.Errorf("second run = %+v, %v; want nothing done", again, err)
+	}
+}
+
+// clusterSourceIdentity is what the ClusterSource controller makes for a
+// ClusterSource whose ServiceAccount lives in ns, labelled as it labels
+// them (owner references left out: the CRD may be gone).
+func clusterSourceIdentity(ns, name string) []client.Object {
+	l := func() map[string]string {
+		return map[string]string{source.LabelManagedBy: source.ManagedBy, source.LabelSourceKind: source.KindClusterSource, source.LabelSourceName: name}
+	}
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "fleetlet-source-" + name}}
+	return []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleetlet-source-" + name, Labels: l()}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleetlet-heartbeat-" + name, Labels: l()}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleetlet-source-" + name, Labels: l()}, Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: source.ClusterRoleSource}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fleetlet-clustersource-" + name + "-" + ns, Labels: l()}, Subjects: subjects,
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: source.ClusterRoleSourceReader}},
 	}
 }
