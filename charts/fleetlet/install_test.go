@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -21,9 +22,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/fleetlet/fleetlet/pkg/source"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
@@ -144,6 +147,9 @@ scheduler:
 
 	t.Run("pod annotations", func(t *testing.T) { testPodAnnotationsPolicy(t, admin) })
 	t.Run("chaperon parent-cluster", func(t *testing.T) { testChaperonPolicy(t, admin) })
+	t.Run("the manager deletes only what is fleetlet's", func(t *testing.T) { testManagerDeletesPolicy(t, admin) })
+	t.Run("the manager writes only fleetlet's Leases", func(t *testing.T) { testManagerLeasesPolicy(t, admin) })
+	t.Run("a source writes only its own copies", func(t *testing.T) { testSourceCopiesPolicy(t, admin) })
 
 	// Uninstall removes what the release created, extra resources included,
 	// and keeps the CRDs.
@@ -346,5 +352,170 @@ func testChaperonPolicy(t *testing.T, admin client.Client) {
 	}
 	if err := cluster2.Delete(ctx, chaperon("own", "")); err != nil {
 		t.Errorf("the source deleting its own chaperon: %v", err)
+	}
+}
+
+// The manager's RBAC lets it delete ServiceAccounts, RoleBindings, pods and
+// nodes anywhere (the Source controllers, the chaperon controller and the
+// virtual nodes need it); the fleetlet-manager-deletes policy narrows that
+// to what fleetlet made. Before: the manager could delete any of them.
+func testManagerDeletesPolicy(t *testing.T, admin client.Client) {
+	ctx := context.Background()
+	manager := as(t, "system:serviceaccount:"+releaseNS+":"+managerSA)
+	ours := map[string]string{source.LabelManagedBy: source.ManagedBy, source.LabelSourceKind: source.KindSource}
+	container := []corev1.Container{{Name: "c", Image: "busybox"}}
+	cases := []struct {
+		obj     client.Object
+		refused bool
+	}{
+		{&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "someones"}}, true},
+		{&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "fleetlet-source-x", Labels: ours}}, false},
+		{&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "someones"},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"}}, true},
+		{&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "someones"},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"}}, true},
+		{&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "someones"}, Spec: corev1.PodSpec{Containers: container}}, true},
+		{&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "a-delegate",
+			Labels: map[string]string{"multicluster.fleetlet.io/parent-cluster": "cluster-2"}}, Spec: corev1.PodSpec{Containers: container}}, false},
+		{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a-real-node"}}, true},
+		{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "fleetlet-cluster-2", Annotations: map[string]string{"multicluster.fleetlet.io/target": "cluster-2"}}}, false},
+	}
+	// A policy takes a moment to be in force: wait for it on a probe.
+	eventually(t, "the deletes policy in force", func() error {
+		probe := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "probe"}}
+		if err := admin.Create(ctx, probe); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		if err := manager.Delete(ctx, probe); err == nil || !strings.Contains(err.Error(), "fleetlet deletes only what it made") {
+			return fmt.Errorf("deleting a foreign ServiceAccount: %v", err)
+		}
+		return nil
+	})
+	for _, tc := range cases {
+		if err := admin.Create(ctx, tc.obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range cases {
+		name := fmt.Sprintf("%T %s", tc.obj, tc.obj.GetName())
+		eventually(t, "the policy deciding on "+name, func() error {
+			err := manager.Delete(ctx, tc.obj)
+			switch {
+			case tc.refused && err == nil:
+				return fmt.Errorf("the manager deleted %s, which fleetlet did not make", name)
+			case tc.refused && !strings.Contains(err.Error(), "fleetlet deletes only what it made"):
+				return fmt.Errorf("deleting %s: %v, want the policy's refusal", name, err)
+			case !tc.refused && err != nil && !apierrors.IsNotFound(err):
+				return fmt.Errorf("deleting %s: %v", name, err)
+			}
+			return nil
+		})
+	}
+}
+
+// The manager's RBAC has update on Leases cluster-wide (the escalation check
+// of the heartbeat Roles it writes needs it); the fleetlet-manager-leases
+// policy keeps it to fleetlet's own. Before: it could take over
+// kube-scheduler's leader election or renew a real node's Lease.
+func testManagerLeasesPolicy(t *testing.T, admin client.Client) {
+	ctx := context.Background()
+	manager := as(t, "system:serviceaccount:"+releaseNS+":"+managerSA)
+	lease := func(ns, name string) *coordinationv1.Lease {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("someone")}}
+		if err := admin.Create(ctx, l); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		return l
+	}
+	for _, ns := range []string{"kube-system", "kube-node-lease"} {
+		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	update := func(l *coordinationv1.Lease) error {
+		var got coordinationv1.Lease
+		if err := manager.Get(ctx, client.ObjectKeyFromObject(l), &got); err != nil {
+			return err
+		}
+		got.Spec.HolderIdentity = ptr.To("fleetlet")
+		return manager.Update(ctx, &got)
+	}
+	for _, l := range []*coordinationv1.Lease{lease("kube-system", "kube-scheduler"), lease("kube-node-lease", "a-real-node")} {
+		eventually(t, "the Lease policy refusing "+l.Namespace+"/"+l.Name, func() error {
+			err := update(l)
+			if err == nil {
+				return fmt.Errorf("the manager took over Lease %s/%s", l.Namespace, l.Name)
+			}
+			if !strings.Contains(err.Error(), "fleetlet writes only its own Leases") {
+				return err
+			}
+			return nil
+		})
+	}
+	for _, l := range []*coordinationv1.Lease{lease(releaseNS, "fleetlet-manager"), lease("kube-node-lease", "fleetlet-cluster-2"), lease("team-a", "fleetlet-source-cluster-2")} {
+		if err := update(l); err != nil {
+			t.Errorf("the manager may not renew its own Lease %s/%s: %v", l.Namespace, l.Name, err)
+		}
+	}
+}
+
+// fleetlet-source lets a source write ConfigMaps, Secrets and
+// ServiceAccounts where it is admitted (its copies); the
+// fleetlet-source-copies policy keeps it to objects labelled as its own.
+// Before: a source could change or delete any of the target's.
+// (cluster-2's RoleBinding to fleetlet-source in team-a is
+// testChaperonPolicy's.)
+func testSourceCopiesPolicy(t *testing.T, admin client.Client) {
+	ctx := context.Background()
+	src := as(t, "system:serviceaccount:team-a:fleetlet-source-cluster-2")
+	cm := func(name, parent string) *corev1.ConfigMap {
+		c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name}, Data: map[string]string{"a": "b"}}
+		if parent != "" {
+			c.Labels = map[string]string{"multicluster.fleetlet.io/parent-cluster": parent}
+		}
+		return c
+	}
+	theirs := cm("the-targets-own", "")
+	if err := admin.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "source cluster-2 ") {
+			t.Errorf("%s: %v, want the policy's refusal", what, err)
+		}
+	}
+	eventually(t, "the copies policy in force", func() error {
+		err := src.Create(ctx, cm("unlabelled", ""))
+		if err == nil {
+			_ = admin.Delete(ctx, cm("unlabelled", ""))
+			return errNotYet
+		}
+		if !strings.Contains(err.Error(), "writes only its own copies") {
+			return err
+		}
+		return nil
+	})
+	refused("creating a copy labelled as another source's", src.Create(ctx, cm("forged", "cluster-3")))
+	var got corev1.ConfigMap
+	if err := src.Get(ctx, client.ObjectKeyFromObject(theirs), &got); err != nil {
+		t.Fatal(err)
+	}
+	got.Data["a"] = "changed"
+	refused("updating the target's own ConfigMap", src.Update(ctx, &got))
+	got.Labels = map[string]string{"multicluster.fleetlet.io/parent-cluster": "cluster-2"}
+	refused("adopting the target's own ConfigMap", src.Update(ctx, &got))
+	refused("deleting the target's own ConfigMap", src.Delete(ctx, theirs))
+
+	mine := cm("a-copy", "cluster-2")
+	if err := src.Create(ctx, mine); err != nil {
+		t.Fatalf("creating its own copy: %v", err)
+	}
+	mine.Data["a"] = "changed"
+	if err := src.Update(ctx, mine); err != nil {
+		t.Errorf("updating its own copy: %v", err)
+	}
+	if err := src.Delete(ctx, mine); err != nil {
+		t.Errorf("deleting its own copy: %v", err)
 	}
 }

@@ -63,6 +63,7 @@ type managerOptions struct {
 	targetProbeFailures int
 	heartbeatDuration   time.Duration
 	summaryStaleAfter   time.Duration
+	allowedTargetHosts  []string
 
 	nodeLeaseDuration  time.Duration
 	nodeStatusInterval time.Duration
@@ -171,6 +172,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.targetProbeBackoff, "target-probe-backoff", o.targetProbeBackoff, "first retry delay after a failed probe; it doubles up to --target-probe-interval")
 	f.IntVar(&o.targetProbeFailures, "target-probe-failure-threshold", o.targetProbeFailures, "how many probes in a row must fail before a Ready target is called NotReady")
 	f.DurationVar(&o.heartbeatDuration, "source-heartbeat-duration", o.heartbeatDuration, "duration of the heartbeat Lease this source renews in each target")
+	f.StringSliceVar(&o.allowedTargetHosts, "allowed-target-hosts", nil, "the API servers a Target's kubeconfig may name: host names, *.suffix, IP addresses, CIDRs (comma-separated); empty allows any https host")
 	f.DurationVar(&o.summaryStaleAfter, "target-summary-stale-after", o.summaryStaleAfter, "how long a target's ClusterSummary may go unrenewed (its fleetlet down) before the target gets SummaryStale and no new election")
 	f.DurationVar(&o.nodeLeaseDuration, "node-lease-duration", o.nodeLeaseDuration, "duration of the virtual nodes' Leases in kube-node-lease")
 	f.DurationVar(&o.nodeStatusInterval, "node-status-interval", o.nodeStatusInterval, "how often the virtual nodes' status is refreshed when nothing changed")
@@ -217,6 +219,9 @@ func (o *managerOptions) validate() error {
 	}
 	if o.targetProbeFailures < 1 {
 		errs = append(errs, fmt.Errorf("--target-probe-failure-threshold must be at least 1, got %d", o.targetProbeFailures))
+	}
+	if _, err := target.ParseHostAllowList(o.allowedTargetHosts); err != nil {
+		errs = append(errs, fmt.Errorf("--allowed-target-hosts: %w", err))
 	}
 	if o.electorWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--elector-workers must be at least 1, got %d", o.electorWorkers))
@@ -392,7 +397,12 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	// The feedback controller mirrors delegates' Events: it is made once
 	// the registry it reads exists.
 	var fb *feedback.Reconciler
+	allowed, err := target.ParseHostAllowList(o.allowedTargetHosts)
+	if err != nil {
+		return err
+	}
 	reg, err := target.New(target.Options{
+		AllowedHosts:          allowed,
 		SourceName:            o.clusterName,
 		ProbeInterval:         o.targetProbeInterval,
 		ProbeTimeout:          o.targetProbeTimeout,

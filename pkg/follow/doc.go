@@ -27,7 +27,10 @@
 // allowed kinds but Secrets to a target before its candidate is created;
 // at StageDelegate it also copies Secrets, to the elected target only,
 // before the delegate may bind. A ServiceAccount that already exists in
-// the target, whoever made it, satisfies the need and is never modified;
+// the target and that fleetlet did not make satisfies the need only when
+// it is "default" or labelled source.multicluster.fleetlet.io/<source>=true
+// by the target's admin (any other is a clash: the target is filtered),
+// and is never modified;
 // service-account-token Secrets are never copied; self targets follow
 // nothing (the caller does not call Ensure for them).
 //

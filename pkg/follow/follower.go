@@ -275,7 +275,17 @@ func (f *Follower) ensure(ctx context.Context, target client.Client, targetName 
 func (f *Follower) check(it item, src, existing *unstructured.Unstructured) (satisfied bool, err error) {
 	gk := it.gvk.GroupKind()
 	switch {
-	case gk == serviceAccountGK && existing != nil && (!f.owned(existing) || src == nil):
+	case gk == serviceAccountGK && existing != nil && !f.owned(existing):
+		// Running as a ServiceAccount of the target's is running with its
+		// rights there: only "default" and one the target's admin marked
+		// for this source may stand in for the source's.
+		if it.name == DefaultServiceAccount || existing.GetLabels()[v1alpha1.SourceLabelPrefix+f.opts.SourceName] == "true" {
+			return true, nil
+		}
+		return false, &Refusal{Object: it.what, Reason: ReasonClash, Message: fmt.Sprintf(
+			"the target already has a ServiceAccount %s that fleetlet did not make: a delegate would run with its rights there; its admin can allow that with the label %s%s=true",
+			it.name, v1alpha1.SourceLabelPrefix, f.opts.SourceName)}
+	case gk == serviceAccountGK && existing != nil && src == nil:
 		return true, nil
 	case src == nil && it.optional:
 		return true, nil

@@ -245,8 +245,12 @@ func TestClash(t *testing.T) {
 	}
 }
 
-// An existing ServiceAccount, whoever made it, satisfies the need and is
-// left untouched; "default" needs none in the source.
+// A ServiceAccount of the target's that fleetlet did not make satisfies
+// the need only when it is "default" or its admin marked it usable by this
+// source (label source.multicluster.fleetlet.io/<source>=true); any other
+// is refused (Clash), so that a source's pod never runs with the rights of
+// whatever ServiceAccount of that name the target has. It is left
+// untouched either way. Before: any existing one satisfied it.
 func TestExistingServiceAccountSatisfies(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
@@ -257,8 +261,16 @@ func TestExistingServiceAccountSatisfies(t *testing.T) {
 	f.create(t, f.target, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}})
 	p := f.proxy(t, "web-0", nil)
 
-	if err := fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageCandidate); err != nil {
+	r := refusal(t, fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageCandidate), follow.ReasonClash)
+	if r.Object != "ServiceAccount builder" || !strings.Contains(r.Message, v1alpha1.SourceLabelPrefix+sourceName+"=true") {
+		t.Errorf("refusal = %+v, want one naming ServiceAccount builder and the label that allows it", r)
+	}
+	theirs.Labels[v1alpha1.SourceLabelPrefix+sourceName] = "true"
+	if err := f.target.Update(ctx, theirs); err != nil {
 		t.Fatal(err)
+	}
+	if err := fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageCandidate); err != nil {
+		t.Fatalf("a ServiceAccount marked usable by this source: %v", err)
 	}
 	var cur corev1.ServiceAccount
 	f.get(t, f.target, "builder", &cur)

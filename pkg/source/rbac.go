@@ -31,7 +31,7 @@ func SourceRules() []rbacv1.PolicyRule {
 		{
 			APIGroups: []string{v1alpha1.GroupName},
 			Resources: []string{"podchaperons"},
-			Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"},
+			Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete"},
 		},
 		// The chaperon controller of the target writes the mirrored pod
 		// status; the source only reads it.

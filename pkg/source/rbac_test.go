@@ -25,7 +25,7 @@ func TestRulesAreExactlyLeastPrivilege(t *testing.T) {
 			name: "fleetlet-source",
 			got:  SourceRules(),
 			want: []rbacv1.PolicyRule{
-				{APIGroups: []string{"multicluster.fleetlet.io"}, Resources: []string{"podchaperons"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}},
+				{APIGroups: []string{"multicluster.fleetlet.io"}, Resources: []string{"podchaperons"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 				{APIGroups: []string{"multicluster.fleetlet.io"}, Resources: []string{"podchaperons/status"}, Verbs: []string{"get"}},
 				{APIGroups: []string{"multicluster.fleetlet.io"}, Resources: []string{"podchaperons/finalizers"}, Verbs: []string{"update"}},
 				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create"}},

@@ -2,9 +2,7 @@ package target
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -502,12 +500,12 @@ func (c *Cluster) probe(ctx context.Context) (Health, *v1alpha1.ClusterSummarySt
 	defer cancel()
 	var cs v1alpha1.ClusterSummary
 	if err := c.client.Get(ctx, types.NamespacedName{Name: v1alpha1.ClusterSummaryName}, &cs); err != nil {
-		reason, msg := classify(err, "reading the ClusterSummary")
+		reason, msg := classify(err, "reading the ClusterSummary", c.key.Namespace != "")
 		return Health{Reason: reason, Message: msg, LastProbe: now}, nil
 	}
 	if !c.conn.self {
 		if err := c.renewHeartbeat(ctx); err != nil {
-			reason, msg := classify(err, fmt.Sprintf("renewing the heartbeat Lease %s/%s", c.conn.leaseNamespace, HeartbeatLeaseName(c.opts.SourceName)))
+			reason, msg := classify(err, fmt.Sprintf("renewing the heartbeat Lease %s/%s", c.conn.leaseNamespace, HeartbeatLeaseName(c.opts.SourceName)), c.key.Namespace != "")
 			return Health{Reason: reason, Message: msg, LastProbe: now}, cs.Status.DeepCopy()
 		}
 	}
@@ -543,24 +541,6 @@ func (c *Cluster) renewHeartbeat(ctx context.Context) error {
 	lease.Spec.HolderIdentity = ptr.To(c.opts.SourceName)
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(c.opts.HeartbeatDuration / time.Second))
 	return c.client.Update(ctx, &lease)
-}
-
-// classify turns a probe error into a Ready reason and a message a user can
-// act on.
-func classify(err error, doing string) (reason, message string) {
-	var netErr net.Error
-	switch {
-	case apierrors.IsUnauthorized(err):
-		return v1alpha1.ReasonForbidden, fmt.Sprintf("the target refused the credentials while %s: %v", doing, err)
-	case apierrors.IsForbidden(err):
-		return v1alpha1.ReasonForbidden, fmt.Sprintf("the credentials are not allowed %s: %v", doing, err)
-	case meta.IsNoMatchError(err), apierrors.IsNotFound(err):
-		return v1alpha1.ReasonFleetletMissing, fmt.Sprintf("fleetlet does not run in the target (%s: %v): install it there", doing, err)
-	case errors.As(err, &netErr), errors.Is(err, context.DeadlineExceeded):
-		return v1alpha1.ReasonUnreachable, fmt.Sprintf("the target does not answer (%s): %v", doing, err)
-	default:
-		return v1alpha1.ReasonUnreachable, fmt.Sprintf("%s: %v", doing, err)
-	}
 }
 
 func summaryEqual(a, b *v1alpha1.ClusterSummaryStatus) bool {

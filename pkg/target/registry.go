@@ -70,6 +70,9 @@ type Options struct {
 	// a few requests per target, so this caps how fast pods are placed.
 	QPS   float32
 	Burst int
+	// AllowedHosts are the API servers Targets may name; empty allows
+	// any https host.
+	AllowedHosts HostAllowList
 	// OnDelegateEvent, when set, makes the per-namespace chaperon caches
 	// watch the Events about pods there too, and calls it for every Event
 	// added or updated. The Events are not filtered: the callee looks the
@@ -577,6 +580,10 @@ func (r *Registry) connectionFor(ctx context.Context, key Key, spec *v1alpha1.Ta
 	cfg, err := RESTConfigFromKubeconfig(data, ref.Context)
 	if err != nil {
 		return conn, v1alpha1.ReasonBadKubeconfig, fmt.Sprintf("Secret %s/%s key %q: %v", ns, ref.Name, dataKey, err), nil
+	}
+	if !r.opts.AllowedHosts.Allows(cfg.Host) {
+		return conn, v1alpha1.ReasonHostNotAllowed, fmt.Sprintf(
+			"the kubeconfig's server %s is not one of the hosts targets may name (the manager's --allowed-target-hosts); the cluster admin can allow it", hostOf(cfg.Host)), nil
 	}
 	leaseNS := kubeconfigNamespace(data, ref.Context)
 	if leaseNS == "" {

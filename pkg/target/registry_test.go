@@ -259,7 +259,23 @@ func TestTargetReadiness(t *testing.T) {
 		data, _ := clientcmd.Write(*kc)
 		f.putSecret(t, "down-secret", data)
 		f.createTarget(t, "down", "down-secret")
-		f.waitReady(t, "down", metav1.ConditionFalse, v1alpha1.ReasonUnreachable)
+		msg := f.waitReady(t, "down", metav1.ConditionFalse, v1alpha1.ReasonUnreachable)
+		// A namespace's users read it: the kind of failure, not the address.
+		if !strings.Contains(msg, "connection refused") || strings.Contains(msg, "127.0.0.1") {
+			t.Errorf("message %q: want the kind of failure without the address", msg)
+		}
+	})
+
+	t.Run("a certificate for another name", func(t *testing.T) {
+		kc, _ := clientcmd.Load(good)
+		kc.Clusters["t"].TLSServerName = "not-the-target.example"
+		data, _ := clientcmd.Write(*kc)
+		f.putSecret(t, "tls-secret", data)
+		f.createTarget(t, "tls", "tls-secret")
+		msg := f.waitReady(t, "tls", metav1.ConditionFalse, v1alpha1.ReasonTLS)
+		if strings.Contains(msg, "127.0.0.1") {
+			t.Errorf("message %q names the address", msg)
+		}
 	})
 
 	t.Run("forbidden", func(t *testing.T) {
@@ -482,3 +498,32 @@ func (q *syncedQueue) Add(r reconcile.Request) {
 
 // waitTimeout only ends a test that would hang.
 const waitTimeout = 30 * time.Second
+
+// With --allowed-target-hosts, a Target whose kubeconfig names another host
+// is refused (HostNotAllowed) and never contacted; one that names an
+// allowed host connects. Before: any https host was contacted.
+func TestAllowedTargetHosts(t *testing.T) {
+	// One registry at a time: each reconciles every Target of the source.
+	t.Run("another host is refused", func(t *testing.T) {
+		allowed, err := target.ParseHostAllowList([]string{"*.clusters.example.com"})
+		require.NoError(t, err)
+		f := start(t, func(o *target.Options) { o.AllowedHosts = allowed })
+		ensureSummary(t, f.target)
+		f.putSecret(t, "c", testenv.Kubeconfig(t, targetEnv.Config, "default", ""))
+		f.createTarget(t, "elsewhere", "c")
+		msg := f.waitReady(t, "elsewhere", metav1.ConditionFalse, v1alpha1.ReasonHostNotAllowed)
+		require.Contains(t, msg, "--allowed-target-hosts")
+		if _, ok := f.registry.Get(target.Key{Namespace: f.ns, Name: "elsewhere"}); ok {
+			t.Error("a Target naming a host not allowed is connected")
+		}
+	})
+	t.Run("an allowed host connects", func(t *testing.T) {
+		loopback, err := target.ParseHostAllowList([]string{"127.0.0.0/8"})
+		require.NoError(t, err)
+		f := start(t, func(o *target.Options) { o.AllowedHosts = loopback })
+		ensureSummary(t, f.target)
+		f.putSecret(t, "c", testenv.Kubeconfig(t, targetEnv.Config, "default", ""))
+		f.createTarget(t, "here", "c")
+		f.waitReady(t, "here", metav1.ConditionTrue, v1alpha1.ReasonConnected)
+	})
+}

@@ -251,6 +251,14 @@ const (
 	// check, such as an excludedLabelsRegexp that does not compile.
 	ReasonInvalidSpec = "InvalidSpec"
 
+	// ReasonHostNotAllowed: the kubeconfig's server is not among the hosts
+	// the manager allows targets to name (--allowed-target-hosts).
+	ReasonHostNotAllowed = "HostNotAllowed"
+
+	// ReasonTLS: the target's API server's certificate is not trusted or
+	// does not match its name.
+	ReasonTLS = "TLSError"
+
 	// ReasonDuplicateCluster: another Target or ClusterTarget of this
 	// source, registered first, reaches the same cluster (the same
 	// ClusterSummary clusterID); this one is refused while that one stays.
