@@ -178,8 +178,10 @@ func TestUninstall(t *testing.T) {
 		}
 		// Nothing cluster-wide of the chart: no ClusterRole (the chart's,
 		// the source ClusterRoles, the cleanup hook's), no webhook, no
-		// admission policy, no PriorityClass. What a ClusterSource owns
-		// stays with it (and its kept CRD) until below.
+		// admission policy, no PriorityClass, and nothing the Source
+		// controllers made for sources, though the ClusterSources stay
+		// with their kept CRD (before: their ClusterRoleBindings and
+		// ServiceAccounts stayed with them, granting access).
 		roles, err := cs.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -194,7 +196,7 @@ func TestUninstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, b := range bindings.Items {
-			if (strings.Contains(b.Name, "fleetlet") || b.Labels["app.kubernetes.io/part-of"] == "fleetlet") && !ownedByClusterSource(b.OwnerReferences) {
+			if strings.Contains(b.Name, "fleetlet") || b.Labels["app.kubernetes.io/part-of"] == "fleetlet" {
 				t.Errorf("%s: ClusterRoleBinding %s left (labels %v, owners %v)", c, b.Name, b.Labels, b.OwnerReferences)
 			}
 		}
@@ -220,6 +222,17 @@ func TestUninstall(t *testing.T) {
 		}
 		for _, sa := range sas.Items {
 			t.Errorf("%s: ServiceAccount %s left", c, sa.Name)
+		}
+		// The sources' ServiceAccounts too (the CRDs, hence the
+		// ClusterSources, are still there).
+		all, err := cs.CoreV1().ServiceAccounts(sandbox.FleetletNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sa := range all.Items {
+			if strings.HasPrefix(sa.Name, v1alpha1.SourceServiceAccountPrefix) {
+				t.Errorf("%s: source ServiceAccount %s left", c, sa.Name)
+			}
 		}
 	}
 
@@ -326,15 +339,6 @@ func hasGate(p *corev1.Pod) bool {
 func hasDelegateFinalizer(p *corev1.Pod) bool {
 	for _, f := range p.Finalizers {
 		if f == v1alpha1.FinalizerDelegate {
-			return true
-		}
-	}
-	return false
-}
-
-func ownedByClusterSource(refs []metav1.OwnerReference) bool {
-	for _, r := range refs {
-		if r.Kind == "ClusterSource" && strings.HasPrefix(r.APIVersion, v1alpha1.GroupName+"/") {
 			return true
 		}
 	}

@@ -591,8 +591,9 @@ func (r *run) releaseSources(ctx context.Context) {
 
 // deleteSourceIdentities deletes everything the Source and ClusterSource
 // controllers made (labelled managed-by=fleetlet with a source kind): the
-// garbage collector would not, once the CRDs are gone, since it cannot
-// resolve an owner whose kind no longer exists.
+// CRDs are kept on uninstall by default, so the Sources and ClusterSources
+// that own them stay, and their ServiceAccounts and bindings would go on
+// granting remote sources access to a cluster fleetlet has left.
 func (r *run) deleteSourceIdentities(ctx context.Context) {
 	selector := labels.SelectorFromSet(labels.Set{source.LabelManagedBy: source.ManagedBy})
 	kinds, err := labels.NewRequirement(source.LabelSourceKind, selection.In, []string{source.KindSource, source.KindClusterSource})

@@ -359,8 +359,8 @@ func TestCleanupWithoutCRDs(t *testing.T) {
 	p := pod("apps", "proxy", "fleetlet-t", nil, v1alpha1.FinalizerDelegate, otherFinalizer)
 	notOurs := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSource}}
 	create(t, c, p, notOurs)
-	// What a ClusterSource owned: with its CRD gone, the garbage collector
-	// cannot resolve the owner and would leave them for good.
+	// What a ClusterSource owned, found by its labels alone (no CRD to
+	// list ClusterSources with).
 	made := clusterSourceIdentity("apps", "fleet")
 	create(t, c, made...)
 
