@@ -48,7 +48,7 @@ func (r *Registry) collectOrphanNodes(ctx context.Context) error {
 		if vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name}) != n.Name {
 			continue // not a name fleetlet gives that target: not ours
 		}
-		err := r.getUncached(ctx, key)
+		_, err := getTarget(ctx, r.apiReader, key)
 		if err == nil {
 			continue
 		}
@@ -69,13 +69,4 @@ func keyFromAnnotation(v string) Key {
 		return Key{Namespace: ns, Name: name}
 	}
 	return Key{Name: v}
-}
-
-// getUncached reads a Target or ClusterTarget from the API server.
-func (r *Registry) getUncached(ctx context.Context, key Key) error {
-	nn := client.ObjectKey{Namespace: key.Namespace, Name: key.Name}
-	if key.Namespace == "" {
-		return r.apiReader.Get(ctx, nn, &v1alpha1.ClusterTarget{})
-	}
-	return r.apiReader.Get(ctx, nn, &v1alpha1.Target{})
 }

@@ -224,20 +224,13 @@ func (r *Registry) List() []*Cluster {
 // connection has not been made yet. Known but unreachable: what runs there
 // is unknown, never gone. Every target is in exactly one of the two.
 func (r *Registry) Known(ctx context.Context) (connected []*Cluster, unconnected []Key, err error) {
-	var keys []Key
-	var cts v1alpha1.ClusterTargetList
-	if err := r.client.List(ctx, &cts); err != nil {
-		return nil, nil, fmt.Errorf("listing ClusterTargets: %w", err)
+	all, err := r.registrations(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
-	for _, t := range cts.Items {
-		keys = append(keys, Key{Name: t.Name})
-	}
-	var ts v1alpha1.TargetList
-	if err := r.client.List(ctx, &ts); err != nil {
-		return nil, nil, fmt.Errorf("listing Targets: %w", err)
-	}
-	for _, t := range ts.Items {
-		keys = append(keys, Key{Namespace: t.Namespace, Name: t.Name})
+	keys := make([]Key, 0, len(all))
+	for _, o := range all {
+		keys = append(keys, keyOfObject(o))
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -389,16 +382,22 @@ func (t clusterTargetWrapper) spec() *v1alpha1.TargetSpec     { return &t.Spec }
 func (t clusterTargetWrapper) status() *v1alpha1.TargetStatus { return &t.Status }
 
 func (r *Registry) get(ctx context.Context, key Key) (targetObject, error) {
+	return getTarget(ctx, r.client, key)
+}
+
+// getTarget reads a Target or ClusterTarget with reader (the cache, or the
+// API server).
+func getTarget(ctx context.Context, reader client.Reader, key Key) (targetObject, error) {
 	nn := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
 	if key.Namespace == "" {
 		var t v1alpha1.ClusterTarget
-		if err := r.client.Get(ctx, nn, &t); err != nil {
+		if err := reader.Get(ctx, nn, &t); err != nil {
 			return nil, err
 		}
 		return clusterTargetWrapper{&t}, nil
 	}
 	var t v1alpha1.Target
-	if err := r.client.Get(ctx, nn, &t); err != nil {
+	if err := reader.Get(ctx, nn, &t); err != nil {
 		return nil, err
 	}
 	return targetWrapper{&t}, nil
