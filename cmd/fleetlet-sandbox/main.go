@@ -181,7 +181,16 @@ deleted). The CRDs stay (the chart's crds.keep).`,
 	}
 	addUpFlags(demo)
 
-	root.AddCommand(up, down, stopCmd, start, env, demo, uninstall)
+	httpStdio := &cobra.Command{
+		Use:    sandbox.PortForwardCommand,
+		Short:  "Answer one HTTP request on stdin and stdout: what the fake nodes' forwarded ports serve",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return sandbox.ServeHTTPStdio(cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+	root.AddCommand(up, down, stopCmd, start, env, demo, uninstall, httpStdio)
 	return root
 }
 

@@ -67,7 +67,7 @@ type managerOptions struct {
 
 	nodeLeaseDuration  time.Duration
 	nodeStatusInterval time.Duration
-	kubeletPort        int
+	kubeletAPI         kubeletAPIOptions
 	nodeAddress        string
 
 	gracefulShutdown time.Duration
@@ -123,7 +123,7 @@ func defaultManagerOptions() managerOptions {
 		summaryStaleAfter:           target.DefaultSummaryStaleAfter,
 		nodeLeaseDuration:           vnode.DefaultLeaseDuration,
 		nodeStatusInterval:          vnode.DefaultStatusInterval,
-		kubeletPort:                 10250,
+		kubeletAPI:                  defaultKubeletAPIOptions(),
 		nodeAddress:                 addr,
 		gracefulShutdown:            30 * time.Second,
 		electionDeadline:            elector.DefaultElectionDeadline,
@@ -176,7 +176,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.summaryStaleAfter, "target-summary-stale-after", o.summaryStaleAfter, "how long a target's ClusterSummary may go unrenewed (its fleetlet down) before the target gets SummaryStale and no new election")
 	f.DurationVar(&o.nodeLeaseDuration, "node-lease-duration", o.nodeLeaseDuration, "duration of the virtual nodes' Leases in kube-node-lease")
 	f.DurationVar(&o.nodeStatusInterval, "node-status-interval", o.nodeStatusInterval, "how often the virtual nodes' status is refreshed when nothing changed")
-	f.IntVar(&o.kubeletPort, "kubelet-port", o.kubeletPort, "port the virtual nodes advertise for their kubelet API")
+	addKubeletAPIFlags(f, &o.kubeletAPI)
 	f.StringVar(&o.nodeAddress, "node-address", o.nodeAddress, "InternalIP the virtual nodes advertise (default $POD_IP, else 127.0.0.1)")
 	f.DurationVar(&o.gracefulShutdown, "graceful-shutdown-timeout", o.gracefulShutdown, "how long runnables get to stop")
 	f.DurationVar(&o.electionDeadline, "election-deadline", o.electionDeadline, "how long an election waits for the other candidates after the first reservation")
@@ -235,8 +235,8 @@ func (o *managerOptions) validate() error {
 	if err := o.webhook.validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if o.kubeletPort < 0 || o.kubeletPort > 65535 {
-		errs = append(errs, fmt.Errorf("--kubelet-port %d is not a port", o.kubeletPort))
+	if err := o.kubeletAPI.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -362,11 +362,16 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	if err != nil {
 		return err
 	}
+	targets := &registryTargets{}
+	kubelet, err := newKubeletAPI(ctx, mgr, cs, o.kubeletAPI, o.nodeAddress, targets)
+	if err != nil {
+		return fmt.Errorf("creating the virtual nodes' kubelet API: %w", err)
+	}
 	nodes, err := vnode.NewController(vnode.Config{
 		Client:         cs,
 		LeaseDuration:  o.nodeLeaseDuration,
 		StatusInterval: o.nodeStatusInterval,
-		KubeletPort:    int32(o.kubeletPort),
+		Kubelet:        kubelet,
 		NodeAddress:    o.nodeAddress,
 	})
 	if err != nil {
@@ -417,6 +422,7 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	if err != nil {
 		return err
 	}
+	targets.reg = reg
 	if err := reg.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the target registry: %w", err)
 	}

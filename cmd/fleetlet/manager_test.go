@@ -16,7 +16,8 @@ func TestManagerOptionsValidate(t *testing.T) {
 		{name: "no cluster name", mutate: func(o *managerOptions) { o.clusterName = "" }, wantErr: "--cluster-name is required"},
 		{name: "no namespace", mutate: func(o *managerOptions) { o.namespace = "" }, wantErr: "--namespace"},
 		{name: "renew deadline not below lease", mutate: func(o *managerOptions) { o.leaderElectionRenewDeadline = o.leaderElectionLeaseDuration }, wantErr: "renew-deadline"},
-		{name: "bad kubelet port", mutate: func(o *managerOptions) { o.kubeletPort = 70000 }, wantErr: "--kubelet-port"},
+		{name: "bad kubelet ports", mutate: func(o *managerOptions) { o.kubeletAPI.ports = "10250-70000" }, wantErr: "--kubelet-ports"},
+		{name: "kubelet cert without key", mutate: func(o *managerOptions) { o.kubeletAPI.certFile = "tls.crt" }, wantErr: "--kubelet-tls-private-key-file"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -129,7 +129,18 @@ func prepareCluster(o Options, c *ClusterState) error {
 	if err := os.WriteFile(filepath.Join(c.DataDir, schedulerConfigFile), []byte(schedulerConfig(c)), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(c.DataDir, kwokConfigFile), []byte(kwokStages(o.CompleteAfter)), 0o644)
+	binDir, err := filepath.Abs(o.BinDir)
+	if err != nil {
+		return err
+	}
+	debugging, err := kwokDebugging(c, binDir)
+	if err != nil {
+		return err
+	}
+	if err := writeContainerLog(c); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(c.DataDir, kwokConfigFile), []byte(kwokStages(o.CompleteAfter)+"---\n"+debugging), 0o644)
 }
 
 // kubeconfigFor builds a kubeconfig with inline credentials whose context and
@@ -273,6 +284,10 @@ func kwokArgs(_ Options, c *ClusterState) []string {
 		"--manage-nodes-with-label-selector=" + kwokNodeLabel + "=" + kwokNodeLabelValue,
 		"--node-lease-duration-seconds=40",
 		"--node-ip=127.0.0.1",
+		// The fake nodes' kubelet API (logs, exec, attach,
+		// port-forward), which they advertise.
+		"--server-address=127.0.0.1:" + strconv.Itoa(c.Ports.KwokServer),
+		"--node-port=" + strconv.Itoa(c.Ports.KwokServer),
 		"--cidr=" + c.PodCIDR,
 	}
 }

@@ -19,6 +19,8 @@ import (
 // fleetlet in the sandbox.
 const (
 	binFleetlet = "fleetlet"
+	// binSandbox is this program: fake nodes' forwarded ports run it.
+	binSandbox = "fleetlet-sandbox"
 	// ComponentManager is the process name of a cluster's fleetlet manager.
 	ComponentManager = "fleetlet-manager"
 	// FleetletNamespace is where fleetlet runs in every sandbox cluster.
@@ -35,7 +37,7 @@ var fleetletComponent = component{
 	name:   ComponentManager,
 	binary: binFleetlet,
 	args: func(_ Options, c *ClusterState) []string {
-		return append(managerArgs(c, c.Ports.FleetletMetrics, c.Ports.FleetletHealth, c.Ports.FleetletKubelet),
+		return append(managerArgs(c, c.Ports.FleetletMetrics, c.Ports.FleetletHealth),
 			// No Service in front of a local process: the manager writes
 			// the MutatingWebhookConfiguration with a loopback URL.
 			"--webhook-url-mode",
@@ -59,7 +61,7 @@ var standbyComponent = component{
 	name:   ComponentManagerStandby,
 	binary: binFleetlet,
 	args: func(_ Options, c *ClusterState) []string {
-		return append(managerArgs(c, c.Ports.StandbyMetrics, c.Ports.StandbyHealth, c.Ports.StandbyKubelet),
+		return append(managerArgs(c, c.Ports.StandbyMetrics, c.Ports.StandbyHealth),
 			"--webhook-enabled=false")
 	},
 	ready: func(ctx context.Context, c *ClusterState) error {
@@ -69,7 +71,7 @@ var standbyComponent = component{
 
 // managerArgs are the arguments every manager replica of a cluster runs
 // with, on its own ports; both replicas share the manager's kubeconfig.
-func managerArgs(c *ClusterState, metrics, health, kubelet int) []string {
+func managerArgs(c *ClusterState, metrics, health int) []string {
 	return []string{
 		"manager",
 		"--kubeconfig=" + c.componentKubeconfig(ComponentManager),
@@ -77,7 +79,11 @@ func managerArgs(c *ClusterState, metrics, health, kubelet int) []string {
 		"--namespace=" + FleetletNamespace,
 		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(health),
-		"--kubelet-port=" + strconv.Itoa(kubelet),
+		// Each virtual node's kubelet API takes a free port; the
+		// apiserver calls it with a client certificate of the cluster's
+		// CA.
+		"--kubelet-ports=0",
+		"--kubelet-client-ca-file=" + c.pki("ca.crt"),
 		"--node-address=127.0.0.1",
 		// Outages show within seconds in the sandbox.
 		"--target-probe-interval=3s",

@@ -1,10 +1,14 @@
 package sandbox
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,8 +107,8 @@ func TestFreePortsAreDistinctAndFree(t *testing.T) {
 	}
 	got := portsFrom(ports[:portsPerCluster])
 	want := Ports{EtcdClient: ports[0], EtcdPeer: ports[1], APIServer: ports[2], ControllerManager: ports[3], Scheduler: ports[4],
-		FleetletMetrics: ports[5], FleetletHealth: ports[6], FleetletKubelet: ports[7], FleetletWebhook: ports[8], FleetletScheduler: ports[9],
-		StandbyMetrics: ports[10], StandbyHealth: ports[11], StandbyKubelet: ports[12]}
+		FleetletMetrics: ports[5], FleetletHealth: ports[6], KwokServer: ports[7], FleetletWebhook: ports[8], FleetletScheduler: ports[9],
+		StandbyMetrics: ports[10], StandbyHealth: ports[11]}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("portsFrom (-want,+got):\n%s", diff)
 	}
@@ -488,3 +492,48 @@ func TestTailFile(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestServeHTTPStdio(t *testing.T) {
+	var out bytes.Buffer
+	if err := ServeHTTPStdio(strings.NewReader("GET /hello HTTP/1.1\r\nHost: pod\r\n\r\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(&out), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || string(body) != PortForwardReply+" GET /hello\n" {
+		t.Errorf("answer = %d %q", resp.StatusCode, body)
+	}
+	if err := ServeHTTPStdio(strings.NewReader("not http"), io.Discard); err == nil {
+		t.Error("a request that is not HTTP was answered")
+	}
+}
+
+func TestKwokDebugging(t *testing.T) {
+	c := &ClusterState{Name: "cluster-2", DataDir: "/data/cluster-2"}
+	out, err := kwokDebugging(c, "/bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]map[string]any{}
+	for _, d := range strings.Split(out, "---\n") {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(d), &obj); err != nil {
+			t.Fatalf("does not parse: %v\n%s", err, d)
+		}
+		kinds[obj["kind"].(string)] = obj["spec"].(map[string]any)
+	}
+	for _, k := range []string{"ClusterLogs", "ClusterAttach", "ClusterExec", "ClusterPortForward"} {
+		if kinds[k] == nil {
+			t.Errorf("no %s", k)
+		}
+	}
+	if got := mustJSON(t, kinds["ClusterLogs"]); !strings.Contains(got, `"logsFile":"/data/cluster-2/containers.log"`) || !strings.Contains(got, `"follow":true`) {
+		t.Errorf("logs = %s", got)
+	}
+	if got := mustJSON(t, kinds["ClusterPortForward"]); !strings.Contains(got, `"command":["/bin/fleetlet-sandbox","http-stdio"]`) {
+		t.Errorf("port-forward = %s", got)
+	}
+}

@@ -57,8 +57,11 @@ spec:
       addresses:
       - type: InternalIP
         address: {{ NodeIP | Quote }}
-      - type: Hostname
-        address: {{ NodeName | Quote }}
+      {{ with NodePort }}
+      daemonEndpoints:
+        kubeletEndpoint:
+          Port: {{ . }}
+      {{ end }}
       nodeInfo:
         architecture: amd64
         operatingSystem: linux

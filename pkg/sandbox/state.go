@@ -78,21 +78,20 @@ type Ports struct {
 	APIServer         int `json:"apiServer"`
 	ControllerManager int `json:"controllerManager"`
 	Scheduler         int `json:"scheduler"`
-	// FleetletMetrics, FleetletHealth and FleetletKubelet are the ports of
-	// the cluster's fleetlet manager.
+	// KwokServer is kwok's kubelet API, which its nodes advertise.
+	KwokServer int `json:"kwokServer"`
+	// FleetletMetrics and FleetletHealth are the ports of the cluster's
+	// fleetlet manager (its virtual nodes' kubelet APIs take free ports).
 	FleetletMetrics int `json:"fleetletMetrics"`
 	FleetletHealth  int `json:"fleetletHealth"`
-	FleetletKubelet int `json:"fleetletKubelet"`
 	// FleetletWebhook serves the manager's proxy-pod webhook;
 	// FleetletScheduler is the candidate scheduler's secure port.
 	FleetletWebhook   int `json:"fleetletWebhook"`
 	FleetletScheduler int `json:"fleetletScheduler"`
-	// StandbyMetrics, StandbyHealth and StandbyKubelet are the ports of a
-	// second manager replica, started only on demand
-	// (ComponentManagerStandby).
+	// StandbyMetrics and StandbyHealth are the ports of a second manager
+	// replica, started only on demand (ComponentManagerStandby).
 	StandbyMetrics int `json:"standbyMetrics"`
 	StandbyHealth  int `json:"standbyHealth"`
-	StandbyKubelet int `json:"standbyKubelet"`
 }
 
 // Cluster returns the named cluster.

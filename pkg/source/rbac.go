@@ -69,12 +69,13 @@ func SourceRules() []rbacv1.PolicyRule {
 			Verbs:     []string{"get"},
 		},
 		// ... and `kubectl exec`, `attach` and `port-forward` by opening
-		// the same stream to the delegate (create is what the API server
-		// checks for these, websockets included).
+		// the same stream to the delegate: create for SPDY (a POST), get
+		// and create for a WebSocket (a GET, which the API server also
+		// authorizes as create since 1.35).
 		{
 			APIGroups: []string{""},
 			Resources: []string{"pods/exec", "pods/attach", "pods/portforward"},
-			Verbs:     []string{"create"},
+			Verbs:     []string{"get", "create"},
 		},
 		// Events about delegates are mirrored to proxy pods (read), and
 		// the source records Events on the objects it creates here.

@@ -84,10 +84,10 @@ type Config struct {
 	// StatusInterval is how often a node's status is written when nothing
 	// changed (default DefaultStatusInterval).
 	StatusInterval time.Duration
-	// KubeletPort is the port every node advertises in
-	// status.daemonEndpoints.kubeletEndpoint: the manager's kubelet API. 0
-	// advertises none.
-	KubeletPort int32
+	// Kubelet serves each node's kubelet API; the node advertises the
+	// port it gives in status.daemonEndpoints.kubeletEndpoint. Nil
+	// serves none and advertises port 0.
+	Kubelet KubeletServer
 	// NodeAddress is the InternalIP every node advertises: the manager's
 	// (default DefaultNodeAddress).
 	NodeAddress string
@@ -134,13 +134,17 @@ func (c *Config) defaultAndValidate() error {
 	if c.StatusInterval < 0 {
 		errs = append(errs, fmt.Errorf("node status interval %s is negative", c.StatusInterval))
 	}
-	if c.KubeletPort < 0 || c.KubeletPort > 65535 {
-		errs = append(errs, fmt.Errorf("kubelet port %d is not a port", c.KubeletPort))
-	}
 	if net.ParseIP(c.NodeAddress) == nil {
 		errs = append(errs, fmt.Errorf("node address %q is not an IP address", c.NodeAddress))
 	}
 	return errors.Join(errs...)
+}
+
+// KubeletServer serves the kubelet API of virtual nodes.
+type KubeletServer interface {
+	// Serve serves node's kubelet API until ctx ends and returns the
+	// port it listens on.
+	Serve(ctx context.Context, node string) (int32, error)
 }
 
 // Controller keeps one virtual node per target in the source cluster, each
@@ -179,6 +183,8 @@ type virtualNode struct {
 	built *corev1.Node
 	// labelsErr is the last label error logged, so that it is logged once.
 	labelsErr string
+	// port is the node's kubelet API port, set when the node starts.
+	port int32
 }
 
 // NewController returns a Controller. Nothing runs before Run.
@@ -195,7 +201,6 @@ func NewController(cfg Config) (*Controller, error) {
 		log: log,
 		params: nodeParams{
 			address:        cfg.NodeAddress,
-			kubeletPort:    cfg.KubeletPort,
 			kubeletVersion: cfg.KubeletVersion,
 		},
 		nodes:   map[TargetKey]*virtualNode{},
@@ -393,12 +398,22 @@ func (c *Controller) runNode(ctx context.Context, vn *virtualNode, bound cache.S
 		return
 	}
 
+	var port int32
+	if c.cfg.Kubelet != nil {
+		p, err := c.cfg.Kubelet.Serve(ctx, vn.name)
+		if err != nil {
+			log.Error(err, "The virtual node serves no kubelet API: kubectl logs and exec on its pods fail")
+		}
+		port = p
+	}
+
 	// Keep the transition times of the conditions a previous run wrote.
 	var prev []corev1.NodeCondition
 	if existing, err := c.cfg.Client.CoreV1().Nodes().Get(ctx, vn.name, metav1.GetOptions{}); err == nil {
 		prev = existing.Status.Conditions
 	}
 	c.mu.Lock()
+	vn.port = port
 	vn.feed = newNodeFeed(nil)
 	c.buildLocked(vn, prev)
 	c.mu.Unlock()
@@ -493,7 +508,9 @@ func (c *Controller) buildLocked(vn *virtualNode, prev []corev1.NodeCondition) {
 		prev = vn.built.Status.Conditions
 	}
 	proxies := c.tracker.requests(vn.name)
-	n, err := buildNode(vn.name, vn.state, proxies, c.params, prev, c.cfg.Clock.Now())
+	params := c.params
+	params.kubeletPort = vn.port
+	n, err := buildNode(vn.name, vn.state, proxies, params, prev, c.cfg.Clock.Now())
 	switch {
 	case err != nil && err.Error() != vn.labelsErr:
 		vn.log.Error(err, "The virtual node carries none of its target's labels")

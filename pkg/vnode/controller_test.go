@@ -35,13 +35,14 @@ const (
 )
 
 type fixture struct {
-	t      *testing.T
-	ctx    context.Context
-	cs     kubernetes.Interface
-	c      *Controller
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
+	t       *testing.T
+	ctx     context.Context
+	cs      kubernetes.Interface
+	c       *Controller
+	kubelet *fakeKubelet
+	cancel  context.CancelFunc
+	done    chan error
+	once    sync.Once
 }
 
 // startController runs a Controller against the test control plane until
@@ -53,12 +54,13 @@ func startController(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kubelet := &fakeKubelet{next: 10250, served: map[string]context.Context{}}
 	c, err := NewController(Config{
 		Client:         cs,
 		LeaseDuration:  testLeaseDuration,
 		RenewInterval:  testRenewInterval,
 		StatusInterval: testStatusInterval,
-		KubeletPort:    10250,
+		Kubelet:        kubelet,
 		NodeAddress:    "10.1.2.3",
 		Logger:         testLogger(t),
 	})
@@ -66,10 +68,38 @@ func startController(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &fixture{t: t, ctx: context.Background(), cs: cs, c: c, cancel: cancel, done: make(chan error, 1)}
+	f := &fixture{t: t, ctx: context.Background(), cs: cs, c: c, kubelet: kubelet, cancel: cancel, done: make(chan error, 1)}
 	go func() { f.done <- c.Run(ctx) }()
 	t.Cleanup(f.stop)
 	return f
+}
+
+// fakeKubelet plays the kubelet API server: it hands out ports in order
+// and keeps each node's serving context.
+type fakeKubelet struct {
+	mu     sync.Mutex
+	next   int32
+	served map[string]context.Context
+	ports  map[string]int32
+}
+
+func (k *fakeKubelet) Serve(ctx context.Context, node string) (int32, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.ports == nil {
+		k.ports = map[string]int32{}
+	}
+	k.served[node] = ctx
+	k.ports[node] = k.next
+	k.next++
+	return k.ports[node], nil
+}
+
+// servedCtx is the context node's kubelet API is served with, or nil.
+func (k *fakeKubelet) servedCtx(node string) (context.Context, int32) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.served[node], k.ports[node]
 }
 
 // stop cancels Run and waits for it to return.
@@ -267,7 +297,7 @@ func TestUpsertCreatesReadyNodeWithRenewedLease(t *testing.T) {
 	if got := n.Status.DaemonEndpoints.KubeletEndpoint.Port; got != 10250 {
 		t.Errorf("kubelet port = %d, want 10250", got)
 	}
-	wantAddrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.2.3"}, {Type: corev1.NodeHostName, Address: name}}
+	wantAddrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.2.3"}}
 	if diff := cmp.Diff(wantAddrs, n.Status.Addresses); diff != "" {
 		t.Errorf("addresses (-want,+got):\n%s", diff)
 	}
@@ -634,7 +664,6 @@ func TestConfigValidation(t *testing.T) {
 		{name: "no client", cfg: Config{}, wantErr: true},
 		{name: "lease not whole seconds", cfg: Config{Client: cs, LeaseDuration: 1500 * time.Millisecond}, wantErr: true},
 		{name: "renew not shorter than lease", cfg: Config{Client: cs, LeaseDuration: 2 * time.Second, RenewInterval: 2 * time.Second}, wantErr: true},
-		{name: "port", cfg: Config{Client: cs, KubeletPort: 70000}, wantErr: true},
 		{name: "address", cfg: Config{Client: cs, NodeAddress: "manager.local"}, wantErr: true},
 	}
 	for _, tc := range cases {
@@ -682,7 +711,7 @@ func TestRemoveLeavesAnotherTargetsNode(t *testing.T) {
 	})
 
 	f.stop() // the node stays; a restarted process has not run it yet
-	fresh, err := NewController(Config{Client: f.cs, KubeletPort: 10250, NodeAddress: "10.1.2.3", Logger: testLogger(t)})
+	fresh, err := NewController(Config{Client: f.cs, NodeAddress: "10.1.2.3", Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -697,5 +726,42 @@ func TestRemoveLeavesAnotherTargetsNode(t *testing.T) {
 	}
 	if _, err := f.node(name); !apierrors.IsNotFound(err) {
 		t.Errorf("the holder's node after its own Remove: %v, want NotFound", err)
+	}
+}
+
+func TestEachNodeAdvertisesItsOwnKubeletPort(t *testing.T) {
+	f := startController(t)
+	a, b := uniqueKey("port-a"), uniqueKey("port-b")
+	f.c.Upsert(f.ctx, targetState(a))
+	f.c.Upsert(f.ctx, targetState(b))
+	ports := map[int32]string{}
+	for _, key := range []TargetKey{a, b} {
+		name := NodeName(key)
+		n := f.waitNode(name, "a kubelet port", func(n *corev1.Node) (bool, string) {
+			return n.Status.DaemonEndpoints.KubeletEndpoint.Port != 0, fmt.Sprint(n.Status.DaemonEndpoints)
+		})
+		ctx, served := f.kubelet.servedCtx(name)
+		if ctx == nil {
+			t.Fatalf("node %s: no kubelet API served", name)
+		}
+		if got := n.Status.DaemonEndpoints.KubeletEndpoint.Port; got != served {
+			t.Errorf("node %s advertises port %d, its kubelet API serves %d", name, got, served)
+		}
+		ports[served] = name
+	}
+	if len(ports) != 2 {
+		t.Errorf("two nodes share a kubelet port: %v", ports)
+	}
+	if err := f.c.Remove(f.ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	ctx, _ := f.kubelet.servedCtx(NodeName(a))
+	select {
+	case <-ctx.Done():
+	case <-time.After(waitTimeout):
+		t.Errorf("the kubelet API of removed node %s still serves", NodeName(a))
+	}
+	if ctx, _ := f.kubelet.servedCtx(NodeName(b)); ctx.Err() != nil {
+		t.Errorf("the kubelet API of node %s stopped with another node's removal", NodeName(b))
 	}
 }

@@ -25,8 +25,9 @@
 //   - allocatable = what the target can still run, plus what the proxies
 //     bound or pinned to the node request, pods counted (Allocatable), and
 //     capacity = the larger of the target's capacity and that (Capacity);
-//   - the manager's address as InternalIP, the node name as Hostname, the
-//     manager's kubelet port in daemonEndpoints, and nodeInfo.
+//   - the manager's address as its only address (InternalIP: no Hostname
+//     no DNS would resolve), the port of the node's own kubelet API
+//     (Config.Kubelet, pkg/kubeletapi) in daemonEndpoints, and nodeInfo.
 //
 // After the node is created only labels and status are written: status by
 // virtual-kubelet's three-way strategic merge patch of the status

@@ -64,10 +64,9 @@ func buildNode(name string, s TargetState, proxies corev1.ResourceList, p nodePa
 			Capacity:    Capacity(s.Summary, allocatable),
 			Allocatable: allocatable,
 			Conditions:  nodeConditions(s, prev, now),
-			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeInternalIP, Address: p.address},
-				{Type: corev1.NodeHostName, Address: name},
-			},
+			// Only the address the API server dials: no Hostname,
+			// which no DNS would resolve.
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: p.address}},
 			DaemonEndpoints: corev1.NodeDaemonEndpoints{
 				KubeletEndpoint: corev1.DaemonEndpoint{Port: p.kubeletPort},
 			},

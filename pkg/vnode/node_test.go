@@ -44,7 +44,7 @@ func TestBuildNode(t *testing.T) {
 	if diff := cmp.Diff(rl("cpu", "8", "memory", "16Gi", "pods", "110"), n.Status.Capacity, quantityEqual); diff != "" {
 		t.Errorf("capacity (-want,+got):\n%s", diff)
 	}
-	wantAddrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.7"}, {Type: corev1.NodeHostName, Address: "fleetlet-cluster-2"}}
+	wantAddrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.7"}}
 	if diff := cmp.Diff(wantAddrs, n.Status.Addresses); diff != "" {
 		t.Errorf("addresses (-want,+got):\n%s", diff)
 	}

@@ -1,0 +1,353 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/sandbox"
+)
+
+// kubectlCmd is a bin/kubectl command against the source, not started.
+func kubectlCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(sb.BinDir(), "kubectl"), append([]string{"--context", sandbox.SourceCluster}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(sb.Dir(), sandbox.MergedKubeconfig))
+	return cmd
+}
+
+// lines reads a command's output line by line, in one goroutine for the
+// whole stream.
+type lines struct {
+	ch  chan string
+	got []string
+}
+
+func newLines(r io.Reader) *lines {
+	l := &lines{ch: make(chan string, 1024)}
+	go func() {
+		s := bufio.NewScanner(r)
+		for s.Scan() {
+			l.ch <- s.Text()
+		}
+		close(l.ch)
+	}()
+	return l
+}
+
+// until reads lines until one contains want, for at most timeout, and
+// returns that line.
+func (l *lines) until(t *testing.T, want string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case line, ok := <-l.ch:
+			if !ok {
+				t.Fatalf("output ended before %q; got:\n%s", want, strings.Join(l.got, "\n"))
+			}
+			l.got = append(l.got, line)
+			if strings.Contains(line, want) {
+				return line
+			}
+		case <-deadline:
+			t.Fatalf("no %q within %s; got:\n%s", want, timeout, strings.Join(l.got, "\n"))
+		}
+	}
+}
+
+// appendContainerLog appends msg to what every container of cluster logs.
+func appendContainerLog(t *testing.T, cluster, msg string) {
+	t.Helper()
+	st := sb.State()
+	cs, err := st.Cluster(cluster)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(cs.DataDir, sandbox.ContainerLogFile), os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString(sandbox.ContainerLogLine(time.Now(), msg))
+		f.Close()
+	}
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// kubeletGet calls a virtual node's kubelet API directly, as token's
+// holder (none: anonymous).
+func kubeletGet(t *testing.T, port int32, path, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d%s", port, path), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	// The sandbox's serving certificates are self-signed for now.
+	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// TestKubeletAPIThroughVirtualNodes: kubectl logs, exec, attach and
+// port-forward on a proxy reach its delegate through the virtual node's
+// kubelet API, which authenticates and authorizes its callers as a kubelet.
+func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	ns := enabledNamespace(t, "kubelet", sb.ClusterNames()[1:]...)
+	sel := deployment(t, ns, "web", 1, notSource("web"))
+	p := waitBound(t, ns, sel, 1, 2*time.Minute)[0]
+	waitDeploymentRunning(t, ns, "web", 1, time.Minute)
+	cluster := clusterOfNode(p.Spec.NodeName)
+	rec, ok := proxy.Elected(&p)
+	if !ok {
+		t.Fatalf("proxy %s has no election record", p.Name)
+	}
+	delegate := rec.Chaperon
+
+	t.Run("logs", func(t *testing.T) {
+		got, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "logs", p.Name)
+		if err != nil {
+			t.Fatalf("kubectl logs: %v\n%s", err, got)
+		}
+		direct, err := kubectl(t, "--context", cluster, "-n", ns, "logs", delegate)
+		if err != nil {
+			t.Fatalf("kubectl logs in %s: %v\n%s", cluster, err, direct)
+		}
+		if got != direct || !strings.Contains(got, sandbox.ContainerLogMessage(cluster, 1)) {
+			t.Errorf("logs through the virtual node:\n%s\nwant what %s serves:\n%s", got, cluster, direct)
+		}
+		tail, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "logs", p.Name, "-c", "main", "--tail=2", "--timestamps")
+		lines := strings.Split(strings.TrimSpace(tail), "\n")
+		stamped := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\S+Z `)
+		if err != nil || len(lines) != 2 || !stamped.MatchString(lines[0]) || !strings.HasSuffix(lines[1], sandbox.ContainerLogMessage(cluster, sandbox.ContainerLogLines)) {
+			t.Errorf("--tail=2 --timestamps: %v\n%s", err, tail)
+		}
+		if none, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "logs", p.Name, "--tail=0"); err != nil || none != "" {
+			t.Errorf("--tail=0: %v %q, want no line", err, none)
+		}
+		limited, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "logs", p.Name, "--limit-bytes=7")
+		if err != nil || limited != direct[:7] {
+			t.Errorf("--limit-bytes=7: %v %q, want %q", err, limited, direct[:7])
+		}
+		if out, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "logs", p.Name, "-c", "nosuch"); err == nil || !strings.Contains(out, "nosuch") {
+			t.Errorf("logs of a container the pod does not have: %v\n%s", err, out)
+		}
+	})
+
+	t.Run("follow", func(t *testing.T) {
+		cmd := kubectlCmd("-n", ns, "logs", "-f", p.Name)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		r := newLines(out)
+		r.until(t, sandbox.ContainerLogMessage(cluster, sandbox.ContainerLogLines), 30*time.Second)
+		line := fmt.Sprintf("appended %d", time.Now().UnixNano())
+		appendContainerLog(t, cluster, line)
+		r.until(t, line, 30*time.Second)
+	})
+
+	t.Run("exec", func(t *testing.T) {
+		out, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "exec", p.Name, "--", "sh", "-c", "echo to-stdout; echo to-stderr >&2")
+		if err != nil || !strings.Contains(out, "to-stdout") || !strings.Contains(out, "to-stderr") {
+			t.Errorf("exec: %v\n%s", err, out)
+		}
+		// kwok reports a failed command as an error naming its status
+		// (kubectl then exits 1), through the virtual node as directly.
+		out, err = kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "exec", p.Name, "--", "sh", "-c", "exit 3")
+		if err == nil || !strings.Contains(out, "exit status 3") {
+			t.Errorf("exec of a failing command: %v\n%s", err, out)
+		}
+		// One line, not cat: kwok does not close a command's stdin
+		// when the caller's ends (directly in the target neither).
+		cmd := kubectlCmd("-n", ns, "exec", "-i", p.Name, "--", "sh", "-c", "read line; echo got: $line")
+		cmd.Stdin = strings.NewReader("piped through\n")
+		piped, err := cmd.CombinedOutput()
+		if err != nil || string(piped) != "got: piped through\n" {
+			t.Errorf("exec -i: %v %q", err, piped)
+		}
+	})
+
+	t.Run("attach", func(t *testing.T) {
+		cmd := kubectlCmd("-n", ns, "attach", p.Name, "-c", "main")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		// kwok attaches from the log's end: lines written from now on,
+		// once a second until one shows.
+		line := fmt.Sprintf("attached %d", time.Now().UnixNano())
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Second):
+					appendContainerLog(t, cluster, line)
+				}
+			}
+		}()
+		newLines(out).until(t, line, 30*time.Second)
+	})
+
+	t.Run("port-forward", func(t *testing.T) {
+		cmd := kubectlCmd("-n", ns, "port-forward", "pod/"+p.Name, ":80", ":8080")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		r := newLines(out)
+		local := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)`)
+		for range 2 {
+			m := local.FindStringSubmatch(r.until(t, "Forwarding from 127.0.0.1", 30*time.Second))
+			if m == nil {
+				t.Fatal("no local port")
+			}
+			resp, err := http.Get("http://127.0.0.1:" + m[1] + "/through-" + m[2])
+			if err != nil {
+				t.Fatalf("port %s: %v", m[2], err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := sandbox.PortForwardReply + " GET /through-" + m[2] + "\n"; string(body) != want {
+				t.Errorf("port %s answered %q, want %q", m[2], body, want)
+			}
+		}
+	})
+
+	t.Run("callers are authenticated and authorized", func(t *testing.T) {
+		src := kube(t, sandbox.SourceCluster)
+		node, err := src.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, err := src.CoreV1().Nodes().Get(ctx, "fleetlet-"+sandbox.SourceCluster, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		port, otherPort := node.Status.DaemonEndpoints.KubeletEndpoint.Port, other.Status.DaemonEndpoints.KubeletEndpoint.Port
+		if port == 0 || otherPort == 0 || port == otherPort {
+			t.Fatalf("kubelet ports %d and %d: want one per node", port, otherPort)
+		}
+		if code, body := kubeletGet(t, port, "/pods", ""); code != http.StatusUnauthorized {
+			t.Errorf("anonymous: %d %s, want 401", code, body)
+		}
+		// A ServiceAccount allowed nodes/proxy on the other node only.
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kubelet-caller", Namespace: ns}}
+		if _, err := src.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := src.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		token := tr.Status.Token
+		if code, body := kubeletGet(t, port, "/pods", token); code != http.StatusForbidden {
+			t.Errorf("no right: %d %s, want 403", code, body)
+		}
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-other-node"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, ResourceNames: []string{other.Name}, Verbs: []string{"get"}}}}
+		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}}}
+		if _, err := src.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = src.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+		})
+		if _, err := src.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = src.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		})
+		eventually(t, time.Minute, "the other node's kubelet API to allow the token", func(context.Context) (bool, string) {
+			code, body := kubeletGet(t, otherPort, "/pods", token)
+			return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
+		})
+		if code, body := kubeletGet(t, port, "/pods", token); code != http.StatusForbidden || !strings.Contains(body, node.Name) {
+			t.Errorf("nodes/proxy for another node: %d %s, want 403 naming %s", code, body, node.Name)
+		}
+		// A pod path for a pod bound to another node is refused there.
+		if code, body := kubeletGet(t, otherPort, fmt.Sprintf("/containerLogs/%s/%s/main", ns, p.Name), token); code != http.StatusNotFound {
+			t.Errorf("logs of %s at %s's port: %d %s, want 404", p.Name, other.Name, code, body)
+		}
+	})
+
+	t.Run("a Source without pods/exec in the target gets a clear error", func(t *testing.T) {
+		tgt := kube(t, cluster)
+		role, err := tgt.RbacV1().ClusterRoles().Get(ctx, "fleetlet-source", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved := role.DeepCopy()
+		var kept []rbacv1.PolicyRule
+		for _, r := range role.Rules {
+			if !strings.Contains(strings.Join(r.Resources, ","), "pods/exec") {
+				kept = append(kept, r)
+			}
+		}
+		role.Rules = kept
+		if _, err := tgt.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cur, err := tgt.RbacV1().ClusterRoles().Get(context.Background(), saved.Name, metav1.GetOptions{})
+			if err == nil {
+				cur.Rules = saved.Rules
+				_, err = tgt.RbacV1().ClusterRoles().Update(context.Background(), cur, metav1.UpdateOptions{})
+			}
+			if err != nil {
+				t.Errorf("restoring fleetlet-source in %s: %v", cluster, err)
+			}
+		})
+		began := time.Now()
+		out, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "exec", p.Name, "--request-timeout=60s", "--", "true")
+		if err == nil || !strings.Contains(out, "forbidden") || !strings.Contains(out, cluster) {
+			t.Errorf("exec without the right in the target: %v\n%s", err, out)
+		}
+		if took := time.Since(began); took > 30*time.Second {
+			t.Errorf("the refusal took %s", took)
+		}
+	})
+}
