@@ -3,12 +3,16 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/fleetlet/fleetlet/pkg/sandbox"
 )
 
 // `make demo` on the sandbox: every cluster's nodes, then a Deployment
-// whose replicas are elected across the clusters, each with its delegate.
+// whose replicas are elected across the clusters, each with its delegate,
+// and kubectl logs of one of them through its virtual node.
 func TestDemo(t *testing.T) {
 	need(t)
 	var out bytes.Buffer
@@ -30,5 +34,14 @@ func TestDemo(t *testing.T) {
 	}
 	if rows != 6 {
 		t.Errorf("the demo shows %d replicas with a virtual node and a delegate, want 6", rows)
+	}
+	// It ends with kubectl logs of one replica through its virtual node:
+	// the last lines its cluster's kwok serves.
+	logs := regexp.MustCompile(`(?m)^\$ kubectl .* logs web-\S+ --tail=3 .*virtual node fleetlet-(cluster-\d+)\n`).FindStringSubmatch(text)
+	if logs == nil {
+		t.Fatal("the demo shows no kubectl logs through a virtual node")
+	}
+	if want := sandbox.ContainerLogMessage(logs[1], sandbox.ContainerLogLines); !strings.Contains(text, want) {
+		t.Errorf("the demo's kubectl logs lack %q", want)
 	}
 }

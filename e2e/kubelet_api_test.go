@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -101,8 +102,20 @@ func kubeletGet(t *testing.T, port int32, path, token string) (int, string) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	// The sandbox's serving certificates are self-signed for now.
-	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	// The virtual node's serving certificate verifies against the
+	// source's CA (its kubelet-serving signer issued it).
+	st := sb.State()
+	src, err := st.Cluster(sandbox.SourceCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(src.CAFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -312,6 +325,52 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 		if code, body := kubeletGet(t, otherPort, fmt.Sprintf("/containerLogs/%s/%s/main", ns, p.Name), token); code != http.StatusNotFound {
 			t.Errorf("logs of %s at %s's port: %d %s, want 404", p.Name, other.Name, code, body)
 		}
+	})
+
+	// servedBy waits until the node advertises another port than old
+	// (0: any) and kubectl logs through it gives the delegate's log.
+	servedBy := func(t *testing.T, leader string, old int32) int32 {
+		t.Helper()
+		src := kube(t, sandbox.SourceCluster)
+		var port int32
+		eventually(t, time.Minute, "kubectl logs through "+leader+"'s kubelet API", func(context.Context) (bool, string) {
+			n, err := src.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			port = n.Status.DaemonEndpoints.KubeletEndpoint.Port
+			if port == old {
+				return false, "the node still advertises the old leader's port"
+			}
+			direct, err := kubectl(t, "--context", cluster, "-n", ns, "logs", delegate, "--tail=1")
+			if err != nil {
+				return false, direct
+			}
+			out, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "logs", p.Name, "--tail=1")
+			return err == nil && out == direct, fmt.Sprint(err, out)
+		})
+		return port
+	}
+
+	t.Run("the kubelet API follows the leader", func(t *testing.T) {
+		before := servedBy(t, sandbox.ComponentManager, 0)
+		if err := sb.StartComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManagerStandby); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.KillComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
+			t.Fatal(err)
+		}
+		waitLeading(t, sandbox.ComponentManagerStandby)
+		standby := servedBy(t, sandbox.ComponentManagerStandby, before)
+		// The usual leader back, for what follows.
+		if err := sb.StartComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.KillComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManagerStandby); err != nil {
+			t.Fatal(err)
+		}
+		waitLeading(t, sandbox.ComponentManager)
+		servedBy(t, sandbox.ComponentManager, standby)
 	})
 
 	t.Run("a Source without pods/exec in the target gets a clear error", func(t *testing.T) {

@@ -19,18 +19,29 @@ import (
 type kubeletAPIOptions struct {
 	ports        string
 	clientCAFile string
+	serving      string
 	certFile     string
 	keyFile      string
 }
 
+// Sources of the kubelet APIs' serving certificates (--kubelet-serving-certificate).
+const (
+	servingCSR        = "csr"
+	servingFiles      = "files"
+	servingSelfSigned = "self-signed"
+)
+
 func defaultKubeletAPIOptions() kubeletAPIOptions {
-	return kubeletAPIOptions{ports: "10250-10349"}
+	return kubeletAPIOptions{ports: "10250-10349", serving: servingCSR}
 }
 
 func addKubeletAPIFlags(fs *pflag.FlagSet, o *kubeletAPIOptions) {
 	fs.StringVar(&o.ports, "kubelet-ports", o.ports, "ports the virtual nodes' kubelet APIs may listen on, one each (first-last, or 0 for any free port), on --node-address")
 	fs.StringVar(&o.clientCAFile, "kubelet-client-ca-file", o.clientCAFile, "CA bundle that verifies client certificates of kubelet API callers (the API server's kubelet client certificate); empty: bearer tokens only")
-	fs.StringVar(&o.certFile, "kubelet-tls-cert-file", o.certFile, "serving certificate of the kubelet APIs (with --kubelet-tls-private-key-file); empty: self-signed")
+	fs.StringVar(&o.serving, "kubelet-serving-certificate", o.serving, "where the kubelet APIs' serving certificates come from: "+servingCSR+
+		" (one per node from the kubernetes.io/kubelet-serving signer, approved by the manager for its own nodes only), "+servingFiles+
+		" (--kubelet-tls-cert-file and --kubelet-tls-private-key-file, reread when they change) or "+servingSelfSigned)
+	fs.StringVar(&o.certFile, "kubelet-tls-cert-file", o.certFile, "serving certificate of the kubelet APIs, with --kubelet-serving-certificate="+servingFiles)
 	fs.StringVar(&o.keyFile, "kubelet-tls-private-key-file", o.keyFile, "private key of --kubelet-tls-cert-file")
 }
 
@@ -39,8 +50,17 @@ func (o *kubeletAPIOptions) validate() error {
 	if _, err := kubeletapi.ParsePortRange(o.ports); err != nil {
 		errs = append(errs, fmt.Errorf("--kubelet-ports: %w", err))
 	}
-	if (o.certFile == "") != (o.keyFile == "") {
-		errs = append(errs, errors.New("--kubelet-tls-cert-file and --kubelet-tls-private-key-file go together"))
+	switch o.serving {
+	case servingFiles:
+		if o.certFile == "" || o.keyFile == "" {
+			errs = append(errs, errors.New("--kubelet-serving-certificate="+servingFiles+" needs --kubelet-tls-cert-file and --kubelet-tls-private-key-file"))
+		}
+	case servingCSR, servingSelfSigned:
+		if o.certFile != "" || o.keyFile != "" {
+			errs = append(errs, errors.New("--kubelet-tls-cert-file and --kubelet-tls-private-key-file go with --kubelet-serving-certificate="+servingFiles))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--kubelet-serving-certificate=%q: want %s, %s or %s", o.serving, servingCSR, servingFiles, servingSelfSigned))
 	}
 	return errors.Join(errs...)
 }
@@ -66,10 +86,13 @@ func newKubeletAPI(ctx context.Context, mgr ctrl.Manager, cs kubernetes.Interfac
 		return nil, err
 	}
 	var certs kubeletapi.Certificates
-	if o.certFile != "" {
+	switch o.serving {
+	case servingFiles:
 		certs, err = kubeletapi.FromFiles(ctx, o.certFile, o.keyFile)
-	} else {
+	case servingSelfSigned:
 		certs, err = kubeletapi.SelfSigned(address)
+	default:
+		certs, err = kubeletapi.NewCSRCertificates(ctx, cs, address)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("the kubelet API's serving certificate: %w", err)

@@ -17,7 +17,9 @@ func TestManagerOptionsValidate(t *testing.T) {
 		{name: "no namespace", mutate: func(o *managerOptions) { o.namespace = "" }, wantErr: "--namespace"},
 		{name: "renew deadline not below lease", mutate: func(o *managerOptions) { o.leaderElectionRenewDeadline = o.leaderElectionLeaseDuration }, wantErr: "renew-deadline"},
 		{name: "bad kubelet ports", mutate: func(o *managerOptions) { o.kubeletAPI.ports = "10250-70000" }, wantErr: "--kubelet-ports"},
-		{name: "kubelet cert without key", mutate: func(o *managerOptions) { o.kubeletAPI.certFile = "tls.crt" }, wantErr: "--kubelet-tls-private-key-file"},
+		{name: "kubelet cert files without key", mutate: func(o *managerOptions) { o.kubeletAPI.serving, o.kubeletAPI.certFile = "files", "tls.crt" }, wantErr: "--kubelet-tls-private-key-file"},
+		{name: "kubelet cert file with csr", mutate: func(o *managerOptions) { o.kubeletAPI.certFile = "tls.crt" }, wantErr: "--kubelet-serving-certificate=files"},
+		{name: "kubelet serving source", mutate: func(o *managerOptions) { o.kubeletAPI.serving = "acme" }, wantErr: "--kubelet-serving-certificate"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,6 +22,9 @@ type sharedCertificate struct {
 	parsed    *tls.Certificate
 }
 
+// Start does nothing: one certificate serves every node.
+func (*sharedCertificate) Start(context.Context, string) {}
+
 func (s *sharedCertificate) Certificate(string) (*tls.Certificate, error) {
 	cert, key := s.provider.CurrentCertKeyContent()
 	s.mu.Lock()

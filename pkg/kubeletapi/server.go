@@ -42,6 +42,10 @@ func cutRange(s string) (first, last string, isRange bool) {
 
 // Certificates gives the serving certificate of a node's listener.
 type Certificates interface {
+	// Start begins keeping node's certificate until ctx ends (for one per
+	// node: obtained and renewed while the node is served).
+	Start(ctx context.Context, node string)
+	// Certificate is node's certificate now.
 	Certificate(node string) (*tls.Certificate, error)
 }
 
@@ -99,6 +103,7 @@ func (s *Server) Serve(ctx context.Context, node string) (int32, error) {
 		return 0, fmt.Errorf("no port for the kubelet API of node %s: %w", node, err)
 	}
 	log := s.log.WithValues("node", node)
+	s.cfg.Certificates.Start(ctx, node)
 	h := &nodeHandlers{node: node, source: s.cfg.Source, targets: s.cfg.Targets}
 	mux := http.NewServeMux()
 	// Logs are served here rather than by virtual-kubelet's handler,

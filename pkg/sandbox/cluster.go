@@ -45,6 +45,11 @@ const (
 
 func (c *ClusterState) pki(name string) string { return filepath.Join(c.DataDir, pkiDir, name) }
 
+// CAFile is the cluster's CA: it signs the apiserver's, kwok's and (through
+// the controller manager's kubelet-serving signer) fleetlet's virtual
+// nodes' serving certificates.
+func (c *ClusterState) CAFile() string { return c.pki("ca.crt") }
+
 func (c *ClusterState) componentKubeconfig(component string) string {
 	return filepath.Join(c.DataDir, component+".kubeconfig")
 }
@@ -81,6 +86,9 @@ func prepareCluster(o Options, c *ClusterState) error {
 		},
 		"controller-manager-serving": {CommonName: "kube-controller-manager", DNSNames: []string{"localhost"}, IPs: loopback, Server: true},
 		"scheduler-serving":          {CommonName: "kube-scheduler", DNSNames: []string{"localhost"}, IPs: loopback, Server: true},
+		// kwok's kubelet API, which the apiserver verifies
+		// (--kubelet-certificate-authority) as fleetlet's virtual nodes'.
+		"kwok-serving": {CommonName: "kwok", IPs: loopback, Server: true},
 		// The apiserver's identity when it calls kubelets (logs, exec).
 		"apiserver-kubelet-client": {CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}, Client: true},
 	}
@@ -225,6 +233,10 @@ func apiServerArgs(o Options, c *ClusterState) []string {
 		"--service-cluster-ip-range=" + serviceCIDR,
 		"--kubelet-client-certificate=" + c.pki("apiserver-kubelet-client.crt"),
 		"--kubelet-client-key=" + c.pki("apiserver-kubelet-client.key"),
+		// Kubelets' serving certificates are verified: kwok's is issued by
+		// the cluster CA, fleetlet's virtual nodes' by the controller
+		// manager's kubelet-serving signer, with the same CA.
+		"--kubelet-certificate-authority=" + c.pki("ca.crt"),
 		// On loopback the endpoint reconciler refuses the advertise address and
 		// the apiserver exits; nothing in the sandbox needs that Endpoints.
 		"--endpoint-reconciler-type=none",
@@ -287,6 +299,8 @@ func kwokArgs(_ Options, c *ClusterState) []string {
 		// The fake nodes' kubelet API (logs, exec, attach,
 		// port-forward), which they advertise.
 		"--server-address=127.0.0.1:" + strconv.Itoa(c.Ports.KwokServer),
+		"--tls-cert-file=" + c.pki("kwok-serving.crt"),
+		"--tls-private-key-file=" + c.pki("kwok-serving.key"),
 		"--node-port=" + strconv.Itoa(c.Ports.KwokServer),
 		"--cidr=" + c.PodCIDR,
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -103,5 +106,32 @@ func (s *Sandbox) demoDeployment(ctx context.Context, out io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Spec.NodeName, cluster, delegate, node)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return s.demoLogs(ctx, out, proxies)
+}
+
+// demoLogs shows `kubectl logs` of one replica, through its virtual node,
+// preferring one that runs in another cluster than the source.
+func (s *Sandbox) demoLogs(ctx context.Context, out io.Writer, proxies []corev1.Pod) error {
+	var pick *corev1.Pod
+	for i := range proxies {
+		p := &proxies[i]
+		if strings.HasPrefix(p.Spec.NodeName, v1alpha1.VirtualNodeNamePrefix) && (pick == nil || p.Spec.NodeName != v1alpha1.VirtualNodeNamePrefix+SourceCluster) {
+			pick = p
+		}
+	}
+	if pick == nil {
+		return nil
+	}
+	args := []string{"--context", SourceCluster, "-n", DemoNamespace, "logs", pick.Name, "--tail=3"}
+	fmt.Fprintf(out, "\n$ kubectl %s   # through virtual node %s\n", strings.Join(args, " "), pick.Spec.NodeName)
+	cmd := exec.CommandContext(ctx, filepath.Join(s.opts.BinDir, "kubectl"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(s.opts.Dir, MergedKubeconfig))
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kubectl logs through the virtual node: %w", err)
+	}
+	return nil
 }
