@@ -145,6 +145,32 @@ scheduler:
 		})
 	}
 
+	t.Run("the seal key is made once and kept", func(t *testing.T) {
+		key := types.NamespacedName{Namespace: releaseNS, Name: "fleetlet-seal-key"}
+		var first corev1.Secret
+		if err := admin.Get(ctx, key, &first); err != nil {
+			t.Fatal(err)
+		}
+		if len(first.Data["key"]) != 32 {
+			t.Fatalf("seal key of %d bytes, want 32", len(first.Data["key"]))
+		}
+		// A rotation an operator made: the earlier key kept as previous-1.
+		first.Data["previous-1"] = first.Data["key"]
+		first.Data["key"] = []byte(strings.Repeat("r", 32))
+		if err := admin.Update(ctx, &first); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := helm(t, "upgrade", releaseName, chartDir(t), "--kubeconfig", kc, "--namespace", releaseNS, "--reuse-values"); err != nil {
+			t.Fatalf("helm upgrade: %v\n%s", err, out)
+		}
+		var after corev1.Secret
+		if err := admin.Get(ctx, key, &after); err != nil {
+			t.Fatal(err)
+		}
+		if string(after.Data["key"]) != strings.Repeat("r", 32) || string(after.Data["previous-1"]) != string(first.Data["previous-1"]) {
+			t.Errorf("helm upgrade changed the seal keys: key %q, previous-1 %q", after.Data["key"], after.Data["previous-1"])
+		}
+	})
 	t.Run("pod annotations", func(t *testing.T) { testPodAnnotationsPolicy(t, admin) })
 	t.Run("chaperon parent-cluster", func(t *testing.T) { testChaperonPolicy(t, admin) })
 	t.Run("the manager deletes only what is fleetlet's", func(t *testing.T) { testManagerDeletesPolicy(t, admin) })

@@ -328,14 +328,14 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err := setupProbes(mgr); err != nil {
 		return err
 	}
-	sealKey, err := loadSealKey(ctx, mgr, o.webhook, o.namespace)
+	keys, err := sealKeys(ctx, mgr, o.webhook, o.namespace)
 	if err != nil {
 		return err
 	}
-	if err := setupWebhook(ctx, mgr, o.webhook, o.namespace, sealKey); err != nil {
+	if err := setupWebhook(ctx, mgr, o.webhook, o.namespace, keys); err != nil {
 		return err
 	}
-	if err := setupSourceSide(ctx, mgr, o, sealKey); err != nil {
+	if err := setupSourceSide(ctx, mgr, o, keys); err != nil {
 		return err
 	}
 	if err := setupTargetSide(ctx, mgr, o); err != nil {
@@ -357,7 +357,7 @@ func setupProbes(mgr ctrl.Manager) error {
 
 // setupSourceSide wires the target registry, the virtual nodes and the
 // proxy reconciler (elector).
-func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, sealKey []byte) error {
+func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, sealKeys webhook.KeySource) error {
 	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return err
@@ -381,7 +381,11 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		return err
 	}
 	openSpec := func(pod *corev1.Pod) (*corev1.PodSpec, error) {
-		ss, err := webhook.Open(pod, sealKey)
+		keys, err := sealKeys.Keys()
+		if err != nil {
+			return nil, err
+		}
+		ss, err := webhook.Open(pod, keys)
 		if err != nil {
 			return nil, err
 		}

@@ -86,7 +86,7 @@ func (o *webhookOptions) validate() error {
 	if o.timeout%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("--webhook-timeout %s is not a whole number of seconds", o.timeout))
 	}
-	so := o.serverOptions("validate", make([]byte, webhook.MinKeyLength))
+	so := o.serverOptions("validate", webhook.StaticKeys{Seal: make([]byte, webhook.MinKeyLength)})
 	if err := so.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -98,10 +98,10 @@ func (o *webhookOptions) url() string {
 	return "https://" + net.JoinHostPort(o.host, strconv.Itoa(o.port)) + webhook.Path
 }
 
-func (o *webhookOptions) serverOptions(namespace string, sealKey []byte) webhook.ServerOptions {
+func (o *webhookOptions) serverOptions(namespace string, sealKeys webhook.KeySource) webhook.ServerOptions {
 	so := webhook.ServerOptions{
 		Namespace:         namespace,
-		SealKey:           sealKey,
+		SealKeys:          sealKeys,
 		Host:              o.host,
 		Port:              o.port,
 		CertRotation:      o.certRotation,
@@ -119,29 +119,34 @@ func (o *webhookOptions) serverOptions(namespace string, sealKey []byte) webhook
 	return so
 }
 
-// loadSealKey returns the key that seals multicluster.fleetlet.io/source-spec,
-// creating its Secret in fleetletNamespace when missing. The webhook seals
-// with it and the elector opens with it (webhook.Open). Call it before
-// mgr.Start: it reads and writes through the API directly.
-func loadSealKey(ctx context.Context, mgr ctrl.Manager, o webhookOptions, fleetletNamespace string) ([]byte, error) {
-	key, err := webhook.EnsureSealKey(ctx, mgr.GetAPIReader(), mgr.GetClient(), fleetletNamespace, o.sealKeySecretName)
-	if err != nil {
-		return nil, fmt.Errorf("loading the seal key: %w", err)
+// sealKeys returns the seal key set that seals and opens
+// multicluster.fleetlet.io/source-spec, read from its Secret in
+// fleetletNamespace now and every few seconds on every replica. A missing
+// Secret is not fatal and is never replaced here: until it is back the
+// webhook refuses proxy pods and no proxy is elected (fail closed), so
+// replicas never disagree on a key one of them made.
+func sealKeys(ctx context.Context, mgr ctrl.Manager, o webhookOptions, fleetletNamespace string) (*webhook.SecretKeys, error) {
+	keys := webhook.NewSecretKeys(mgr.GetAPIReader(), fleetletNamespace, o.sealKeySecretName, nil)
+	if err := keys.Load(ctx); err != nil && !errors.Is(err, webhook.ErrNoSealKey) {
+		ctrl.Log.WithName("setup").Error(err, "Reading the seal keys; retrying in the background")
 	}
-	return key, nil
+	if err := mgr.Add(keys); err != nil {
+		return nil, err
+	}
+	return keys, nil
 }
 
 // setupWebhook serves the proxy-pod webhook on every replica (not
 // leader-elected), with its certificates and readyz checks ("webhook",
 // "webhook-certs"); with --webhook-url-mode it also writes the
-// MutatingWebhookConfiguration. sealKey comes from loadSealKey. Call it
+// MutatingWebhookConfiguration. sealKeys come from sealKeys. Call it
 // before mgr.Start, and do not use mgr.GetWebhookServer() as well.
-func setupWebhook(ctx context.Context, mgr ctrl.Manager, o webhookOptions, fleetletNamespace string, sealKey []byte) error {
+func setupWebhook(ctx context.Context, mgr ctrl.Manager, o webhookOptions, fleetletNamespace string, sealKeys webhook.KeySource) error {
 	if !o.enabled {
 		ctrl.Log.WithName("setup").Info("The proxy-pod webhook is disabled (--webhook-enabled=false)")
 		return nil
 	}
-	if err := webhook.Setup(ctx, mgr, o.serverOptions(fleetletNamespace, sealKey)); err != nil {
+	if err := webhook.Setup(ctx, mgr, o.serverOptions(fleetletNamespace, sealKeys)); err != nil {
 		return fmt.Errorf("setting up the proxy-pod webhook: %w", err)
 	}
 	return nil

@@ -27,7 +27,7 @@ func TestWebhookFlagsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
-	so := o.serverOptions("fleetlet-system", make([]byte, webhook.MinKeyLength))
+	so := o.serverOptions("fleetlet-system", webhook.StaticKeys{Seal: make([]byte, webhook.MinKeyLength)})
 	if so.URL != "" || !so.CertRotation || so.Port != webhook.DefaultPort || so.ServiceName != webhook.DefaultServiceName ||
 		so.CertSecretName != webhook.DefaultCertSecretName || so.TimeoutSeconds != webhook.DefaultTimeoutSeconds {
 		t.Errorf("defaults: %+v; want a Service reference with rotated certificates on %d", so, webhook.DefaultPort)
@@ -44,7 +44,7 @@ func TestWebhookFlagsURLMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	so := o.serverOptions("fleetlet-system", make([]byte, webhook.MinKeyLength))
+	so := o.serverOptions("fleetlet-system", webhook.StaticKeys{Seal: make([]byte, webhook.MinKeyLength)})
 	if so.URL != "https://127.0.0.1:19443/mutate-pods" || so.Host != "127.0.0.1" || so.Port != 19443 || so.TimeoutSeconds != 5 {
 		t.Errorf("URL %q, host %q, port %d, timeout %d", so.URL, so.Host, so.Port, so.TimeoutSeconds)
 	}

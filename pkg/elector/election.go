@@ -31,7 +31,9 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 	log := ctrl.LoggerFrom(ctx)
 	userSpec, err := r.opts.Spec(pod)
 	if err != nil {
-		return reconcile.Result{}, r.setNotElected(ctx, pod, reasonInvalidSpec, fmt.Sprintf("the sealed source-spec cannot be trusted: %v", err), EventInvalidSpec)
+		// Tried again: the seal keys may be back (a Secret restored, a
+		// rotation reaching this replica).
+		return reconcile.Result{RequeueAfter: r.opts.RetryInterval}, r.setNotElected(ctx, pod, reasonInvalidSpec, fmt.Sprintf("the sealed source-spec cannot be trusted: %v", err), EventInvalidSpec)
 	}
 	clusters, err := ParseClusterSelector(pod)
 	if err != nil {

@@ -2,7 +2,9 @@ package elector_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -328,4 +330,24 @@ func TestUnreadableCredentialsKeepTheProxyTerminating(t *testing.T) {
 	require.NoError(t, h.source.Create(ctx, &secret))
 	h.collect(t, remote, p)
 	testenv.EventuallyTrue(t, waitTimeout, "the proxy gone", func(context.Context) bool { return gone() })
+}
+
+// A proxy whose sealed spec cannot be opened now (the seal key Secret is
+// missing, or a rotation has not reached this replica) is tried again, and
+// elected once the keys are back. Before: InvalidSourceSpec was final until
+// the pod changed.
+func TestInvalidSourceSpecIsRetried(t *testing.T) {
+	var keysBack atomic.Bool
+	h, remote, local := start(t, elector.Options{RetryInterval: 500 * time.Millisecond, Spec: func(p *corev1.Pod) (*corev1.PodSpec, error) {
+		if !keysBack.Load() {
+			return nil, errors.New("no seal key: the seal key Secret is missing")
+		}
+		return p.Spec.DeepCopy(), nil
+	}})
+	p := h.proxy(t, "web-1")
+	h.waitEvent(t, p, elector.EventInvalidSpec)
+	keysBack.Store(true)
+	h.reserve(t, remote, p)
+	h.unschedulable(t, local, p)
+	h.waitProxy(t, p, "elected in "+remote.Name+" once the keys are back", electedIn(remote.Name))
 }

@@ -85,7 +85,9 @@ func start(t *testing.T, opts elector.Options) (*harness, target.Key, target.Key
 	require.NoError(t, err)
 	require.NoError(t, reg.SetupWithManager(ctx, mgr))
 	opts.SourceName = sourceName
-	opts.Spec = func(p *corev1.Pod) (*corev1.PodSpec, error) { return p.Spec.DeepCopy(), nil }
+	if opts.Spec == nil {
+		opts.Spec = func(p *corev1.Pod) (*corev1.PodSpec, error) { return p.Spec.DeepCopy(), nil }
+	}
 	opts.Registry = reg
 	proxies, err := elector.New(opts)
 	require.NoError(t, err)

@@ -11,6 +11,9 @@ import (
 // testKey is a seal key for unit tests.
 var testKey = []byte("0123456789abcdef0123456789abcdef")
 
+// testKeys is a key set of testKey alone.
+var testKeys = Keys{Seal: testKey}
+
 // podWrapper builds test pods as admission sees them: defaulted (default
 // scheduler, 30 s grace period, the DefaultTolerationSeconds tolerations),
 // one container "app".

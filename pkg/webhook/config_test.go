@@ -75,13 +75,13 @@ func TestMutatingWebhookConfiguration(t *testing.T) {
 func TestServerOptionsValidate(t *testing.T) {
 	ok := DefaultServerOptions()
 	ok.Namespace = "fleetlet-system"
-	ok.SealKey = testKey
+	ok.SealKeys = StaticKeys(testKeys)
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
 	cases := map[string]func(o *ServerOptions){
 		"no namespace":              func(o *ServerOptions) { o.Namespace = "" },
-		"short key":                 func(o *ServerOptions) { o.SealKey = []byte("k") },
+		"no seal keys":              func(o *ServerOptions) { o.SealKeys = nil },
 		"bad port":                  func(o *ServerOptions) { o.Port = 70000 },
 		"http URL":                  func(o *ServerOptions) { o.URL = "http://127.0.0.1:9443/mutate-pods" },
 		"renew before > validity":   func(o *ServerOptions) { o.CertRenewBefore = 2 * o.CertValidity },

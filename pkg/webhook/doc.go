@@ -61,11 +61,14 @@
 // another of the same namespace is only what its author could have
 // written into that pod anyway.
 //
-// The key is the Secret fleetlet-seal-key in fleetlet's namespace
-// (EnsureSealKey: created immutable, with a random 32-byte key, by the
-// first replica that finds it missing; every replica reads the same).
-// Replacing it makes the sealed specs of proxies still being elected
-// untrusted.
+// The keys are the Secret fleetlet-seal-key in fleetlet's namespace, made
+// once by the chart with a random 32-byte "key" and read by every replica
+// every few seconds (SecretKeys): "key" seals, and "previous-*" keys still
+// open what they sealed, so a rotation never makes the proxies sealed
+// before it untrusted. fleetlet never makes the Secret: while it is
+// missing, the webhook refuses pods that would become proxies (fail
+// closed) and the elector cannot open a spec (InvalidSourceSpec, retried),
+// rather than replicas sealing with keys the others do not know.
 //
 // # Reinvocation
 //

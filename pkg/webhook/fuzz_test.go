@@ -93,7 +93,7 @@ func normalize(pod *corev1.Pod) {
 func checkMutate(t *testing.T, in *corev1.Pod, noise []byte) {
 	t.Helper()
 	before := in.DeepCopy()
-	res, err := Mutate(in, Options{Key: testKey, IsVirtualNode: virtualNodes("fleetlet-c2")})
+	res, err := Mutate(in, Options{Keys: testKeys, IsVirtualNode: virtualNodes("fleetlet-c2")})
 	if diff := cmp.Diff(before, in); diff != "" {
 		t.Fatalf("Mutate modified its input (-want,+got):\n%s", diff)
 	}
@@ -135,7 +135,7 @@ func checkMutate(t *testing.T, in *corev1.Pod, noise []byte) {
 	checkBindable(t, in, out)
 
 	// The seal.
-	s, err := Open(out, testKey)
+	s, err := Open(out, testKeys)
 	if err != nil {
 		t.Fatalf("Open on the mutated pod: %v", err)
 	}
@@ -143,16 +143,16 @@ func checkMutate(t *testing.T, in *corev1.Pod, noise []byte) {
 	for _, altered := range alterations(value, noise) {
 		p := out.DeepCopy()
 		p.Annotations[v1alpha1.AnnotationSourceSpec] = altered
-		if _, err := Open(p, testKey); err == nil {
+		if _, err := Open(p, testKeys); err == nil {
 			t.Fatalf("an altered source spec was trusted:\n%s\nsealed:\n%s", altered, value)
 		}
 	}
 	moved := out.DeepCopy()
 	moved.Namespace = out.Namespace + "x"
-	if _, err := Open(moved, testKey); !errors.Is(err, ErrUntrusted) {
+	if _, err := Open(moved, testKeys); !errors.Is(err, ErrUntrusted) {
 		t.Fatalf("a source spec moved to another namespace: err = %v, want ErrUntrusted", err)
 	}
-	if _, err := Open(out, []byte(strings.Repeat("k", MinKeyLength))); !errors.Is(err, ErrUntrusted) {
+	if _, err := Open(out, Keys{Seal: []byte(strings.Repeat("k", MinKeyLength))}); !errors.Is(err, ErrUntrusted) {
 		t.Fatalf("a source spec checked with another key: err = %v, want ErrUntrusted", err)
 	}
 
@@ -168,7 +168,7 @@ func checkMutate(t *testing.T, in *corev1.Pod, noise []byte) {
 	}
 
 	// A second pass changes nothing.
-	again, err := Mutate(out, Options{Key: testKey, IsVirtualNode: virtualNodes("fleetlet-c2")})
+	again, err := Mutate(out, Options{Keys: testKeys, IsVirtualNode: virtualNodes("fleetlet-c2")})
 	if err != nil {
 		t.Fatalf("second pass: %v", err)
 	}
@@ -431,7 +431,7 @@ func fuzzSeedPods() []*corev1.Pod {
 		resourceClaim("gpu", "gpu-t").containerClaim("app", "gpu").
 		gates("example.com/gate").finalizers("example.com/fin").
 		annotate(v1alpha1.AnnotationClusterSelector, "region=eu").label("app", "web").obj()
-	sealed, err := Mutate(full, Options{Key: testKey})
+	sealed, err := Mutate(full, Options{Keys: testKeys})
 	if err != nil {
 		panic(err)
 	}

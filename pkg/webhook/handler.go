@@ -36,23 +36,24 @@ func init() {
 // Handler is the admission handler of pods CREATE: it applies Mutate and
 // answers with a JSON patch.
 type Handler struct {
-	key   []byte
+	keys  KeySource
 	nodes client.Reader
 	live  client.Reader
 }
 
-// NewHandler returns the handler. key is the seal key; nodes reads Node
-// metadata (metav1.PartialObjectMetadata), typically the manager's cache;
-// live, if not nil, is asked when nodes does not know a node (a virtual
-// node created a moment ago).
-func NewHandler(key []byte, nodes, live client.Reader) (*Handler, error) {
-	if len(key) < MinKeyLength {
-		return nil, fmt.Errorf("the seal key has %d bytes, want at least %d", len(key), MinKeyLength)
+// NewHandler returns the handler. keys gives the seal keys (while it has
+// none, pods that would become proxies are refused: fail closed); nodes
+// reads Node metadata (metav1.PartialObjectMetadata), typically the
+// manager's cache; live, if not nil, is asked when nodes does not know a
+// node (a virtual node created a moment ago).
+func NewHandler(keys KeySource, nodes, live client.Reader) (*Handler, error) {
+	if keys == nil {
+		return nil, errors.New("a seal key source is required")
 	}
 	if nodes == nil {
 		return nil, errors.New("a node reader is required")
 	}
-	return &Handler{key: key, nodes: nodes, live: live}, nil
+	return &Handler{keys: keys, nodes: nodes, live: live}, nil
 }
 
 var _ admission.Handler = &Handler{}
@@ -72,9 +73,17 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	log := logf.FromContext(ctx).WithValues("pod", klog.KRef(pod.Namespace, podName(pod)))
 
-	res, err := Mutate(pod, Options{Key: h.key, IsVirtualNode: func(name string) (bool, error) { return h.isVirtualNode(ctx, name) }})
+	keys, keysErr := h.keys.Keys()
+	res, err := Mutate(pod, Options{Keys: keys, IsVirtualNode: func(name string) (bool, error) { return h.isVirtualNode(ctx, name) }})
 	var refused *RefusedError
 	switch {
+	case errors.Is(err, ErrNoSealKey):
+		admissionsTotal.WithLabelValues("refused").Inc()
+		if keysErr != nil {
+			err = keysErr
+		}
+		log.Error(err, "Refusing a pod: no seal key")
+		return admission.Denied(fmt.Sprintf("fleetlet cannot make this pod a proxy pod now (%v); pods in fleetlet-enabled namespaces are refused until the seal key is back", err))
 	case errors.As(err, &refused):
 		admissionsTotal.WithLabelValues("refused").Inc()
 		log.V(2).Info("Refusing a pod on a virtual node", "node", refused.NodeName)

@@ -75,7 +75,7 @@ func FuzzHandle(f *testing.F) {
 		if pod.Namespace == "" {
 			pod.Namespace, got.Namespace = "ns", "ns"
 		}
-		res, err := Mutate(&pod, Options{Key: testKey, IsVirtualNode: virtualNodes("fleetlet-c2")})
+		res, err := Mutate(&pod, Options{Keys: testKeys, IsVirtualNode: virtualNodes("fleetlet-c2")})
 		if err != nil {
 			t.Fatalf("the handler patched a pod Mutate refuses: %v", err)
 		}

@@ -27,7 +27,7 @@ func node(name string, labels map[string]string) *corev1.Node {
 func newTestHandler(t *testing.T, objs ...client.Object) *Handler {
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(objs...).Build()
-	h, err := NewHandler(testKey, c, nil)
+	h, err := NewHandler(StaticKeys(testKeys), c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestHandlerPatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	gotPod.Namespace = "ns"
-	want, err := Mutate(func() *corev1.Pod { p := pod.DeepCopy(); p.Namespace = "ns"; return p }(), Options{Key: testKey})
+	want, err := Mutate(func() *corev1.Pod { p := pod.DeepCopy(); p.Namespace = "ns"; return p }(), Options{Keys: testKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestHandlerIgnoresOtherRequests(t *testing.T) {
 }
 
 func TestNewHandlerNeedsKey(t *testing.T) {
-	if _, err := NewHandler([]byte("short"), fake.NewClientBuilder().Build(), nil); err == nil {
+	if _, err := NewHandler(nil, fake.NewClientBuilder().Build(), nil); err == nil {
 		t.Error("a short key was accepted")
 	}
 }
@@ -166,7 +166,7 @@ func TestHandlerAsksLiveForUnknownNodes(t *testing.T) {
 	empty := fake.NewClientBuilder().WithScheme(newScheme(t)).Build()
 	live := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(
 		node("fleetlet-new", map[string]string{v1alpha1.LabelNodeType: v1alpha1.NodeTypeVirtualKubelet, v1alpha1.LabelCluster: "new"})).Build()
-	h, err := NewHandler(testKey, empty, live)
+	h, err := NewHandler(StaticKeys(testKeys), empty, live)
 	if err != nil {
 		t.Fatal(err)
 	}

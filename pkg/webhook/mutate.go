@@ -17,9 +17,11 @@ import (
 
 // Options configure Mutate.
 type Options struct {
-	// Key seals the source spec: fleetlet's seal key, at least
-	// MinKeyLength bytes.
-	Key []byte
+	// Keys are fleetlet's seal keys: Keys.Seal (at least MinKeyLength
+	// bytes) seals the source spec; all of them open an earlier pass's.
+	// Without a sealing key, a pod that would become a proxy is an error
+	// wrapping ErrNoSealKey.
+	Keys Keys
 	// IsVirtualNode reports whether a node is one of fleetlet's virtual
 	// nodes. Nil means no node is.
 	IsVirtualNode func(nodeName string) (bool, error)
@@ -90,9 +92,6 @@ var userAnnotations = map[string]bool{
 // added to the stripped fields is folded into the source spec and stripped
 // again; with nothing new, the pod is Unchanged.
 func Mutate(pod *corev1.Pod, opts Options) (Result, error) {
-	if len(opts.Key) < MinKeyLength {
-		return Result{}, fmt.Errorf("the seal key has %d bytes, want at least %d", len(opts.Key), MinKeyLength)
-	}
 	if reason, skip := excluded(pod); skip {
 		return Result{Action: Skipped, Reason: reason, Pod: pod.DeepCopy()}, nil
 	}
@@ -111,11 +110,14 @@ func Mutate(pod *corev1.Pod, opts Options) (Result, error) {
 	if pod.Namespace == "" {
 		return Result{}, errors.New("the pod has no namespace")
 	}
+	if len(opts.Keys.Seal) < MinKeyLength {
+		return Result{}, fmt.Errorf("%w: the sealing key has %d bytes, want at least %d", ErrNoSealKey, len(opts.Keys.Seal), MinKeyLength)
+	}
 
 	out := pod.DeepCopy()
 	action := Mutated
 	var rec *SourceSpec
-	if prev, ok := previousPass(out, opts.Key); ok {
+	if prev, ok := previousPass(out, opts.Keys); ok {
 		// Second pass: what the proxy has now, with the user's values put
 		// back and merged with later webhooks' additions, is the user's
 		// pod; strip it again.
@@ -126,7 +128,7 @@ func Mutate(pod *corev1.Pod, opts Options) (Result, error) {
 		rec = strip(&out.Spec)
 	}
 	removeMarks(out)
-	value, err := seal(rec, out.Namespace, opts.Key)
+	value, err := seal(rec, out.Namespace, opts.Keys.Seal)
 	if err != nil {
 		return Result{}, err
 	}
@@ -170,11 +172,11 @@ func excluded(pod *corev1.Pod) (string, bool) {
 
 // previousPass returns the source spec of an earlier pass: the pod carries
 // our gate and a source spec sealed for its namespace.
-func previousPass(pod *corev1.Pod, key []byte) (*SourceSpec, bool) {
+func previousPass(pod *corev1.Pod, keys Keys) (*SourceSpec, bool) {
 	if !proxy.Gated(pod) {
 		return nil, false
 	}
-	s, err := Open(pod, key)
+	s, err := Open(pod, keys)
 	return s, err == nil
 }
 

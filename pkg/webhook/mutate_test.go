@@ -63,7 +63,7 @@ func TestMutateLeavesAlone(t *testing.T) {
 	for name, pod := range cases {
 		t.Run(name, func(t *testing.T) {
 			in := pod.DeepCopy()
-			res, err := Mutate(pod, Options{Key: testKey, IsVirtualNode: virtualNodes("fleetlet-c2")})
+			res, err := Mutate(pod, Options{Keys: testKeys, IsVirtualNode: virtualNodes("fleetlet-c2")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +88,7 @@ func TestMutateNotExcluded(t *testing.T) {
 	}
 	for name, pod := range cases {
 		t.Run(name, func(t *testing.T) {
-			res, err := Mutate(pod, Options{Key: testKey})
+			res, err := Mutate(pod, Options{Keys: testKeys})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +101,7 @@ func TestMutateNotExcluded(t *testing.T) {
 
 func TestMutateRefusesVirtualNode(t *testing.T) {
 	pod := makePod("ns", "p").nodeName("fleetlet-c2").obj()
-	_, err := Mutate(pod, Options{Key: testKey, IsVirtualNode: virtualNodes("fleetlet-c2")})
+	_, err := Mutate(pod, Options{Keys: testKeys, IsVirtualNode: virtualNodes("fleetlet-c2")})
 	var refused *RefusedError
 	if !errors.As(err, &refused) {
 		t.Fatalf("err = %v, want a *RefusedError", err)
@@ -114,17 +114,17 @@ func TestMutateRefusesVirtualNode(t *testing.T) {
 
 	// A failed node lookup fails the request; it is never taken for "not
 	// virtual".
-	_, err = Mutate(pod, Options{Key: testKey, IsVirtualNode: func(string) (bool, error) { return false, errors.New("cache down") }})
+	_, err = Mutate(pod, Options{Keys: testKeys, IsVirtualNode: func(string) (bool, error) { return false, errors.New("cache down") }})
 	if err == nil || errors.As(err, &refused) || !strings.Contains(err.Error(), "cache down") {
 		t.Errorf("err = %v, want the lookup's error", err)
 	}
 }
 
 func TestMutateNeedsKeyAndNamespace(t *testing.T) {
-	if _, err := Mutate(makePod("ns", "p").obj(), Options{Key: []byte("short")}); err == nil {
+	if _, err := Mutate(makePod("ns", "p").obj(), Options{Keys: Keys{Seal: []byte("short")}}); err == nil {
 		t.Error("a short key was accepted")
 	}
-	if _, err := Mutate(makePod("", "p").obj(), Options{Key: testKey}); err == nil {
+	if _, err := Mutate(makePod("", "p").obj(), Options{Keys: testKeys}); err == nil {
 		t.Error("a pod without a namespace was accepted: the seal binds the namespace")
 	}
 }
@@ -307,7 +307,7 @@ func TestMutate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.in.obj()
 			before := in.DeepCopy()
-			res, err := Mutate(in, Options{Key: testKey, IsVirtualNode: virtualNodes()})
+			res, err := Mutate(in, Options{Keys: testKeys, IsVirtualNode: virtualNodes()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -320,7 +320,7 @@ func TestMutate(t *testing.T) {
 			if diff := cmp.Diff(tc.want.obj(), withoutSourceSpec(res.Pod), podCmpOpts...); diff != "" {
 				t.Errorf("proxy (-want,+got):\n%s", diff)
 			}
-			got, err := Open(res.Pod, testKey)
+			got, err := Open(res.Pod, testKeys)
 			if err != nil {
 				t.Fatalf("Open: %v", err)
 			}
@@ -342,7 +342,7 @@ func TestMutate(t *testing.T) {
 			}
 
 			// A second pass with nothing new changes nothing.
-			again, err := Mutate(res.Pod, Options{Key: testKey})
+			again, err := Mutate(res.Pod, Options{Keys: testKeys})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -361,7 +361,7 @@ func TestMutate(t *testing.T) {
 func TestMutateFoldsLaterWebhooks(t *testing.T) {
 	user := makePod("ns", "p").pvc("data", "data-0").mount("app", "data", "/data").port("app", 80, 8080).
 		nodeSelector("disk", "ssd").zoneAffinity("a").scheduler("volcano")
-	first, err := Mutate(user.obj(), Options{Key: testKey})
+	first, err := Mutate(user.obj(), Options{Keys: testKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestMutateFoldsLaterWebhooks(t *testing.T) {
 		}},
 	}}
 
-	second, err := Mutate(later.obj(), Options{Key: testKey})
+	second, err := Mutate(later.obj(), Options{Keys: testKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +434,7 @@ func TestMutateFoldsLaterWebhooks(t *testing.T) {
 	}
 
 	// ...and the candidate gets the user's spec with every later addition.
-	s, err := Open(p, testKey)
+	s, err := Open(p, testKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,7 +475,7 @@ func TestMutateFoldsLaterWebhooks(t *testing.T) {
 	}
 
 	// Once folded, another pass changes nothing.
-	third, err := Mutate(p, Options{Key: testKey})
+	third, err := Mutate(p, Options{Keys: testKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,10 +514,10 @@ func TestAndNodeSelectors(t *testing.T) {
 // tolerations).
 func TestRestoreKeepsLaterAdditions(t *testing.T) {
 	user := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "batch", Effect: corev1.TaintEffectNoSchedule}
-	res, err := Mutate(makePod("ns", "p").nodeSelector(corev1.LabelTopologyZone, "a").toleration(user).obj(), Options{Key: testKey, IsVirtualNode: virtualNodes()})
+	res, err := Mutate(makePod("ns", "p").nodeSelector(corev1.LabelTopologyZone, "a").toleration(user).obj(), Options{Keys: testKeys, IsVirtualNode: virtualNodes()})
 	require.NoError(t, err)
 	require.Equal(t, Mutated, res.Action)
-	sealed, err := Open(res.Pod, testKey)
+	sealed, err := Open(res.Pod, testKeys)
 	require.NoError(t, err)
 
 	userTolerations := append([]corev1.Toleration(nil), sealed.Tolerations...)

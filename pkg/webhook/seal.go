@@ -2,9 +2,7 @@ package webhook
 
 import (
 	"bytes"
-	"context"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -12,10 +10,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 )
@@ -84,16 +78,17 @@ func sum(key []byte, namespace string, spec []byte) []byte {
 // when the pod has no annotation and ErrUntrusted when the annotation is
 // forged, altered or sealed for another namespace or with another key;
 // nothing from an annotation that fails is returned.
-func Open(pod *corev1.Pod, key []byte) (*SourceSpec, error) {
+func Open(pod *corev1.Pod, keys Keys) (*SourceSpec, error) {
 	value, ok := pod.Annotations[v1alpha1.AnnotationSourceSpec]
 	if !ok {
 		return nil, ErrNoSourceSpec
 	}
-	return unseal(value, pod.Namespace, key)
+	return unseal(value, pod.Namespace, keys.openers())
 }
 
-func unseal(value, namespace string, key []byte) (*SourceSpec, error) {
-	if len(key) < MinKeyLength || namespace == "" {
+// unseal checks value's MAC against each key in turn.
+func unseal(value, namespace string, keys [][]byte) (*SourceSpec, error) {
+	if namespace == "" {
 		return nil, ErrUntrusted
 	}
 	var w sealed
@@ -109,7 +104,7 @@ func unseal(value, namespace string, key []byte) (*SourceSpec, error) {
 		return nil, ErrUntrusted
 	}
 	mac, err := base64.RawURLEncoding.Strict().DecodeString(w.MAC)
-	if err != nil || !hmac.Equal(mac, sum(key, namespace, w.Spec)) {
+	if err != nil || !anyKeyVerifies(mac, keys, namespace, w.Spec) {
 		return nil, ErrUntrusted
 	}
 	var s SourceSpec
@@ -122,47 +117,13 @@ func unseal(value, namespace string, key []byte) (*SourceSpec, error) {
 	return &s, nil
 }
 
-// EnsureSealKey returns the seal key kept in the Secret namespace/name,
-// creating the Secret with a new random key when it does not exist. Every
-// replica calls it at start and they all end with the same key (a replica
-// that loses the race to create it reads the winner's). The Secret is
-// immutable: a key never changes under running managers.
-func EnsureSealKey(ctx context.Context, reader client.Reader, writer client.Writer, namespace, name string) ([]byte, error) {
-	key := types.NamespacedName{Namespace: namespace, Name: name}
-	secret := &corev1.Secret{}
-	err := reader.Get(ctx, key, secret)
-	if apierrors.IsNotFound(err) {
-		k := make([]byte, MinKeyLength)
-		if _, err := rand.Read(k); err != nil {
-			return nil, fmt.Errorf("generating a seal key: %w", err)
+// anyKeyVerifies tells whether one key of at least MinKeyLength bytes
+// made mac.
+func anyKeyVerifies(mac []byte, keys [][]byte, namespace string, spec []byte) bool {
+	for _, k := range keys {
+		if len(k) >= MinKeyLength && hmac.Equal(mac, sum(k, namespace, spec)) {
+			return true
 		}
-		immutable := true
-		secret = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace: namespace,
-				Name:      name,
-				Labels:    map[string]string{"app.kubernetes.io/part-of": "fleetlet", "app.kubernetes.io/component": "webhook"},
-			},
-			Type:      corev1.SecretTypeOpaque,
-			Immutable: &immutable,
-			Data:      map[string][]byte{SealKeyDataKey: k},
-		}
-		err = writer.Create(ctx, secret)
-		if err == nil {
-			return k, nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating the seal key Secret %s: %w", key, err)
-		}
-		secret = &corev1.Secret{}
-		err = reader.Get(ctx, key, secret)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the seal key Secret %s: %w", key, err)
-	}
-	k := secret.Data[SealKeyDataKey]
-	if len(k) < MinKeyLength {
-		return nil, fmt.Errorf("the seal key Secret %s has no %q of at least %d bytes", key, SealKeyDataKey, MinKeyLength)
-	}
-	return k, nil
+	return false
 }

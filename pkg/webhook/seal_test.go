@@ -8,23 +8,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 )
 
 func sealedPod(t *testing.T) *corev1.Pod {
 	t.Helper()
-	res, err := Mutate(makePod("ns", "p").pvc("data", "d").mount("app", "data", "/data").nodeSelector("zone", "a").obj(), Options{Key: testKey})
+	res, err := Mutate(makePod("ns", "p").pvc("data", "d").mount("app", "data", "/data").nodeSelector("zone", "a").obj(), Options{Keys: testKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +53,7 @@ func TestSealFormat(t *testing.T) {
 func TestOpenRefusesEveryAlteredByte(t *testing.T) {
 	pod := sealedPod(t)
 	value := pod.Annotations[v1alpha1.AnnotationSourceSpec]
-	if _, err := Open(pod, testKey); err != nil {
+	if _, err := Open(pod, testKeys); err != nil {
 		t.Fatalf("the sealed pod does not open: %v", err)
 	}
 	const base64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -76,13 +72,13 @@ func TestOpenRefusesEveryAlteredByte(t *testing.T) {
 			}
 			p := pod.DeepCopy()
 			p.Annotations[v1alpha1.AnnotationSourceSpec] = value[:i] + repl + value[i+1:]
-			if _, err := Open(p, testKey); err == nil {
+			if _, err := Open(p, testKeys); err == nil {
 				t.Fatalf("byte %d replaced by %q was trusted", i, repl)
 			}
 		}
 		p := pod.DeepCopy()
 		p.Annotations[v1alpha1.AnnotationSourceSpec] = value[:i] + value[i+1:]
-		if _, err := Open(p, testKey); err == nil {
+		if _, err := Open(p, testKeys); err == nil {
 			t.Fatalf("byte %d removed was trusted", i)
 		}
 	}
@@ -122,7 +118,7 @@ func TestOpenRefusesForgeries(t *testing.T) {
 			p := pod.DeepCopy()
 			p.Namespace = tc.namespace
 			p.Annotations[v1alpha1.AnnotationSourceSpec] = tc.value
-			s, err := Open(p, tc.key)
+			s, err := Open(p, Keys{Seal: tc.key})
 			if !errors.Is(err, ErrUntrusted) || s != nil {
 				t.Errorf("Open = %v, %v; want nil, ErrUntrusted", s, err)
 			}
@@ -130,7 +126,7 @@ func TestOpenRefusesForgeries(t *testing.T) {
 	}
 
 	delete(pod.Annotations, v1alpha1.AnnotationSourceSpec)
-	if _, err := Open(pod, testKey); !errors.Is(err, ErrNoSourceSpec) {
+	if _, err := Open(pod, testKeys); !errors.Is(err, ErrNoSourceSpec) {
 		t.Errorf("no annotation: err = %v, want ErrNoSourceSpec", err)
 	}
 }
@@ -141,14 +137,14 @@ func TestMutateOverwritesSealFromAnotherNamespace(t *testing.T) {
 	sealed := sealedPod(t)
 	pod := makePod("other", "p").gates(v1alpha1.SchedulingGateElection).
 		annotate(v1alpha1.AnnotationSourceSpec, sealed.Annotations[v1alpha1.AnnotationSourceSpec]).obj()
-	res, err := Mutate(pod, Options{Key: testKey})
+	res, err := Mutate(pod, Options{Keys: testKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Action != Mutated {
 		t.Errorf("action = %s, want Mutated (a first pass)", res.Action)
 	}
-	s, err := Open(res.Pod, testKey)
+	s, err := Open(res.Pod, testKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,67 +162,116 @@ func newScheme(t *testing.T) *runtime.Scheme {
 	return s
 }
 
-func TestEnsureSealKey(t *testing.T) {
-	ctx := context.Background()
-	c := fake.NewClientBuilder().WithScheme(newScheme(t)).Build()
-	k1, err := EnsureSealKey(ctx, c, c, "fleetlet-system", DefaultSealKeySecretName)
+// A rotation keeps the earlier key among the openers: what it sealed still
+// opens, what the new key seals opens, a key never in the set does not.
+func TestKeySetRotation(t *testing.T) {
+	old := Keys{Seal: testKey}
+	res, err := Mutate(makePod("ns", "p").obj(), Options{Keys: old})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(k1) < MinKeyLength {
-		t.Fatalf("key of %d bytes", len(k1))
+	newKey := []byte(strings.Repeat("n", MinKeyLength))
+	rotated := Keys{Seal: newKey, Previous: [][]byte{testKey}}
+	if _, err := Open(res.Pod, rotated); err != nil {
+		t.Errorf("sealed before the rotation: %v", err)
 	}
-	secret := &corev1.Secret{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "fleetlet-system", Name: DefaultSealKeySecretName}, secret); err != nil {
-		t.Fatal(err)
+	if _, err := Open(res.Pod, Keys{Seal: newKey}); !errors.Is(err, ErrUntrusted) {
+		t.Errorf("without the earlier key: %v, want ErrUntrusted", err)
 	}
-	if secret.Immutable == nil || !*secret.Immutable {
-		t.Error("the seal key Secret is not immutable")
-	}
-	k2, err := EnsureSealKey(ctx, c, c, "fleetlet-system", DefaultSealKeySecretName)
+	after, err := Mutate(makePod("ns", "q").obj(), Options{Keys: rotated})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(k1, k2); diff != "" {
-		t.Errorf("a second replica got another key (-first,+second):\n%s", diff)
+	if _, err := Open(after.Pod, Keys{Seal: newKey}); err != nil {
+		t.Errorf("sealed after the rotation, opened with the new key: %v", err)
+	}
+	if _, err := Open(after.Pod, old); !errors.Is(err, ErrUntrusted) {
+		t.Errorf("sealed with the new key, opened with the old one only: %v, want ErrUntrusted", err)
 	}
 }
 
-// A replica that loses the race to create the Secret uses the winner's key.
-func TestEnsureSealKeyLosesRace(t *testing.T) {
-	ctx := context.Background()
-	winner := []byte(strings.Repeat("w", MinKeyLength))
-	existing := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "fleetlet-system", Name: "k"},
-		Data:       map[string][]byte{SealKeyDataKey: winner},
-	}
-	c := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(existing).Build()
-	gets := 0
-	reader := interceptor.NewClient(c, interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			gets++
-			if gets == 1 { // not there yet when first read
-				return apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, key.Name)
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
-	})
-	got, err := EnsureSealKey(ctx, reader, c, "fleetlet-system", "k")
+func TestKeysFromSecret(t *testing.T) {
+	k := func(c string) []byte { return []byte(strings.Repeat(c, MinKeyLength)) }
+	got, err := keysFromSecret(&corev1.Secret{Data: map[string][]byte{SealKeyDataKey: k("a"), "previous-2": k("c"), "previous-1": k("b"), "other": []byte("x")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(winner, got); diff != "" {
-		t.Errorf("key (-winner,+got):\n%s", diff)
+	if want := (Keys{Seal: k("a"), Previous: [][]byte{k("b"), k("c")}}); !got.equal(want) {
+		t.Errorf("keys = %q, want %q", got, want)
+	}
+	for name, data := range map[string]map[string][]byte{
+		"no key":         {"previous-1": k("b")},
+		"short key":      {SealKeyDataKey: []byte("short")},
+		"short previous": {SealKeyDataKey: k("a"), "previous-1": []byte("short")},
+	} {
+		if _, err := keysFromSecret(&corev1.Secret{Data: data}); !errors.Is(err, ErrNoSealKey) {
+			t.Errorf("%s: %v, want ErrNoSealKey", name, err)
+		}
 	}
 }
 
-func TestEnsureSealKeyRefusesShortKey(t *testing.T) {
-	short := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "fleetlet-system", Name: "k"},
-		Data:       map[string][]byte{SealKeyDataKey: []byte("short")},
+// A missing Secret is no key, never a new one; the keys come back with the
+// Secret, and every change is announced.
+func TestSecretKeysFailClosed(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientBuilder().Build()
+	changes := 0
+	keys := NewSecretKeys(c, "fleetlet-system", DefaultSealKeySecretName, func() { changes++ })
+	if err := keys.Load(ctx); !errors.Is(err, ErrNoSealKey) || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("Load without the Secret: %v, want ErrNoSealKey naming it missing", err)
 	}
-	c := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(short).Build()
-	if _, err := EnsureSealKey(context.Background(), c, c, "fleetlet-system", "k"); err == nil || !strings.Contains(err.Error(), "fleetlet-system/k") {
-		t.Errorf("err = %v, want one naming the Secret", err)
+	if _, err := keys.Keys(); !errors.Is(err, ErrNoSealKey) {
+		t.Errorf("Keys without the Secret: %v", err)
+	}
+	secrets := &corev1.SecretList{}
+	if err := c.List(ctx, secrets); err != nil || len(secrets.Items) != 0 {
+		t.Errorf("a Secret was made: %v %v", secrets.Items, err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fleetlet-system", Name: DefaultSealKeySecretName},
+		Data: map[string][]byte{SealKeyDataKey: testKey}}
+	if err := c.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := keys.Keys()
+	if err != nil || !got.equal(testKeys) {
+		t.Errorf("Keys = %q, %v", got, err)
+	}
+	if err := keys.Load(ctx); err != nil || changes != 1 {
+		t.Errorf("an unchanged Secret: %v, %d changes, want 1 (the Secret appearing)", err, changes)
+	}
+	if err := c.Delete(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Load(ctx); !errors.Is(err, ErrNoSealKey) || changes != 2 {
+		t.Errorf("Secret deleted: %v, %d changes", err, changes)
+	}
+}
+
+// Without a key, a pod that would become a proxy is refused with the
+// reason; a pod fleetlet leaves alone is still allowed.
+func TestHandlerFailsClosedWithoutKey(t *testing.T) {
+	noKey := NewSecretKeys(fake.NewClientBuilder().Build(), "fleetlet-system", DefaultSealKeySecretName, nil)
+	_ = noKey.Load(context.Background())
+	h, err := NewHandler(noKey, fake.NewClientBuilder().Build(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	podRequest := func(t *testing.T, p *corev1.Pod) admission.Request {
+		raw, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return createRequest(t, p.Namespace, raw)
+	}
+	resp := h.Handle(context.Background(), podRequest(t, makePod("ns", "p").obj()))
+	if resp.Allowed || !strings.Contains(resp.Result.Message, "seal key Secret fleetlet-system/fleetlet-seal-key is missing") {
+		t.Errorf("a proxy pod without a seal key: allowed=%t %q", resp.Allowed, resp.Result.Message)
+	}
+	optOut := makePod("ns", "q").annotate(v1alpha1.AnnotationElect, v1alpha1.AnnotationElectDisabled).obj()
+	if resp := h.Handle(context.Background(), podRequest(t, optOut)); !resp.Allowed {
+		t.Errorf("a pod that opts out was refused: %q", resp.Result.Message)
 	}
 }

@@ -58,8 +58,8 @@ type ServerOptions struct {
 	// Namespace is fleetlet's namespace: the certificate Secret is there,
 	// and its pods are never mutated.
 	Namespace string
-	// SealKey seals the source specs (EnsureSealKey).
-	SealKey []byte
+	// SealKeys give the keys that seal the source specs (SecretKeys).
+	SealKeys KeySource
 	// Host and Port are where the webhook server listens (Host empty: every
 	// interface).
 	Host string
@@ -122,8 +122,8 @@ func (o *ServerOptions) Validate() error {
 	if o.Namespace == "" {
 		errs = append(errs, errors.New("the webhook needs fleetlet's namespace"))
 	}
-	if len(o.SealKey) < MinKeyLength {
-		errs = append(errs, fmt.Errorf("the seal key has %d bytes, want at least %d", len(o.SealKey), MinKeyLength))
+	if o.SealKeys == nil {
+		errs = append(errs, errors.New("a seal key source is required"))
 	}
 	if o.Port <= 0 || o.Port > 65535 {
 		errs = append(errs, fmt.Errorf("webhook port %d is not a port", o.Port))
@@ -176,7 +176,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o ServerOptions) error {
 	if _, err := mgr.GetCache().GetInformer(ctx, node); err != nil {
 		return fmt.Errorf("watching node metadata: %w", err)
 	}
-	handler, err := NewHandler(o.SealKey, mgr.GetCache(), mgr.GetAPIReader())
+	handler, err := NewHandler(o.SealKeys, mgr.GetCache(), mgr.GetAPIReader())
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -32,7 +33,7 @@ var (
 	env       *testenv.Env
 	k8sClient client.Client
 	mgr       ctrl.Manager
-	sealKey   []byte
+	sealKeys  Keys
 	scheme    = runtime.NewScheme()
 )
 
@@ -105,8 +106,21 @@ func startManager(ctx context.Context) (<-chan error, error) {
 	if err := k8sClient.Create(ctx, ns); err != nil {
 		return nil, err
 	}
-	sealKey, err = EnsureSealKey(ctx, k8sClient, k8sClient, fleetletNamespace, DefaultSealKeySecretName)
-	if err != nil {
+	// The seal key Secret, as the chart makes it.
+	key := make([]byte, MinKeyLength)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: fleetletNamespace, Name: DefaultSealKeySecretName},
+		Data: map[string][]byte{SealKeyDataKey: key}}
+	if err := k8sClient.Create(ctx, secret); err != nil {
+		return nil, err
+	}
+	keys := NewSecretKeys(k8sClient, fleetletNamespace, DefaultSealKeySecretName, nil)
+	if err := keys.Load(ctx); err != nil {
+		return nil, err
+	}
+	if sealKeys, err = keys.Keys(); err != nil {
 		return nil, err
 	}
 	port, probe := freePort(), fmt.Sprintf("127.0.0.1:%d", freePort())
@@ -120,7 +134,7 @@ func startManager(ctx context.Context) (<-chan error, error) {
 	}
 	o := DefaultServerOptions()
 	o.Namespace = fleetletNamespace
-	o.SealKey = sealKey
+	o.SealKeys = StaticKeys(sealKeys)
 	o.Host = "127.0.0.1"
 	o.Port = port
 	o.URL = "https://127.0.0.1:" + strconv.Itoa(port) + Path

@@ -102,7 +102,7 @@ func TestIntegrationProxyPod(t *testing.T) {
 		}
 	}
 
-	s, err := Open(p, sealKey)
+	s, err := Open(p, sealKeys)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -284,7 +284,7 @@ func TestIntegrationReinvocationFoldsSidecar(t *testing.T) {
 		t.Errorf("nodeSelector (-want,+got):\n%s", diff)
 	}
 
-	s, err := Open(p, sealKey)
+	s, err := Open(p, sealKeys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +410,7 @@ func TestIntegrationCertRotationBehindService(t *testing.T) {
 	}
 	o := DefaultServerOptions()
 	o.Namespace = fleetletNamespace
-	o.SealKey = sealKey
+	o.SealKeys = StaticKeys(sealKeys)
 	o.Host = "127.0.0.1"
 	o.Port = freePort()
 	o.CertDir = t.TempDir()
@@ -506,7 +506,7 @@ func TestIntegrationCertsFromFolder(t *testing.T) {
 	}
 	o := DefaultServerOptions()
 	o.Namespace = fleetletNamespace
-	o.SealKey = sealKey
+	o.SealKeys = StaticKeys(sealKeys)
 	o.Host = "127.0.0.1"
 	o.Port = freePort()
 	o.CertRotation = false
