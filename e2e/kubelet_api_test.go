@@ -32,6 +32,22 @@ func kubectlCmd(args ...string) *exec.Cmd {
 	return cmd
 }
 
+// startKubectl starts bin/kubectl against the source and reads its
+// output; it is killed when the test ends.
+func startKubectl(t *testing.T, args ...string) *lines {
+	t.Helper()
+	cmd := kubectlCmd(args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return newLines(out)
+}
+
 // lines reads a command's output line by line, in one goroutine for the
 // whole stream.
 type lines struct {
@@ -173,16 +189,7 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 	})
 
 	t.Run("follow", func(t *testing.T) {
-		cmd := kubectlCmd("-n", ns, "logs", "-f", p.Name)
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-		r := newLines(out)
+		r := startKubectl(t, "-n", ns, "logs", "-f", p.Name)
 		r.until(t, sandbox.ContainerLogMessage(cluster, sandbox.ContainerLogLines), 30*time.Second)
 		line := fmt.Sprintf("appended %d", time.Now().UnixNano())
 		appendContainerLog(t, cluster, line)
@@ -211,15 +218,7 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 	})
 
 	t.Run("attach", func(t *testing.T) {
-		cmd := kubectlCmd("-n", ns, "attach", p.Name, "-c", "main")
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+		out := startKubectl(t, "-n", ns, "attach", p.Name, "-c", "main")
 		// kwok attaches from the log's end: lines written from now on,
 		// once a second until one shows.
 		line := fmt.Sprintf("attached %d", time.Now().UnixNano())
@@ -235,20 +234,11 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 				}
 			}
 		}()
-		newLines(out).until(t, line, 30*time.Second)
+		out.until(t, line, 30*time.Second)
 	})
 
 	t.Run("port-forward", func(t *testing.T) {
-		cmd := kubectlCmd("-n", ns, "port-forward", "pod/"+p.Name, ":80", ":8080")
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-		r := newLines(out)
+		r := startKubectl(t, "-n", ns, "port-forward", "pod/"+p.Name, ":80", ":8080")
 		local := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)`)
 		for range 2 {
 			m := local.FindStringSubmatch(r.until(t, "Forwarding from 127.0.0.1", 30*time.Second))

@@ -317,6 +317,15 @@ func testChaperonPolicy(t *testing.T, admin client.Client) {
 			t.Fatal(err)
 		}
 	}
+	// And, as far as RBAC goes, a ServiceAccount named like cluster-2's in
+	// another namespace, and a ClusterSource's in the release namespace.
+	extra := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "other-source-identities"},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleetlet-source"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "apps", Name: "fleetlet-source-cluster-2"},
+			{Kind: rbacv1.ServiceAccountKind, Namespace: releaseNS, Name: "fleetlet-source-cluster-4"}}}
+	if err := admin.Create(ctx, extra); err != nil {
+		t.Fatal(err)
+	}
 	// alice may create chaperons as far as RBAC goes.
 	cr := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-chaperons"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleetlet-source"},
@@ -345,6 +354,12 @@ func testChaperonPolicy(t *testing.T, admin client.Client) {
 		{name: "source, own name", c: cluster2, obj: chaperon("own", "cluster-2")},
 		{name: "source, no label", c: cluster2, obj: chaperon("unlabelled", ""), wantErr: "must be 'cluster-2', not ''"},
 		{name: "not a source", c: as(t, "alice"), obj: chaperon("alice", "cluster-2"), wantErr: "alice may not create PodChaperons"},
+		// A fleetlet-source-<source> ServiceAccount of another namespace
+		// (not a ClusterSource namespace) does not stand for that source.
+		{name: "a source's name from another namespace", c: as(t, "system:serviceaccount:apps:fleetlet-source-cluster-2"), obj: chaperon("elsewhere", "cluster-2"),
+			wantErr: "may not create PodChaperons in team-a"},
+		// A ClusterSource's, from the release namespace, does everywhere.
+		{name: "a ClusterSource's", c: as(t, "system:serviceaccount:"+releaseNS+":fleetlet-source-cluster-4"), obj: chaperon("cluster-wide", "cluster-4")},
 		{name: "fleetlet, its cluster name (self target)", c: as(t, "system:serviceaccount:"+releaseNS+":"+managerSA), obj: chaperon("self", clusterName)},
 		{name: "fleetlet, another name", c: as(t, "system:serviceaccount:"+releaseNS+":"+managerSA), obj: chaperon("self-forged", "cluster-2"), wantErr: "must be '" + clusterName + "'"},
 	} {
