@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -67,14 +68,7 @@ func TestSealKeyLossFailsClosed(t *testing.T) {
 	restore()
 	eventually(t, time.Minute, "a new pod to be admitted with the key back", func(ctx context.Context) (bool, string) {
 		_, err := src.CoreV1().Pods(ns).Create(ctx, pod("admitted"), metav1.CreateOptions{})
-		return err == nil || apierrors.IsAlreadyExists(err), sprint(err)
+		return err == nil || apierrors.IsAlreadyExists(err), fmt.Sprint(err)
 	})
 	waitBound(t, ns, "app=after", 1, 2*time.Minute)
-}
-
-func sprint(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -22,22 +23,16 @@ type PortRange struct{ First, Last int }
 
 // ParsePortRange reads "first-last", one port, or "0" (any free port).
 func ParsePortRange(s string) (PortRange, error) {
-	first, last, isRange := cutRange(s)
+	first, last, isRange := strings.Cut(s, "-")
+	if !isRange {
+		last = first
+	}
 	a, err1 := strconv.Atoi(first)
 	b, err2 := strconv.Atoi(last)
 	if err1 != nil || err2 != nil || a < 0 || b > 65535 || a > b || (a == 0 && (isRange || b != 0)) {
 		return PortRange{}, fmt.Errorf("ports %q: want first-last (1-65535), one port, or 0 for any free port", s)
 	}
 	return PortRange{First: a, Last: b}, nil
-}
-
-func cutRange(s string) (first, last string, isRange bool) {
-	for i := range len(s) {
-		if s[i] == '-' {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, s, false
 }
 
 // Certificates gives the serving certificate of a node's listener.
