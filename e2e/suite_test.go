@@ -37,13 +37,16 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
+	if testing.Short() {
+		return m.Run() // every scenario skips itself; no sandbox
+	}
 	bin, err := testenv.FindBinaries("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl", "fleetlet", "kubectl-fleetlet")
 	if err != nil {
-		if testing.Short() {
-			return m.Run() // every scenario skips itself
-		}
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if dir := os.Getenv(ExistingSandboxEnv); dir != "" {
+		return runOnExisting(m, dir)
 	}
 	dir, err := os.MkdirTemp("", "fleetlet-e2e-")
 	if err != nil {
@@ -70,6 +73,24 @@ func run(m *testing.M) int {
 	} else {
 		fmt.Fprintf(os.Stderr, "sandbox logs kept in %s/logs\n", dir)
 	}
+	return code
+}
+
+// ExistingSandboxEnv names a sandbox folder to run the scenarios on instead
+// of starting one (`fleetlet-sandbox up --dir DIR` first), left running
+// after: one scenario at a time while developing, with -test.run
+// (TestUninstall takes fleetlet out of the sandbox).
+const ExistingSandboxEnv = "FLEETLET_E2E_SANDBOX"
+
+func runOnExisting(m *testing.M, dir string) int {
+	var err error
+	if sb, err = sandbox.Load(dir, sandbox.Options{Out: os.Stderr}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	began := time.Now()
+	code := m.Run()
+	fmt.Fprintln(os.Stderr, scenarioTimes.summary(time.Since(began), 0))
 	return code
 }
 

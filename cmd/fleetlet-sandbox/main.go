@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetlet/fleetlet/pkg/sandbox"
+	"github.com/fleetlet/fleetlet/pkg/version"
 )
 
 func main() {
@@ -32,6 +33,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	version.AddTo(root)
 	root.PersistentFlags().StringVar(&dir, "dir", ".sandbox", "folder that holds the sandbox: kubeconfigs, sandbox.json, data and logs")
 
 	opts := sandbox.Options{Out: os.Stdout}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/fleetlet/fleetlet/pkg/version"
 )
 
 func main() {
@@ -27,6 +29,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newManagerCommand(), newSchedulerCommand(), newCleanupCommand())
+	version.AddTo(root)
 	return root
 }
 

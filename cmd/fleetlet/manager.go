@@ -37,6 +37,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/gc"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
 	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/version"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
 	"github.com/fleetlet/fleetlet/pkg/webhook"
 )
@@ -285,6 +286,8 @@ func runManager(ctx context.Context, o managerOptions) error {
 	}
 	ctrl.SetLogger(textlogger.NewLogger(textlogger.NewConfig()))
 	log := ctrl.Log.WithName("setup")
+	info := version.Get()
+	log.Info("fleetlet manager", "version", info.Version, "commit", info.Commit, "go", info.GoVersion, "platform", info.Platform)
 
 	cfg, err := restConfig(o.kubeconfig)
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/fleetlet/fleetlet/pkg/candidate"
+	"github.com/fleetlet/fleetlet/pkg/version"
 )
 
 // schedulerOptions are the settings of `fleetlet scheduler`: fleetlet's own
@@ -210,6 +211,8 @@ func runScheduler(ctx context.Context, cmd *cobra.Command, o *schedulerOptions) 
 		return err
 	}
 	cliflag.PrintFlags(cmd.Flags())
+	info := version.Get()
+	klog.InfoS("fleetlet scheduler", "version", info.Version, "commit", info.Commit, "go", info.GoVersion, "platform", info.Platform)
 
 	cfg, err := o.configuration(cmd.Flags().Changed)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/connect"
 	"github.com/fleetlet/fleetlet/pkg/source"
+	"github.com/fleetlet/fleetlet/pkg/version"
 )
 
 func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -42,6 +43,7 @@ node. Both clusters need fleetlet installed.`,
 		newDisconnectCommand(&kubeconfig, stdout),
 		newStatusCommand(&kubeconfig, stdout),
 	)
+	version.AddTo(root)
 	return root
 }
 

@@ -9,8 +9,9 @@
 // scheduled for real, go Running and Ready, and (restartPolicy Never or
 // OnFailure) succeed after a while, so Jobs complete.
 //
-// fleetlet is installed in every cluster with its Helm chart (embedded in
-// the binary, written to DIR/chart, installed with BinDir's helm) in
+// fleetlet is installed in every cluster with its packaged Helm chart
+// (BinDir's fleetlet-VERSION.tgz from `make chart`, the release artefact;
+// PackagedChart), with BinDir's helm, in
 // local-process mode: the chart makes the CRDs, ServiceAccounts, RBAC,
 // webhook configuration (a loopback URL), PriorityClass and admission
 // policies, and `fleetlet manager` and `fleetlet scheduler` run as local
@@ -30,7 +31,7 @@
 //	DIR/cluster-<i>/           certificates, component configuration, etcd
 //	                           data, the chart values, the fleetlet processes'
 //	                           ServiceAccount kubeconfigs
-//	DIR/chart/, DIR/helm/      the chart helm installs, helm's own folders
+//	DIR/helm/                  helm's own folders
 //	DIR/logs/cluster-<i>/      one log per component
 //
 // Processes are recorded with their start time as well as their PID, so that

@@ -175,6 +175,7 @@ func (s *Sandbox) connectClusters(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, fleetletTimeout)
 	defer cancel()
 	names := s.ClusterNames()
+	fmt.Fprintf(s.opts.Out, "Connecting %s to its targets %v and waiting for their virtual nodes to be Ready\n", SourceCluster, names)
 	for _, name := range names {
 		if err := s.connectOne(ctx, name); err != nil {
 			return err

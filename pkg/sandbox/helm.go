@@ -20,7 +20,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
-	chart "github.com/fleetlet/fleetlet/charts/fleetlet"
 	"github.com/fleetlet/fleetlet/pkg/source"
 	"github.com/fleetlet/fleetlet/pkg/webhook"
 )
@@ -35,9 +34,9 @@ const (
 	binHelm = "helm"
 	// ReleaseName is the Helm release of fleetlet in every sandbox cluster.
 	ReleaseName = "fleetlet"
-	// chartDir is where, in the sandbox folder, the embedded chart is
-	// written for helm.
-	chartDir = "chart"
+	// packagedChartGlob is the chart `make chart` packages into the bin
+	// folder (fleetlet-VERSION.tgz, one at a time).
+	packagedChartGlob = "fleetlet-*.tgz"
 	// helmDir holds helm's cache, configuration and data, so that helm
 	// touches nothing in the user's home.
 	helmDir = "helm"
@@ -107,10 +106,28 @@ func (s *Sandbox) helm(ctx context.Context, args ...string) ([]byte, error) {
 	return stdout.Bytes(), nil
 }
 
-// writeChart writes the embedded chart to DIR/chart and the cluster's
-// values to its data folder, and returns both paths.
-func (s *Sandbox) writeChart(c *ClusterState) (dir, values string, err error) {
-	dir, err = chart.WriteTo(filepath.Join(s.opts.Dir, chartDir))
+// PackagedChart is the chart package in binDir that `make chart` made
+// (fleetlet-VERSION.tgz, the release artefact): the sandbox installs it, so
+// that every test on a sandbox proves the package, not the chart's folder.
+func PackagedChart(binDir string) (string, error) {
+	matches, err := filepath.Glob(filepath.Join(binDir, packagedChartGlob))
+	if err != nil {
+		return "", err
+	}
+	switch len(matches) {
+	case 1:
+		return matches[0], nil
+	case 0:
+		return "", fmt.Errorf("no packaged fleetlet chart (%s) in %s: run `make chart`", packagedChartGlob, binDir)
+	default:
+		return "", fmt.Errorf("%d packaged fleetlet charts in %s (%v): run `make chart`, which keeps one", len(matches), binDir, matches)
+	}
+}
+
+// writeChart finds the packaged chart and writes the cluster's values to its
+// data folder, and returns both paths.
+func (s *Sandbox) writeChart(c *ClusterState) (pkg, values string, err error) {
+	pkg, err = PackagedChart(s.opts.BinDir)
 	if err != nil {
 		return "", "", err
 	}
@@ -122,19 +139,19 @@ func (s *Sandbox) writeChart(c *ClusterState) (dir, values string, err error) {
 	if err := os.WriteFile(values, data, 0o644); err != nil {
 		return "", "", err
 	}
-	return dir, values, nil
+	return pkg, values, nil
 }
 
 // installChart installs (or upgrades) the fleetlet release in a cluster,
 // as `helm upgrade --install` with the cluster's administrator kubeconfig.
 func (s *Sandbox) installChart(ctx context.Context, c *ClusterState) error {
-	s.chartMu.Lock() // one chart folder for every cluster
+	s.chartMu.Lock() // one values file per cluster
 	defer s.chartMu.Unlock()
-	dir, values, err := s.writeChart(c)
+	pkg, values, err := s.writeChart(c)
 	if err != nil {
 		return err
 	}
-	if _, err := s.helm(ctx, "upgrade", "--install", ReleaseName, dir,
+	if _, err := s.helm(ctx, "upgrade", "--install", ReleaseName, pkg,
 		"--namespace", FleetletNamespace, "--create-namespace",
 		"--kubeconfig", c.Kubeconfig, "--values", values); err != nil {
 		return fmt.Errorf("installing the fleetlet chart: %w", err)

@@ -38,7 +38,7 @@ type Sandbox struct {
 	// on them, so they never linger as zombies and an early exit is seen at
 	// once.
 	procs map[int]*running
-	// chartMu serializes writing the chart folder that helm reads.
+	// chartMu serializes writing the clusters' chart values files.
 	chartMu sync.Mutex
 }
 
@@ -109,6 +109,8 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 	}
 
 	s := &Sandbox{opts: o, state: state, procs: map[int]*running{}}
+	fmt.Fprintf(o.Out, "Starting %d clusters in %s (each a real control plane from %s; about 5 s each, logs in %s)\n",
+		o.Clusters, o.Dir, o.BinDir, filepath.Join(o.Dir, "logs"))
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range state.Clusters {
 		c := &state.Clusters[i]
@@ -343,6 +345,7 @@ func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState, install boo
 	defer cancel()
 
 	var started []*running
+	s.step(c, start, "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok")
 	for _, comp := range components {
 		r, err := s.launch(c, comp)
 		if err != nil {
@@ -373,6 +376,7 @@ func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState, install boo
 	if err != nil {
 		return err
 	}
+	s.step(c, start, "control plane serving; creating %d fake nodes and waiting for them to be Ready", s.opts.Nodes)
 	if err := s.waitFor(ctx, c, "the fake nodes to be created", started, func(ctx context.Context) error {
 		return ensureNodes(ctx, cs, s.opts, c)
 	}); err != nil {
@@ -391,6 +395,7 @@ func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState, install boo
 	}
 	if !s.opts.NoFleetlet && !c.Uninstalled {
 		if install {
+			s.step(c, start, "installing fleetlet's packaged chart with helm")
 			if err := s.installFleetlet(ctx, c); err != nil {
 				return fmt.Errorf("%s: %w", c.Name, err)
 			}
@@ -398,6 +403,7 @@ func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState, install boo
 		if err := s.issueCredentials(ctx, c); err != nil {
 			return fmt.Errorf("%s: %w", c.Name, err)
 		}
+		s.step(c, start, "starting fleetlet manager and fleetlet scheduler")
 		if err := s.startComponent(ctx, c, fleetletComponent, started); err != nil {
 			return err
 		}
@@ -630,7 +636,7 @@ func writeMergedKubeconfig(state *State) error {
 func removeOld(dir string) error {
 	old, _ := filepath.Glob(filepath.Join(dir, "cluster-*"))
 	old = append(old, filepath.Join(dir, "logs"), filepath.Join(dir, MergedKubeconfig), filepath.Join(dir, StateFile),
-		filepath.Join(dir, chartDir), filepath.Join(dir, helmDir))
+		filepath.Join(dir, "chart"), filepath.Join(dir, helmDir)) // "chart": where older sandboxes wrote theirs
 	for _, p := range old {
 		if err := os.RemoveAll(p); err != nil {
 			return err

@@ -1,0 +1,66 @@
+package version
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+func TestUnstampedBuild(t *testing.T) {
+	if version != "" {
+		t.Skip("this test binary was stamped")
+	}
+	info := Get()
+	if info.Version != Unversioned || info.Commit == "" || info.GoVersion == "" || !strings.Contains(info.Platform, "/") {
+		t.Fatalf("unstamped build = %+v", info)
+	}
+}
+
+// TestCommandAnswersVersion: --version and `version [-o json]` print the
+// build, also when a global --version flag of another type exists, as
+// component-base's verflag registers in every binary that links it.
+func TestCommandAnswersVersion(t *testing.T) {
+	old := pflag.CommandLine
+	t.Cleanup(func() { pflag.CommandLine = old })
+	pflag.CommandLine = pflag.NewFlagSet("global", pflag.ContinueOnError)
+	pflag.CommandLine.String("version", "", "component-base's --version, not a boolean")
+
+	version, commit = "1.2.3-test", "abc123"
+	t.Cleanup(func() { version, commit = "", "" })
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--version"}, "app 1.2.3-test (commit abc123, "},
+		{[]string{"version"}, "app 1.2.3-test (commit abc123, "},
+	} {
+		root := &cobra.Command{Use: "app", RunE: func(*cobra.Command, []string) error { return nil }}
+		AddTo(root)
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetArgs(tc.args)
+		if err := root.Execute(); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if !strings.HasPrefix(out.String(), tc.want) {
+			t.Errorf("%v printed %q, want %q…", tc.args, out.String(), tc.want)
+		}
+	}
+
+	root := &cobra.Command{Use: "app"}
+	AddTo(root)
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"version", "-o", "json"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var info Info
+	if err := json.Unmarshal(out.Bytes(), &info); err != nil || info.Version != "1.2.3-test" || info.Commit != "abc123" {
+		t.Fatalf("version -o json = %q (%v)", out.String(), err)
+	}
+}
