@@ -1,10 +1,14 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,12 +33,25 @@ func TestSandboxClustersRunWorkloadsAndSurviveRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
+	var progress lockedBuffer
 	s, err := sandbox.Up(ctx, sandbox.Options{
 		Dir: t.TempDir(), BinDir: bin, Clusters: 2, Nodes: 3,
-		CompleteAfter: 2 * time.Second, DieWithParent: true, Out: testWriter{t}, NoFleetlet: true,
+		CompleteAfter: 2 * time.Second, DieWithParent: true, Out: io.MultiWriter(testWriter{t}, &progress), NoFleetlet: true,
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A first start says each step as it begins, per cluster, with the time.
+	for _, want := range []string{
+		`Starting 2 clusters in `,
+		`cluster-1 \(1 of 2\) \[\+\d+\.\ds\]: starting etcd, kube-apiserver`,
+		`cluster-2 \(2 of 2\) \[\+\d+\.\ds\]: starting etcd, kube-apiserver`,
+		`cluster-2 \(2 of 2\) \[\+\d+\.\ds\]: control plane serving; creating 3 fake nodes`,
+		`cluster-1 ready in `, `Sandbox with 2 clusters ready in `,
+	} {
+		if !regexp.MustCompile(want).MatchString(progress.String()) {
+			t.Errorf("the start did not say %q:\n%s", want, progress.String())
+		}
 	}
 	recorded := s.State().AllProcesses()
 	t.Cleanup(func() {
@@ -124,6 +141,24 @@ func TestSandboxClustersRunWorkloadsAndSurviveRestart(t *testing.T) {
 	if _, err := os.Stat(s.State().Clusters[0].Kubeconfig); err != nil {
 		t.Errorf("Down removed the kubeconfig: %v", err)
 	}
+}
+
+// lockedBuffer collects what clusters starting at once write.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 type testWriter struct{ t *testing.T }
