@@ -53,6 +53,23 @@ type result struct {
 	latencies []time.Duration
 	// finished is when each pod was seen done.
 	finished map[string]time.Time
+	// retried counts the creations tried again; failed, those given up.
+	retried int
+	failed  []string
+	// incomplete says why not every pod was done, or is empty.
+	incomplete string
+}
+
+// benchPod is one measured pod: tiny requests, no grace period.
+func benchPod(name, ns, key, value string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{key: value}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}}}},
+		},
+	}
 }
 
 func (r result) percentile(p float64) time.Duration { return percentile(r.latencies, p) }
@@ -108,7 +125,8 @@ func watchDelegates(ctx context.Context, clients map[string]kubernetes.Interface
 	}
 }
 
-func (r result) throughput() float64 { return float64(r.pods) / r.total.Seconds() }
+// throughput counts the pods that ran.
+func (r result) throughput() float64 { return float64(len(r.finished)) / r.total.Seconds() }
 
 func run(n, clusters int, dir, binDir string, timeout time.Duration, workers int) error {
 	ctx := context.Background()
@@ -162,10 +180,14 @@ func run(n, clusters int, dir, binDir string, timeout time.Duration, workers int
 	// target, the garbage collector learning the CRDs): steady state is
 	// what is measured.
 	fmt.Fprintln(os.Stderr, "warming up")
-	if _, err := measure(ctx, "warm-up", len(names), workers, timeout, func(i int) (kubernetes.Interface, string) {
+	warm, err := measure(ctx, "warm-up", len(names), workers, timeout, func(i int) (kubernetes.Interface, string) {
 		return clients[sandbox.SourceCluster], ns
-	}, running); err != nil {
+	}, running)
+	if err != nil {
 		return err
+	}
+	if warm.incomplete != "" {
+		return fmt.Errorf("warm-up: %s", warm.incomplete)
 	}
 	delegates := watchDelegates(ctx, clients, ns)
 	fmt.Fprintf(os.Stderr, "fleetlet: %d pods in %s/%s\n", n, sandbox.SourceCluster, ns)
@@ -193,17 +215,34 @@ func run(n, clusters int, dir, binDir string, timeout time.Duration, workers int
 	}
 
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tpods\ttotal\tpods/s\tp50\tp99\t")
+	fmt.Fprintln(tw, "run\tpods\ttotal\tpods/s\tp50\tp99\tRunning\tcreates retried\tnot created\t")
 	for _, r := range []result{proxied, direct} {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%s\t%s\t\n", r.name, r.pods, r.total.Round(10*time.Millisecond), r.throughput(),
-			r.percentile(0.5).Round(time.Millisecond), r.percentile(0.99).Round(time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%s\t%s\t%d\t%d\t%d\t\n", r.name, r.pods, r.total.Round(10*time.Millisecond), r.throughput(),
+			r.percentile(0.5).Round(time.Millisecond), r.percentile(0.99).Round(time.Millisecond), len(r.finished), r.retried, len(r.failed))
 	}
 	ratio := func(a, b time.Duration) string { return fmt.Sprintf("%.2fx", a.Seconds()/b.Seconds()) }
 	fmt.Fprintf(tw, "fleetlet / direct\t\t%s\t%.2fx\t%s\t%s\t\n", ratio(proxied.total, direct.total), proxied.throughput()/direct.throughput(),
 		ratio(proxied.percentile(0.5), direct.percentile(0.5)), ratio(proxied.percentile(0.99), direct.percentile(0.99)))
 	fmt.Fprintf(tw, "feedback lag (delegate Running → proxy Running)\t%d\t\t\t%s\t%s\t\n", len(lag),
 		percentile(lag, 0.5).Round(time.Millisecond), percentile(lag, 0.99).Round(time.Millisecond))
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var incomplete []string
+	for _, r := range []result{proxied, direct} {
+		if r.incomplete == "" {
+			continue
+		}
+		incomplete = append(incomplete, r.name)
+		fmt.Printf("%s incomplete: %s\n", r.name, r.incomplete)
+		for _, f := range r.failed[:min(3, len(r.failed))] {
+			fmt.Printf("  not created: %s\n", f)
+		}
+	}
+	if len(incomplete) > 0 {
+		return fmt.Errorf("incomplete runs %v: the figures above count only the pods that ran", incomplete)
+	}
+	return nil
 }
 
 // measure creates n pods with workers creators and records, per pod, the time
@@ -226,6 +265,14 @@ func measure(ctx context.Context, name string, n, workers int, timeout time.Dura
 	}
 	allDone := make(chan struct{})
 	var closeOnce sync.Once
+	// want is how many pods can still be done: n less those never created.
+	want, retried := n, 0
+	var failed []string
+	checkDone := func() { // under mu
+		if len(finished) >= want {
+			closeOnce.Do(func() { close(allDone) })
+		}
+	}
 	record := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
 		if !ok || !done(p) {
@@ -237,12 +284,11 @@ func measure(ctx context.Context, name string, n, workers int, timeout time.Dura
 		if _, ok := finished[p.Name]; !ok {
 			finished[p.Name] = now
 		}
-		if len(finished) == n {
-			closeOnce.Do(func() { close(allDone) })
-		}
+		checkDone()
 	}
 	// Informers, not raw watches: they list again and resume when the API
-	// server closes a watch, so no event is lost.
+	// server closes a watch, so no event is lost, and the observer adds no
+	// periodic LIST to the API servers it measures.
 	for cs, ns := range seen {
 		factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = label }))
@@ -255,34 +301,11 @@ func measure(ctx context.Context, name string, n, workers int, timeout time.Dura
 		}
 		factory.Start(ctx.Done())
 		factory.WaitForCacheSync(ctx.Done())
-		// A safety net: a periodic list records what an event may not
-		// have shown (at the time of the list, so never too early).
-		go func() {
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-allDone:
-					return
-				case <-tick.C:
-				}
-				list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: label, ResourceVersion: "0"})
-				if err != nil {
-					continue
-				}
-				for i := range list.Items {
-					record(&list.Items[i])
-				}
-			}
-		}()
 	}
 
 	begin := time.Now()
 	work := make(chan int)
 	var wg sync.WaitGroup
-	errs := make(chan error, workers)
 	for range workers {
 		wg.Add(1)
 		go func() {
@@ -290,49 +313,49 @@ func measure(ctx context.Context, name string, n, workers int, timeout time.Dura
 			for i := range work {
 				cs, ns := where(i)
 				podName := fmt.Sprintf("%s-%05d", strings.ToLower(strings.Fields(name)[0]), i)
-				pod := &corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: ns, Labels: map[string]string{key: value}},
-					Spec: corev1.PodSpec{
-						TerminationGracePeriodSeconds: ptr.To[int64](0),
-						Containers: []corev1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}}}},
-					},
-				}
 				mu.Lock()
 				started[podName] = time.Now()
 				mu.Unlock()
-				if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-					errs <- fmt.Errorf("creating %s: %w", podName, err)
-					return
+				tries, err := create(ctx, cs, benchPod(podName, ns, key, value))
+				mu.Lock()
+				retried += tries - 1
+				if err != nil {
+					failed = append(failed, fmt.Sprintf("%s: %v", podName, err))
+					delete(started, podName)
+					want--
+					checkDone()
 				}
+				mu.Unlock()
 			}
 		}()
 	}
+feed:
 	for i := range n {
-		work <- i
+		select {
+		case work <- i:
+		case <-ctx.Done():
+			break feed
+		}
 	}
 	close(work)
 	wg.Wait()
 	select {
-	case err := <-errs:
-		return result{}, err
-	default:
-	}
-	select {
 	case <-allDone:
 	case <-ctx.Done():
-		mu.Lock()
-		got := len(finished)
-		mu.Unlock()
-		return result{}, fmt.Errorf("%s: only %d of %d pods done after %s", name, got, n, timeout)
 	}
 	total := time.Since(begin)
-	r := result{name: name, pods: n, total: total, finished: map[string]time.Time{}}
 	mu.Lock()
+	defer mu.Unlock()
+	r := result{name: name, pods: n, total: total, finished: map[string]time.Time{}, retried: retried, failed: failed}
 	for podName, end := range finished {
-		r.finished[podName] = end
-		r.latencies = append(r.latencies, end.Sub(started[podName]))
+		if begun, ok := started[podName]; ok {
+			r.finished[podName] = end
+			r.latencies = append(r.latencies, end.Sub(begun))
+		}
 	}
-	mu.Unlock()
+	if len(finished) < n {
+		r.incomplete = fmt.Sprintf("%d of %d pods Running after %s: %d not created (API server overloaded or refusing), %d created but not Running",
+			len(finished), n, total.Round(time.Second), len(failed), want-len(finished))
+	}
 	return r, nil
 }
