@@ -286,8 +286,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	}
 	ctrl.SetLogger(textlogger.NewLogger(textlogger.NewConfig()))
 	log := ctrl.Log.WithName("setup")
-	info := version.Get()
-	log.Info("fleetlet manager", "version", info.Version, "commit", info.Commit, "go", info.GoVersion, "platform", info.Platform)
+	log.Info("fleetlet manager", version.Get().KeysAndValues()...)
 
 	cfg, err := restConfig(o.kubeconfig)
 	if err != nil {

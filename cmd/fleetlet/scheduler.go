@@ -211,8 +211,7 @@ func runScheduler(ctx context.Context, cmd *cobra.Command, o *schedulerOptions) 
 		return err
 	}
 	cliflag.PrintFlags(cmd.Flags())
-	info := version.Get()
-	klog.InfoS("fleetlet scheduler", "version", info.Version, "commit", info.Commit, "go", info.GoVersion, "platform", info.Platform)
+	klog.InfoS("fleetlet scheduler", version.Get().KeysAndValues()...)
 
 	cfg, err := o.configuration(cmd.Flags().Changed)
 	if err != nil {

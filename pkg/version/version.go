@@ -51,6 +51,12 @@ func Get() Info {
 	return info
 }
 
+// KeysAndValues is the build as structured-log pairs, for the line every
+// long-running command logs when it starts.
+func (i Info) KeysAndValues() []any {
+	return []any{"version", i.Version, "commit", i.Commit, "go", i.GoVersion, "platform", i.Platform}
+}
+
 // String is the one line `--version` prints:
 // "0.1.0 (commit 4f1c…, go1.26.8, linux/amd64)".
 func (i Info) String() string {
