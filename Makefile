@@ -80,7 +80,7 @@ e2e: build ## Run the end-to-end suite only (a 3-cluster fleetlet sandbox).
 	FLEETLET_BIN_DIR=$(BIN) go test -count=1 -timeout $(TEST_TIMEOUT) -v ./e2e/...
 
 bench: build ## Benchmark 1,000 pods through fleetlet against the same pods created directly in the targets.
-	go run ./hack/bench --bin-dir $(BIN) --pods $${PODS:-1000}
+	COMMIT=$(COMMIT) go run ./hack/bench --bin-dir $(BIN) --pods $${PODS:-1000} --runs $${RUNS:-3} --out $(BIN)/bench.json
 
 unit: ## Run the unit tests only (no binaries needed).
 	go test -short -count=1 -timeout 5m ./...

@@ -1,10 +1,15 @@
 // Command bench measures fleetlet against the floor on a local sandbox: N
 // pods created in an enabled namespace of cluster-1 (proxies: gated,
 // elected, pinned, bound to a virtual node, Running once their delegates
-// are), then the same N pods created directly in the targets, spread
-// evenly, until Running. It prints both side by side with the ratios, and
-// the feedback lag (delegate seen Running → proxy seen Running). It
-// reports; it asserts nothing. Run it with `make bench`.
+// are), and the same N pods created directly in the targets, spread
+// evenly, until Running; RUNS times, which path goes first alternating,
+// the pods of each deleted before the next. It prints every run side by
+// side, the medians of the ratios, the feedback lag (delegate seen Running
+// → proxy seen Running), and what each path cost per pod: API requests
+// each cluster answered by verb and resource (apiserver_request_total),
+// requests fleetlet's own processes made (rest_client_requests_total) and
+// CPU by process (/proc); --out writes it as JSON too. It reports; it
+// asserts nothing. Run it with `make bench`.
 package main
 
 import (
@@ -15,7 +20,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,19 +35,26 @@ import (
 )
 
 func main() {
-	var (
-		pods     = flag.Int("pods", 1000, "pods per run")
-		clusters = flag.Int("clusters", 3, "sandbox clusters (cluster-1 the source; every cluster a target)")
-		dir      = flag.String("dir", "", "sandbox folder (default: a temporary one, removed afterwards)")
-		binDir   = flag.String("bin-dir", "bin", "folder with the binaries")
-		timeout  = flag.Duration("timeout", 20*time.Minute, "bound on each run")
-		workers  = flag.Int("workers", 16, "parallel creators")
-	)
+	var o options
+	flag.IntVar(&o.pods, "pods", 1000, "pods per run")
+	flag.IntVar(&o.runs, "runs", 3, "runs of both paths, alternating which goes first; the report gives each and the medians")
+	flag.IntVar(&o.clusters, "clusters", 3, "sandbox clusters (cluster-1 the source; every cluster a target)")
+	flag.StringVar(&o.dir, "dir", "", "sandbox folder (default: a temporary one, removed afterwards)")
+	flag.StringVar(&o.binDir, "bin-dir", "bin", "folder with the binaries")
+	flag.StringVar(&o.out, "out", "", "write the results as JSON to this file too")
+	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "bound on each run")
+	flag.IntVar(&o.workers, "workers", 16, "parallel creators")
 	flag.Parse()
-	if err := run(*pods, *clusters, *dir, *binDir, *timeout, *workers); err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+type options struct {
+	pods, runs, clusters, workers int
+	dir, binDir, out              string
+	timeout                       time.Duration
 }
 
 type result struct {
@@ -128,8 +139,9 @@ func watchDelegates(ctx context.Context, clients map[string]kubernetes.Interface
 // throughput counts the pods that ran.
 func (r result) throughput() float64 { return float64(len(r.finished)) / r.total.Seconds() }
 
-func run(n, clusters int, dir, binDir string, timeout time.Duration, workers int) error {
+func run(o options) error {
 	ctx := context.Background()
+	clusters, dir, binDir, timeout, workers := o.clusters, o.dir, o.binDir, o.timeout, o.workers
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "fleetlet-bench-")
 		if err != nil {
@@ -189,60 +201,37 @@ func run(n, clusters int, dir, binDir string, timeout time.Duration, workers int
 	if warm.incomplete != "" {
 		return fmt.Errorf("warm-up: %s", warm.incomplete)
 	}
-	delegates := watchDelegates(ctx, clients, ns)
-	fmt.Fprintf(os.Stderr, "fleetlet: %d pods in %s/%s\n", n, sandbox.SourceCluster, ns)
-	proxied, err := measure(ctx, "fleetlet (proxy Running)", n, workers, timeout, func(i int) (kubernetes.Interface, string) {
-		return clients[sandbox.SourceCluster], ns
-	}, running)
-	if err != nil {
-		return err
+	paths := []path{
+		{name: "fleetlet (proxy Running)", where: func(int) (kubernetes.Interface, string) { return clients[sandbox.SourceCluster], ns }, delegatesIn: ns},
+		{name: "direct (pod Running)", where: func(i int) (kubernetes.Interface, string) { return clients[names[i%len(names)]], directNS }},
 	}
-	// Feedback lag: from the delegate seen Running in its target to its
-	// proxy seen Running in the source (same observer, same clock).
-	var lag []time.Duration
-	delegateRunning := delegates()
-	for name, proxyRunning := range proxied.finished {
-		if d, ok := delegateRunning[name]; ok {
-			lag = append(lag, max(0, proxyRunning.Sub(d)))
+	var runs []benchRun
+	for i := range o.runs {
+		// Alternated: neither path always runs on a cluster the other
+		// just loaded.
+		order := []int{0, 1}
+		if i%2 == 1 {
+			order = []int{1, 0}
 		}
-	}
-	fmt.Fprintf(os.Stderr, "direct: %d pods spread over %v\n", n, names)
-	direct, err := measure(ctx, "direct (pod Running)", n, workers, timeout, func(i int) (kubernetes.Interface, string) {
-		return clients[names[i%len(names)]], directNS
-	}, running)
-	if err != nil {
-		return err
-	}
-
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tpods\ttotal\tpods/s\tp50\tp99\tRunning\tcreates retried\tnot created\t")
-	for _, r := range []result{proxied, direct} {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%s\t%s\t%d\t%d\t%d\t\n", r.name, r.pods, r.total.Round(10*time.Millisecond), r.throughput(),
-			r.percentile(0.5).Round(time.Millisecond), r.percentile(0.99).Round(time.Millisecond), len(r.finished), r.retried, len(r.failed))
-	}
-	ratio := func(a, b time.Duration) string { return fmt.Sprintf("%.2fx", a.Seconds()/b.Seconds()) }
-	fmt.Fprintf(tw, "fleetlet / direct\t\t%s\t%.2fx\t%s\t%s\t\n", ratio(proxied.total, direct.total), proxied.throughput()/direct.throughput(),
-		ratio(proxied.percentile(0.5), direct.percentile(0.5)), ratio(proxied.percentile(0.99), direct.percentile(0.99)))
-	fmt.Fprintf(tw, "feedback lag (delegate Running → proxy Running)\t%d\t\t\t%s\t%s\t\n", len(lag),
-		percentile(lag, 0.5).Round(time.Millisecond), percentile(lag, 0.99).Round(time.Millisecond))
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	var incomplete []string
-	for _, r := range []result{proxied, direct} {
-		if r.incomplete == "" {
-			continue
+		run := benchRun{Index: i + 1}
+		for _, k := range order {
+			fmt.Fprintf(os.Stderr, "run %d of %d: %s, %d pods\n", i+1, o.runs, paths[k].name, o.pods)
+			m, err := paths[k].measure(ctx, sb, clients, o)
+			if err != nil {
+				return err
+			}
+			if k == 0 {
+				run.Fleetlet = m
+			} else {
+				run.Direct = m
+			}
+			if err := clean(ctx, clients, []string{ns, directNS}); err != nil {
+				return err
+			}
 		}
-		incomplete = append(incomplete, r.name)
-		fmt.Printf("%s incomplete: %s\n", r.name, r.incomplete)
-		for _, f := range r.failed[:min(3, len(r.failed))] {
-			fmt.Printf("  not created: %s\n", f)
-		}
+		runs = append(runs, run)
 	}
-	if len(incomplete) > 0 {
-		return fmt.Errorf("incomplete runs %v: the figures above count only the pods that ran", incomplete)
-	}
-	return nil
+	return report(os.Stdout, runs, o)
 }
 
 // measure creates n pods with workers creators and records, per pod, the time

@@ -300,9 +300,9 @@ func (r *PodChaperonReconciler) create(ctx context.Context, ch *v1alpha1.PodChap
 		return outcome{cond: recreatedCondition(pod, *rec), pod: pod}
 
 	case err == nil:
+		// No Event: every candidate of every proxy is created here, most
+		// of them to lose; the PodCreated condition and the log say it.
 		r.backoff.Forget(key)
-		r.Recorder.Eventf(ch, pod, corev1.EventTypeNormal, ReasonPodCreated, "Create",
-			"Created pod %s as %s (%s %s)", pod.Name, id.userName(), id.kind, id.name)
 		return outcome{cond: heldCondition(pod), pod: pod}
 
 	case apierrors.IsAlreadyExists(err):

@@ -149,7 +149,7 @@ func TestReconcile(t *testing.T) {
 			wantCreates: created,
 			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated, wantMessage: "uid created-pod-uid",
 			wantPods:   map[string]types.UID{testName: "created-pod-uid"},
-			wantEvents: []string{ReasonPodCreated},
+			wantEvents: nil, // a candidate created is no Event
 		},
 		{
 			name:     "a ClusterSource that selects the namespace",
@@ -159,7 +159,7 @@ func TestReconcile(t *testing.T) {
 			wantCreates: []string{"system:serviceaccount:fleetlet-system:sa-cluster-a " + testNS + "/" + testName},
 			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated,
 			wantPods:   map[string]types.UID{testName: "created-pod-uid"},
-			wantEvents: []string{ReasonPodCreated},
+			wantEvents: nil, // a candidate created is no Event
 		},
 		{
 			name:     "a ClusterSource without a selector selects the namespaces labelled for it",
@@ -169,7 +169,7 @@ func TestReconcile(t *testing.T) {
 			wantCreates: []string{"system:serviceaccount:fleetlet-system:sa-cluster-a " + testNS + "/" + testName},
 			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated,
 			wantPods:   map[string]types.UID{testName: "created-pod-uid"},
-			wantEvents: []string{ReasonPodCreated},
+			wantEvents: nil, // a candidate created is no Event
 		},
 		{
 			name:     "a ClusterSource that does not select the namespace",
@@ -188,7 +188,7 @@ func TestReconcile(t *testing.T) {
 			wantCreates: created,
 			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated,
 			wantPods:   map[string]types.UID{testName: "created-pod-uid"},
-			wantEvents: []string{ReasonPodCreated},
+			wantEvents: nil, // a candidate created is no Event
 		},
 		{
 			name:       "no Source and no ClusterSource",

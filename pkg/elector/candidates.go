@@ -4,6 +4,7 @@ package elector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -109,17 +110,12 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userS
 	if until, out := r.keptOut(pod.UID, ts.key); out {
 		return nil, fmt.Sprintf("no cluster could run the pod at the last try; pending candidates are kept in the %d best target(s) until %s", r.opts.PendingTargets, until.UTC().Format(time.RFC3339))
 	}
-	// The namespace must exist there: a missing one filters the target.
-	var ns corev1.Namespace
-	if err := ts.cluster.Client().Get(ctx, types.NamespacedName{Name: pod.Namespace}, &ns); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Sprintf("namespace %s does not exist there", pod.Namespace)
-		}
-		return nil, fmt.Sprintf("reading namespace %s: %v", pod.Namespace, err)
-	}
 	// What the candidate needs is there before it is.
 	if r.opts.Follower != nil && !ts.cluster.Self() {
 		why, err := r.follow(ctx, pod, refs, ts.cluster, follow.StageCandidate)
+		if isNamespaceNotFound(err) {
+			return nil, missingNamespace(pod.Namespace)
+		}
 		if err != nil {
 			return nil, fmt.Sprintf("copying what the pod needs: %v", err)
 		}
@@ -131,11 +127,31 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userS
 		if apierrors.IsAlreadyExists(err) {
 			return want, ""
 		}
+		if isNamespaceNotFound(err) {
+			// The namespace is missing there (no GET before each
+			// create: the create says so): it filters the target.
+			return nil, missingNamespace(pod.Namespace)
+		}
 		candidatesTotal.WithLabelValues(ts.key.String(), "error").Inc()
 		return nil, fmt.Sprintf("creating the candidate: %v", err)
 	}
 	candidatesTotal.WithLabelValues(ts.key.String(), "created").Inc()
 	return want, ""
+}
+
+// missingNamespace is why a target without the pod's namespace is not a
+// candidate: a create there answers NotFound.
+func missingNamespace(ns string) string { return fmt.Sprintf("namespace %s does not exist there", ns) }
+
+// isNamespaceNotFound tells a create refused for a missing namespace from
+// other NotFound answers (a kind the target does not serve).
+func isNamespaceNotFound(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Kind == "namespaces"
 }
 
 // trimPending keeps pending candidates in at most K targets, the best ranked,

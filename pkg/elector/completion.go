@@ -20,7 +20,6 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/crashpoint"
 	"github.com/fleetlet/fleetlet/pkg/follow"
-	"github.com/fleetlet/fleetlet/pkg/indexer"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/summary"
 	"github.com/fleetlet/fleetlet/pkg/target"
@@ -206,13 +205,12 @@ func refused(st *corev1.PodStatus) bool {
 func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *corev1.PodCondition, key target.Key) (reconcile.Result, error) {
 	nodeName := vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})
 	if pod.Spec.NodeSelector[corev1.LabelHostname] != nodeName {
+		// pin brings pod up to date with the server's answer: this pass
+		// goes on from it.
 		if err := r.pin(ctx, pod, nodeName); err != nil {
 			return reconcile.Result{}, err
 		}
 		crashpoint.Hit(crashpoint.AfterPin)
-		// The virtual node counts the pinned proxy in its allocatable;
-		// lift the gate on the next pass.
-		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
 	if !r.fits(ctx, pod, nodeName) {
 		// Never ungated without a fit: the source scheduler would fail
@@ -235,43 +233,35 @@ func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *cor
 }
 
 // fits reports whether the virtual node already counts the pinned proxy, so
-// that the source scheduler binds it at the first try.
+// that the source scheduler binds it at the first try: one more pod, and
+// its requests, within the node's allocatable less what its active pods
+// request (r.usage, read in O(1)).
 func (r *Reconciler) fits(ctx context.Context, pod *corev1.Pod, nodeName string) bool {
 	var node corev1.Node
 	if err := r.client.Get(ctx, types.NamespacedName{Name: nodeName}, &node); err != nil {
 		return false
 	}
-	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.ActivePodNodeName.Field: nodeName}); err != nil {
-		// No index registered: a wiring mistake, never a fit.
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the pods bound to a virtual node", "node", nodeName)
+	used, active, ok := r.usage.of(nodeName)
+	if !ok {
+		// Not every pod counted yet: never a fit.
 		return false
 	}
-	used := corev1.ResourceList{}
-	active := int64(0)
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		active++
-		for n, q := range summary.PodRequests(p) {
-			u := used[n]
-			u.Add(q)
-			used[n] = u
-		}
-	}
-	// One more pod, as the scheduler counts them.
-	if slots, ok := node.Status.Allocatable[corev1.ResourcePods]; ok && slots.Value() < active+1 {
+	return fitsNode(node.Status.Allocatable, used, active, summary.PodRequests(pod))
+}
+
+// fitsNode is the source scheduler's NodeResourcesFit and pod-count
+// check: one more pod requesting requests on a node with allocatable, whose
+// active pods request used and are active many.
+func fitsNode(allocatable, used corev1.ResourceList, active int64, requests corev1.ResourceList) bool {
+	if slots, ok := allocatable[corev1.ResourcePods]; ok && slots.Value() < active+1 {
 		return false
 	}
-	for n, q := range summary.PodRequests(pod) {
+	for n, q := range requests {
 		if n == corev1.ResourcePods {
 			continue
 		}
-		free := node.Status.Allocatable[n].DeepCopy()
-		u := used[n]
-		free.Sub(u)
+		free := allocatable[n].DeepCopy()
+		free.Sub(used[n])
 		if free.Cmp(q) < 0 {
 			return false
 		}
@@ -282,9 +272,11 @@ func (r *Reconciler) fits(ctx context.Context, pod *corev1.Pod, nodeName string)
 // pin adds kubernetes.io/hostname=<virtual node> to the proxy's nodeSelector
 // (Kubernetes allows adding nodeSelector keys to a gated pod).
 func (r *Reconciler) pin(ctx context.Context, pod *corev1.Pod, nodeName string) error {
+	before := pod.ResourceVersion
 	if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, proxy.PinPatch(pod, nodeName))); err != nil {
 		return fmt.Errorf("pinning %s to %s: %w", klog.KObj(pod), nodeName, err)
 	}
+	r.writes.Wrote(pod.UID, before)
 	return nil
 }
 
@@ -295,6 +287,7 @@ func (r *Reconciler) ungate(ctx context.Context, pod *corev1.Pod) error {
 	if !ok {
 		return nil
 	}
+	before := pod.ResourceVersion
 	if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, patch)); err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsNotFound(err) {
 			// The test op failed: the gates moved since the cache saw
@@ -304,5 +297,6 @@ func (r *Reconciler) ungate(ctx context.Context, pod *corev1.Pod) error {
 		}
 		return fmt.Errorf("lifting the gate of %s: %w", klog.KObj(pod), err)
 	}
+	r.writes.Wrote(pod.UID, before)
 	return nil
 }

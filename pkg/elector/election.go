@@ -111,7 +111,8 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		winner := Rank(pod.UID, offers)[0]
 		ts := byKey[winner.Target]
 		log.V(2).Info("Electing a candidate", "target", winner.Target, "chaperon", ts.chaperon.Name, "offers", len(offers), "eligible", eligible)
-		if err := r.recordElection(ctx, pod, ts); err != nil {
+		recorded, err := r.recordElection(ctx, pod, ts)
+		if err != nil {
 			if apierrors.IsConflict(err) {
 				// The proxy changed since it was read: decide again on
 				// the fresh object (the record is never written blind).
@@ -127,9 +128,9 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		}
 		r.mu.Unlock()
 		r.forget(pod.UID)
-		// The record stands: the next pass marks the winner and removes
-		// the losers.
-		return reconcile.Result{RequeueAfter: requeueSoon}, nil
+		// The record stands: this pass goes on from the proxy the write
+		// returned, to mark the winner and remove the losers.
+		return r.finishElection(ctx, recorded, proxy.ElectedCondition(recorded))
 	}
 
 	if answered < eligible {
@@ -161,7 +162,8 @@ func reasons(states []*targetState) string {
 // recordElection writes the decision on the source first: Elected=True
 // naming the target and the chaperon, with the pod's resourceVersion as a
 // precondition. Only this record counts after a crash or a leader change.
-func (r *Reconciler) recordElection(ctx context.Context, pod *corev1.Pod, ts *targetState) error {
+// It returns the proxy as the API server wrote it.
+func (r *Reconciler) recordElection(ctx context.Context, pod *corev1.Pod, ts *targetState) (*corev1.Pod, error) {
 	p := pod.DeepCopy()
 	setCondition(p, corev1.PodCondition{
 		Type:    v1alpha1.ConditionElected,
@@ -170,10 +172,11 @@ func (r *Reconciler) recordElection(ctx context.Context, pod *corev1.Pod, ts *ta
 		Message: recordOf(ts.key, ts.chaperon.Name).Message(),
 	}, r.clock.Now())
 	if err := r.client.Status().Update(ctx, p); err != nil {
-		return fmt.Errorf("recording the election of %s: %w", ts.key, err)
+		return nil, fmt.Errorf("recording the election of %s: %w", ts.key, err)
 	}
+	r.writes.Wrote(pod.UID, pod.ResourceVersion)
 	r.recorder.Eventf(pod, nil, corev1.EventTypeNormal, EventElected, "Elect", "Elected %s (candidate %s)", ts.key, ts.chaperon.Name)
-	return nil
+	return p, nil
 }
 
 // recordOf is the election record naming a target's candidate.
@@ -226,6 +229,7 @@ func (r *Reconciler) setNotElected(ctx context.Context, pod *corev1.Pod, reason,
 	if err := r.client.Status().Update(ctx, p); err != nil {
 		return client.IgnoreNotFound(err)
 	}
+	r.writes.Wrote(pod.UID, pod.ResourceVersion)
 	electionsTotal.WithLabelValues(strings.ToLower(reason)).Inc()
 	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, eventReason, "Elect", "%s", msg)
 	return nil

@@ -78,6 +78,10 @@ const (
 	DefaultWorkers              = 64
 )
 
+// staleCacheRecheck is when a pass that read a proxy older than our last
+// write of it looks again, should the write's event be lost.
+const staleCacheRecheck = 2 * time.Second
+
 // requeueSoon brings a proxy back at once, for the next step of its
 // election, without counting as a failure.
 const requeueSoon = 10 * time.Millisecond
@@ -118,6 +122,16 @@ type Reconciler struct {
 	// trimmed is, per proxy, the targets a round that no cluster could
 	// take left out (pending.go).
 	trimmed map[types.UID]trimmedRound
+	// usage is what each node's active pods request (usage.go).
+	usage *nodeUsage
+	// deletingLosers are the losers being deleted now (loserKey);
+	// deletedLosers, by chaperon UID, when each was deleted (under mu).
+	deletingLosers sync.Map
+	deletedLosers  map[types.UID]time.Time
+	// writes are the proxy versions our writes replaced: a pass that reads
+	// one of them from the cache waits for the cache instead of writing
+	// again.
+	writes proxy.Writes
 }
 
 // New returns the elector.
@@ -155,6 +169,8 @@ func New(opts Options) (*Reconciler, error) {
 		clock:            clock.RealClock{},
 		firstReservation: map[types.UID]time.Time{},
 		trimmed:          map[types.UID]trimmedRound{},
+		usage:            newNodeUsage(),
+		deletedLosers:    map[types.UID]time.Time{},
 	}, nil
 }
 
@@ -164,6 +180,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	var pod corev1.Pod
 	if err := r.client.Get(ctx, req.NamespacedName, &pod); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.writes.Stale(pod.UID, pod.ResourceVersion) {
+		// The cache has not seen our last write yet: that write's event
+		// brings the proxy back (the requeue covers a lost one).
+		return reconcile.Result{RequeueAfter: staleCacheRecheck}, nil
 	}
 	switch PhaseOf(&pod) {
 	case PhaseNotProxy, PhaseHeld:

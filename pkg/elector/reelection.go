@@ -49,6 +49,7 @@ func (r *Reconciler) clearElection(ctx context.Context, pod *corev1.Pod, why str
 	if err := r.client.Status().Update(ctx, p); err != nil {
 		return client.IgnoreNotFound(err)
 	}
+	r.writes.Wrote(pod.UID, pod.ResourceVersion)
 	return nil
 }
 

@@ -4,6 +4,7 @@ package elector
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -22,26 +23,62 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/target"
 )
 
-// gatedProxiesOf lists the proxies still in election: a target's change
-// may change where they can go.
-func (r *Reconciler) gatedProxiesOf(ctx context.Context, _ target.Key) []reconcile.Request {
-	return r.gatedProxies(ctx, nil)
+// proxiesAffectedBy lists the proxies still in election that a target's
+// change may concern: all of them when it changes where they may go
+// (health, a drain, a stale summary); only those no cluster could take
+// when it only has more room; none when a probe only saw pods come and
+// go. Their own candidates' events bring the others back.
+func (r *Reconciler) proxiesAffectedBy(ctx context.Context, ch target.Change) []reconcile.Request {
+	if !ch.Eligibility() && !ch.RoomGrew() {
+		return nil
+	}
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.GatedProxy.Field: "true"}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range pods.Items {
+		if affected(ch, &pods.Items[i]) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pods.Items[i])})
+		}
+	}
+	return out
+}
+
+// affected tells whether a gated proxy may go elsewhere after a target's
+// change: any change of eligibility concerns every one; more room, only
+// one that no cluster could take at its last try.
+func affected(ch target.Change, p *corev1.Pod) bool {
+	if ch.Eligibility() {
+		return true
+	}
+	c := proxy.ElectedCondition(p)
+	return ch.RoomGrew() && c != nil && c.Status == corev1.ConditionFalse && c.Reason == reasonNoClusters
 }
 
 func isProxy(o client.Object) bool { return proxy.IsManaged(o) }
 
 // SetupWithManager registers the proxy reconciler; the manager's cache must
-// index indexer.GatedProxy, PinnedProxy and ActivePodNodeName.
+// index indexer.GatedProxy and PinnedProxy.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	r.client = mgr.GetClient()
 	r.recorder = mgr.GetEventRecorder("fleetlet-elector")
+	pods, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return fmt.Errorf("elector: the pod informer: %w", err)
+	}
+	counting, err := pods.AddEventHandler(r.usage.handler())
+	if err != nil {
+		return fmt.Errorf("elector: counting the pods on each node: %w", err)
+	}
+	r.usage.synced = counting.HasSynced
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("proxy").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(isProxy))).
 		// A chaperon or its pod changed in a target: its proxy.
 		WatchesRawSource(r.registry.ChaperonSource()).
-		// A target changed: the proxies still in election.
-		WatchesRawSource(r.registry.TargetChangeSource(r.gatedProxiesOf)).
+		// A target changed: the proxies still in election it concerns.
+		WatchesRawSource(r.registry.TargetChangeSource(r.proxiesAffectedBy)).
 		// A virtual node cordoned, uncordoned or (un)tainted changes
 		// where gated proxies may go.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.gatedProxies), builder.WithPredicates(virtualNodeSchedulingChanged())).

@@ -388,6 +388,26 @@ func (h *harness) waitProxy(t *testing.T, p *corev1.Pod, what string, cond func(
 	return &cur
 }
 
+// waitProxyDeleted waits until the proxy is being deleted, or gone (its
+// finalizer goes at once when no chaperon is left); present says which,
+// with the proxy as it was then.
+func (h *harness) waitProxyDeleted(t *testing.T, p *corev1.Pod, what string) (cur *corev1.Pod, present bool) {
+	t.Helper()
+	var got corev1.Pod
+	testenv.EventuallyTrue(t, waitTimeout, "the proxy "+what, func(ctx context.Context) bool {
+		err := h.source.Get(ctx, client.ObjectKeyFromObject(p), &got)
+		if apierrors.IsNotFound(err) || (err == nil && got.UID != p.UID) {
+			present = false
+			return true
+		}
+		present = err == nil
+		return present && got.DeletionTimestamp != nil
+	}, func() string {
+		return fmt.Sprintf("proxy: nodeSelector %v gates %v deleted %v", got.Spec.NodeSelector, got.Spec.SchedulingGates, got.DeletionTimestamp)
+	})
+	return &got, present
+}
+
 // waitEvent waits for an Event with reason about the proxy.
 func (h *harness) waitEvent(t *testing.T, p *corev1.Pod, reason string) {
 	t.Helper()

@@ -4,8 +4,11 @@ package elector
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -50,9 +53,10 @@ func (r *Reconciler) watchdog(ctx context.Context, pod *corev1.Pod) (reconcile.R
 // brings the proxy back here whatever its phase, so no loser outlives an
 // election.
 //
-// It is best-effort: a loser in a target that does not answer never holds
-// up the election (its events when the target answers again, or the
-// garbage collector, finish it).
+// It is best-effort and never waits: each loser is deleted off the
+// reconciler's goroutine, so a loser in a slow target or one that does not
+// answer never holds up the election (its events when the target answers
+// again, or the garbage collector, finish it).
 func (r *Reconciler) deleteLosers(ctx context.Context, pod *corev1.Pod, elected target.Key) {
 	name := types.NamespacedName{Namespace: pod.Namespace, Name: naming.RemoteName(pod.Name, pod.UID)}
 	for _, other := range r.registry.List() {
@@ -73,11 +77,78 @@ func (r *Reconciler) deleteLosers(ctx context.Context, pod *corev1.Pod, elected 
 			loser.Labels[v1alpha1.LabelParentUID] != string(pod.UID) || loser.DeletionTimestamp != nil {
 			continue
 		}
-		if err := deleteChaperon(ctx, other, &loser, pod.UID); err != nil {
-			ctrl.LoggerFrom(ctx).V(1).Info("Deleting a losing candidate; again on its next event", "target", key.String(), "err", err.Error())
-			continue
-		}
-		ctrl.LoggerFrom(ctx).V(2).Info("Deleted a losing candidate", "target", key.String())
-		r.release(ctx, pod, other)
+		r.deleteLoser(ctx, pod, other, &loser)
 	}
+}
+
+// loserDeleteTimeout bounds the deletion of one loser and the release of
+// what it followed.
+const loserDeleteTimeout = 30 * time.Second
+
+// deleteLoser deletes a losing candidate in the background, once at a time
+// per proxy and target: with Background propagation (a loser's pod was
+// never bound: it waits at Permit for a mark that never comes, and goes
+// with its chaperon, whose controller or the garbage collector deletes
+// it), then releases what it followed there.
+func (r *Reconciler) deleteLoser(ctx context.Context, pod *corev1.Pod, cl *target.Cluster, loser *v1alpha1.PodChaperon) {
+	key := loserKey{proxy: pod.UID, target: cl.Key()}
+	if r.loserDeleted(loser.UID) {
+		// Deleted already; the cache has not seen it go yet.
+		return
+	}
+	if _, busy := r.deletingLosers.LoadOrStore(key, true); busy {
+		return
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("target", cl.Key().String())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loserDeleteTimeout)
+	loser = loser.DeepCopy()
+	go func() {
+		defer cancel()
+		defer r.deletingLosers.Delete(key)
+		err := cl.Client().Delete(ctx, loser, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: ptr.To(loser.UID)})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			log.V(1).Info("Deleting a losing candidate; again on its next event", "err", err.Error())
+			return
+		}
+		log.V(2).Info("Deleted a losing candidate")
+		r.noteLoserDeleted(loser.UID)
+		r.release(ctx, pod, cl)
+	}()
+}
+
+// loserKey names one proxy's loser in one target.
+type loserKey struct {
+	proxy  types.UID
+	target target.Key
+}
+
+// deletedLoserMemory is how long a deleted loser is remembered, so that
+// passes reading a cache that has not seen the deletion yet do not delete
+// it again: far longer than a cache lags, short enough to keep the memory
+// small.
+const deletedLoserMemory = 2 * time.Minute
+
+// noteLoserDeleted remembers a deleted loser, and forgets those deleted
+// long ago.
+func (r *Reconciler) noteLoserDeleted(uid types.UID) {
+	now := r.clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deletedLosers[uid] = now
+	if len(r.deletedLosers)%256 == 0 {
+		for k, at := range r.deletedLosers {
+			if now.Sub(at) > deletedLoserMemory {
+				delete(r.deletedLosers, k)
+			}
+		}
+	}
+}
+
+// loserDeleted tells whether a loser was deleted lately.
+func (r *Reconciler) loserDeleted(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.deletedLosers[uid]
+	return ok && r.clock.Since(at) <= deletedLoserMemory
 }

@@ -51,18 +51,30 @@ type Reconciler struct {
 	// started: Events from before are not mirrored.
 	started time.Time
 	events  eventLimiter
+	// writes are the proxy versions our status writes replaced.
+	writes proxypod.Writes
 }
+
+// staleCacheRecheck is when a proxy read older than our last status write
+// is looked at again.
+const staleCacheRecheck = 200 * time.Millisecond
 
 // New returns the feedback reconciler of the proxies of reg's targets.
 func New(reg *target.Registry) *Reconciler { return &Reconciler{registry: reg, started: time.Now()} }
 
-// boundTo lists the proxies bound to a target's virtual node: its health
-// changed (a target that answers again has news the caches may already
-// hold, such as a delegate deleted while it was unreachable).
-func (r *Reconciler) boundTo(ctx context.Context, key target.Key) []reconcile.Request {
+// boundTo lists the proxies bound to a target's virtual node when its
+// health changed (a target that answers again has news the caches may
+// already hold, such as a delegate deleted while it was unreachable).
+// Nothing else about a target concerns them: a probe that only saw its
+// load move requeues none.
+func (r *Reconciler) boundTo(ctx context.Context, ch target.Change) []reconcile.Request {
+	if !ch.Health() {
+		return nil
+	}
+	key := ch.Key
 	node := vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})
 	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.ActivePodNodeName.Field: node}); err != nil {
+	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.ActivePodNodeName.Field: node}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(pods.Items))
@@ -127,6 +139,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if !proxypod.IsManaged(&proxy) || proxy.Spec.NodeName == "" || proxy.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
+	}
+	if r.writes.Stale(proxy.UID, proxy.ResourceVersion) {
+		// The cache has not seen our last status write yet (whose event
+		// the predicate drops): writing from it would conflict.
+		return reconcile.Result{RequeueAfter: staleCacheRecheck}, nil
 	}
 	key, name, ok := elector.ElectedTarget(&proxy)
 	if !ok || proxy.Spec.NodeName != vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name}) {
@@ -252,6 +269,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, proxy *corev1.Pod, delegat
 		return err
 	}
 	updatesTotal.WithLabelValues("updated").Inc()
+	r.writes.Wrote(proxy.UID, proxy.ResourceVersion)
 	*proxy = *p
 	return nil
 }

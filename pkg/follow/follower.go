@@ -82,6 +82,9 @@ type Follower struct {
 
 	mu     sync.Mutex
 	counts counts
+	// targetDefaultSA are the namespaces of targets whose own default
+	// ServiceAccount was seen lately.
+	targetDefaultSA seen
 }
 
 // New returns a Follower.
@@ -246,6 +249,11 @@ func (f *Follower) ensure(ctx context.Context, target client.Client, targetName 
 		if src != nil && isTokenSecret(src) {
 			continue
 		}
+		defaultSA := it.gvk.GroupKind() == serviceAccountGK && it.name == DefaultServiceAccount
+		if defaultSA && f.targetDefaultSA.Has(targetName, proxy.Namespace) {
+			// Seen moments ago: every candidate of a burst would read it.
+			continue
+		}
 		existing, err := getCopy(ctx, target, it.gvk, proxy.Namespace, it.name)
 		if err != nil {
 			if r := unavailable(it, err); r != nil {
@@ -256,6 +264,9 @@ func (f *Follower) ensure(ctx context.Context, target client.Client, targetName 
 		satisfied, err := f.check(it, src, existing)
 		if err != nil {
 			return err
+		}
+		if defaultSA && satisfied && existing != nil && !f.owned(existing) {
+			f.targetDefaultSA.Add(targetName, proxy.Namespace)
 		}
 		if !satisfied && !checkOnly {
 			plans = append(plans, plan{it, src})

@@ -96,3 +96,28 @@ func TestEscapeJSONPointer(t *testing.T) {
 	assert.Equal(t, "kubernetes.io~1hostname", proxy.EscapeJSONPointer("kubernetes.io/hostname"))
 	assert.Equal(t, "a~0b~1c", proxy.EscapeJSONPointer("a~b/c"))
 }
+
+func TestWrites(t *testing.T) {
+	var w proxy.Writes
+	if w.Stale("a", "1") {
+		t.Fatal("stale before any write")
+	}
+	w.Wrote("a", "1")
+	if !w.Stale("a", "1") || !w.Stale("a", "1") {
+		t.Fatal("the version our write replaced is not stale")
+	}
+	if w.Stale("b", "1") {
+		t.Fatal("another object is stale")
+	}
+	if w.Stale("a", "2") {
+		t.Fatal("the version after our write is stale")
+	}
+	if w.Stale("a", "1") {
+		t.Fatal("still stale once the cache moved past the write")
+	}
+	w.Wrote("a", "3")
+	w.Forget("a")
+	if w.Stale("a", "3") {
+		t.Fatal("stale after Forget")
+	}
+}

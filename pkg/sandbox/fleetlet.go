@@ -120,6 +120,10 @@ var schedulerComponent = component{
 			"--secure-port=" + strconv.Itoa(c.Ports.FleetletScheduler),
 			"--tls-cert-file=" + c.pki("scheduler-serving.crt"),
 			"--tls-private-key-file=" + c.pki("scheduler-serving.key"),
+			// The same client limits as the cluster's kube-scheduler
+			// (schedulerConfig): both paths of a benchmark alike.
+			"--kube-api-qps=200",
+			"--kube-api-burst=400",
 		}
 	},
 	ready: func(ctx context.Context, c *ClusterState) error {

@@ -186,7 +186,7 @@ func New(opts Options, nodes VirtualNodes) (*Registry, error) {
 		return nil, errors.New("target registry: no virtual node controller")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Registry{
+	r := &Registry{
 		opts:                opts,
 		nodes:               nodes,
 		clock:               clock.RealClock{},
@@ -196,7 +196,10 @@ func New(opts Options, nodes VirtualNodes) (*Registry, error) {
 		refused:             map[Key]bool{},
 		targetEvents:        make(chan event.TypedGenericEvent[*v1alpha1.Target], 1024),
 		clusterTargetEvents: make(chan event.TypedGenericEvent[*v1alpha1.ClusterTarget], 1024),
-	}, nil
+	}
+	r.hub.view = func(key Key) View { c, _ := r.Get(key); return viewOf(c) }
+	r.hub.last = map[Key]View{}
+	return r, nil
 }
 
 // Get returns the live cluster of a target.

@@ -6,6 +6,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -18,12 +21,16 @@ type hub struct {
 	mu        sync.RWMutex
 	chaperons []workqueue.TypedInterface[reconcile.Request]
 	changes   []changeWatch
+	// view reads a target's state now; last is what watchers were last
+	// told of it.
+	view func(Key) View
+	last map[Key]View
 }
 
 type changeWatch struct {
 	ctx   context.Context
 	queue workqueue.TypedInterface[reconcile.Request]
-	proxy func(context.Context, Key) []reconcile.Request
+	proxy func(context.Context, Change) []reconcile.Request
 }
 
 // chaperonChanged enqueues, for every watcher, the proxy a chaperon (or a
@@ -41,21 +48,46 @@ func (h *hub) chaperonChanged(_ Key, pc *v1alpha1.PodChaperon) {
 	}
 }
 
-// targetChanged enqueues, for every watcher, the requests its map gives for
-// the target, off the caller's goroutine (a map may list from a cache).
+// targetChanged tells every watcher what changed in the target since it
+// was last told, when anything did, and enqueues the requests its map
+// gives, at low priority (work on proxies already under way goes first),
+// off the caller's goroutine (a map may list from a cache). A probe that
+// changed nothing a watcher looks at enqueues nothing.
 func (h *hub) targetChanged(key Key) {
-	h.mu.RLock()
+	h.mu.Lock()
+	change := Change{Key: key, Before: h.last[key], After: h.view(key)}
+	if change.After.Present {
+		h.last[key] = change.After
+	} else {
+		delete(h.last, key)
+	}
 	watches := append([]changeWatch(nil), h.changes...)
-	h.mu.RUnlock()
+	h.mu.Unlock()
+	if !change.Any() {
+		return
+	}
 	for _, w := range watches {
 		go func() {
 			if w.ctx.Err() != nil {
 				return
 			}
-			for _, req := range w.proxy(w.ctx, key) {
-				w.queue.Add(req)
-			}
+			addLow(w.queue, w.proxy(w.ctx, change))
 		}()
+	}
+}
+
+// addLow adds requests at low priority to a controller's priority queue
+// (any other queue takes them in order).
+func addLow(q workqueue.TypedInterface[reconcile.Request], reqs []reconcile.Request) {
+	if len(reqs) == 0 {
+		return
+	}
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, reqs...)
+		return
+	}
+	for _, req := range reqs {
+		q.Add(req)
 	}
 }
 
@@ -75,9 +107,9 @@ func (r *Registry) ChaperonSource() source.Source {
 }
 
 // TargetChangeSource is a source that enqueues, after a target's state
-// changed (health, summary, added or removed), the proxies proxiesOf says
-// that change may concern.
-func (r *Registry) TargetChangeSource(proxiesOf func(context.Context, Key) []reconcile.Request) source.Source {
+// changed (health, drain, summary, added or removed), the proxies proxiesOf
+// says that change may concern.
+func (r *Registry) TargetChangeSource(proxiesOf func(context.Context, Change) []reconcile.Request) source.Source {
 	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		r.hub.mu.Lock()
 		defer r.hub.mu.Unlock()

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/procfs"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/fleetlet/fleetlet/pkg/sandbox"
+)
+
+// snapshot is what the clusters had spent at one moment: the API requests
+// each API server answered, by "VERB resource" (apiserver_request_total,
+// every client); the requests fleetlet's own processes made
+// (rest_client_requests_total of every manager and candidate scheduler,
+// towards every cluster); and the CPU-seconds of every sandbox process.
+// A run's cost is the difference of two.
+type snapshot struct {
+	at       time.Time
+	requests map[string]map[string]float64 // cluster → "VERB resource" → requests
+	fleetlet map[string]float64            // "cluster/component" → requests it made
+	cpu      map[string]float64            // "cluster/component" → CPU-seconds
+}
+
+// take reads every cluster's counters. A counter that cannot be read is
+// left out (and said on stderr by the caller's table as missing).
+func take(ctx context.Context, sb *sandbox.Sandbox, clients map[string]kubernetes.Interface) snapshot {
+	s := snapshot{at: time.Now(), requests: map[string]map[string]float64{}, fleetlet: map[string]float64{}, cpu: map[string]float64{}}
+	st := sb.State()
+	for _, c := range st.Clusters {
+		if raw, err := clients[c.Name].CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx); err == nil {
+			s.requests[c.Name] = apiRequests(parse(strings.NewReader(string(raw))))
+		}
+		if fams, err := scrape(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", c.Ports.FleetletMetrics)); err == nil {
+			s.fleetlet[c.Name+"/"+sandbox.ComponentManager] = clientRequests(fams)
+		}
+		if hc, err := adminHTTPClient(sb, c.Name); err == nil {
+			if fams, err := scrape(ctx, hc, fmt.Sprintf("https://127.0.0.1:%d/metrics", c.Ports.FleetletScheduler)); err == nil {
+				s.fleetlet[c.Name+"/"+sandbox.ComponentScheduler] = clientRequests(fams)
+			}
+		}
+		for _, p := range c.Processes {
+			proc, err := procfs.NewProc(p.PID)
+			if err != nil {
+				continue
+			}
+			if stat, err := proc.Stat(); err == nil && stat.Starttime == p.StartTime {
+				s.cpu[c.Name+"/"+p.Component] = stat.CPUTime()
+			}
+		}
+	}
+	return s
+}
+
+// adminHTTPClient is an HTTP client with the cluster administrator's
+// credentials and CA: the candidate scheduler authorizes /metrics through
+// the API server.
+func adminHTTPClient(sb *sandbox.Sandbox, cluster string) (*http.Client, error) {
+	cfg, err := sb.RESTConfig(cluster)
+	if err != nil {
+		return nil, err
+	}
+	return rest.HTTPClientFor(cfg)
+}
+
+func scrape(ctx context.Context, hc *http.Client, url string) (map[string]*dto.MetricFamily, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return parse(resp.Body), nil
+}
+
+func parse(r io.Reader) map[string]*dto.MetricFamily {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, _ := p.TextToMetricFamilies(r)
+	return fams
+}
+
+// apiRequests sums apiserver_request_total by verb and resource (with its
+// subresource).
+func apiRequests(fams map[string]*dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	f := fams["apiserver_request_total"]
+	if f == nil {
+		return out
+	}
+	for _, m := range f.GetMetric() {
+		l := labels(m)
+		res := l["resource"]
+		if sub := l["subresource"]; sub != "" {
+			res += "/" + sub
+		}
+		if res == "" {
+			res = "(non-resource)"
+		}
+		out[l["verb"]+" "+res] += m.GetCounter().GetValue()
+	}
+	return out
+}
+
+// clientRequests sums rest_client_requests_total over hosts, methods and
+// codes: every request a process made.
+func clientRequests(fams map[string]*dto.MetricFamily) float64 {
+	total := 0.0
+	if f := fams["rest_client_requests_total"]; f != nil {
+		for _, m := range f.GetMetric() {
+			total += m.GetCounter().GetValue()
+		}
+	}
+	return total
+}
+
+func labels(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
+
+// cost is what a run spent per pod.
+type cost struct {
+	// Requests is, per cluster, the API requests per pod by "VERB
+	// resource", all clients.
+	Requests map[string]map[string]float64 `json:"requestsPerPod"`
+	// Fleetlet is, per fleetlet process, the requests it made per pod.
+	Fleetlet map[string]float64 `json:"fleetletRequestsPerPod"`
+	// CPU is, per process, the CPU-milliseconds per pod.
+	CPU map[string]float64 `json:"cpuMillisPerPod"`
+}
+
+func costOf(before, after snapshot, pods int) cost {
+	n := float64(max(pods, 1))
+	c := cost{Requests: map[string]map[string]float64{}, Fleetlet: map[string]float64{}, CPU: map[string]float64{}}
+	for cluster, a := range after.requests {
+		b := before.requests[cluster]
+		out := map[string]float64{}
+		for k, v := range a {
+			if d := v - b[k]; d > 0 {
+				out[k] = d / n
+			}
+		}
+		c.Requests[cluster] = out
+	}
+	for k, v := range after.fleetlet {
+		if b, ok := before.fleetlet[k]; ok {
+			c.Fleetlet[k] = (v - b) / n
+		}
+	}
+	for k, v := range after.cpu {
+		if b, ok := before.cpu[k]; ok {
+			c.CPU[k] = (v - b) * 1000 / n
+		}
+	}
+	return c
+}
+
+// total sums a map's values.
+func total(m map[string]float64) float64 {
+	t := 0.0
+	for _, v := range m {
+		t += v
+	}
+	return t
+}
+
+// top is a map's n largest entries, "key value" formatted.
+func top(m map[string]float64, n int, format string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || (m[keys[i]] == m[keys[j]] && keys[i] < keys[j]) })
+	var out []string
+	for _, k := range keys[:min(n, len(keys))] {
+		out = append(out, fmt.Sprintf("%s "+format, k, m[k]))
+	}
+	return out
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// report prints every run of both paths, the medians of their ratios, and
+// what each path cost per pod, averaged over the runs; with o.out, the
+// same as JSON. It fails when a run did not complete.
+func report(w io.Writer, runs []benchRun, o options) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tpath\tpods\ttotal\tpods/s\tp50\tp99\tRunning\tcreates retried\tnot created\t")
+	var totals, p50s, p99s, lags []float64
+	for _, r := range runs {
+		for _, m := range []measured{r.Fleetlet, r.Direct} {
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.1f\t%s\t%s\t%d\t%d\t%d\t\n", r.Index, m.name, m.pods, m.total.Round(10*time.Millisecond), m.throughput(),
+				m.percentile(0.5).Round(time.Millisecond), m.percentile(0.99).Round(time.Millisecond), len(m.finished), m.retried, len(m.failed))
+		}
+		totals = append(totals, r.Fleetlet.total.Seconds()/r.Direct.total.Seconds())
+		p50s = append(p50s, ratio(r.Fleetlet.percentile(0.5), r.Direct.percentile(0.5)))
+		p99s = append(p99s, ratio(r.Fleetlet.percentile(0.99), r.Direct.percentile(0.99)))
+		lags = append(lags, percentile(r.Fleetlet.lag, 0.5).Seconds())
+	}
+	fmt.Fprintf(tw, "median\tfleetlet / direct\t\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t\n", median(totals), 1/median(totals), median(p50s), median(p99s))
+	fmt.Fprintf(tw, "median\tfeedback lag p50 (delegate Running → proxy Running)\t\t\t\t%.3fs\t\n", median(lags))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fleetlet, direct := averageCost(runs, true), averageCost(runs, false)
+	printCost(w, "fleetlet", fleetlet)
+	printCost(w, "direct", direct)
+
+	if o.out != "" {
+		if err := writeJSON(o.out, runs, fleetlet, direct); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "results written to %s\n", o.out)
+	}
+	var incomplete []string
+	for _, r := range runs {
+		for _, m := range []measured{r.Fleetlet, r.Direct} {
+			if m.incomplete == "" {
+				continue
+			}
+			incomplete = append(incomplete, fmt.Sprintf("run %d %s", r.Index, m.name))
+			fmt.Fprintf(w, "run %d %s incomplete: %s\n", r.Index, m.name, m.incomplete)
+			for _, f := range m.failed[:min(3, len(m.failed))] {
+				fmt.Fprintf(w, "  not created: %s\n", f)
+			}
+		}
+	}
+	if len(incomplete) > 0 {
+		return fmt.Errorf("incomplete runs %v: the figures above count only the pods that ran", incomplete)
+	}
+	return nil
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a.Seconds() / b.Seconds()
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// averageCost is a path's cost per pod, averaged over the runs.
+func averageCost(runs []benchRun, fleetlet bool) cost {
+	out := cost{Requests: map[string]map[string]float64{}, Fleetlet: map[string]float64{}, CPU: map[string]float64{}}
+	n := float64(max(len(runs), 1))
+	for _, r := range runs {
+		c := r.Direct.cost
+		if fleetlet {
+			c = r.Fleetlet.cost
+		}
+		for cluster, m := range c.Requests {
+			if out.Requests[cluster] == nil {
+				out.Requests[cluster] = map[string]float64{}
+			}
+			for k, v := range m {
+				out.Requests[cluster][k] += v / n
+			}
+		}
+		for k, v := range c.Fleetlet {
+			out.Fleetlet[k] += v / n
+		}
+		for k, v := range c.CPU {
+			out.CPU[k] += v / n
+		}
+	}
+	return out
+}
+
+// printCost prints what a path cost per pod: API requests answered by each
+// cluster (every client; the six largest by verb and resource), requests
+// made by fleetlet's processes, and CPU by process.
+func printCost(w io.Writer, name string, c cost) {
+	fmt.Fprintf(w, "\n%s, per pod:\n", name)
+	clusters := make([]string, 0, len(c.Requests))
+	all := 0.0
+	for cluster := range c.Requests {
+		clusters = append(clusters, cluster)
+		all += total(c.Requests[cluster])
+	}
+	sort.Strings(clusters)
+	fmt.Fprintf(w, "  API requests answered, all clients: %.1f\n", all)
+	for _, cluster := range clusters {
+		fmt.Fprintf(w, "    %s %.1f: %s\n", cluster, total(c.Requests[cluster]), strings.Join(top(c.Requests[cluster], 6, "%.1f"), ", "))
+	}
+	if len(c.Fleetlet) > 0 {
+		fmt.Fprintf(w, "  requests made by fleetlet's own clients (managers and candidate schedulers, to every cluster): %.1f: %s\n",
+			total(c.Fleetlet), strings.Join(top(c.Fleetlet, len(c.Fleetlet), "%.1f"), ", "))
+	}
+	fmt.Fprintf(w, "  CPU-milliseconds, all processes: %.0f: %s\n", total(c.CPU), strings.Join(top(c.CPU, 8, "%.0f"), ", "))
+}
+
+// jsonPath is one path's run as written to the JSON file.
+type jsonPath struct {
+	Pods          int     `json:"pods"`
+	TotalSeconds  float64 `json:"totalSeconds"`
+	PodsPerSecond float64 `json:"podsPerSecond"`
+	P50Seconds    float64 `json:"p50Seconds"`
+	P99Seconds    float64 `json:"p99Seconds"`
+	Running       int     `json:"running"`
+	Retried       int     `json:"createsRetried"`
+	NotCreated    int     `json:"notCreated"`
+	Incomplete    string  `json:"incomplete,omitempty"`
+	LagP50Seconds float64 `json:"feedbackLagP50Seconds,omitempty"`
+	Cost          cost    `json:"cost"`
+}
+
+func toJSON(m measured) jsonPath {
+	return jsonPath{Pods: m.pods, TotalSeconds: m.total.Seconds(), PodsPerSecond: m.throughput(), P50Seconds: m.percentile(0.5).Seconds(),
+		P99Seconds: m.percentile(0.99).Seconds(), Running: len(m.finished), Retried: m.retried, NotCreated: len(m.failed),
+		Incomplete: m.incomplete, LagP50Seconds: percentile(m.lag, 0.5).Seconds(), Cost: m.cost}
+}
+
+func writeJSON(file string, runs []benchRun, fleetlet, direct cost) error {
+	type jsonRun struct {
+		Run      int      `json:"run"`
+		Fleetlet jsonPath `json:"fleetlet"`
+		Direct   jsonPath `json:"direct"`
+	}
+	out := struct {
+		Commit       string    `json:"commit,omitempty"`
+		Runs         []jsonRun `json:"runs"`
+		FleetletCost cost      `json:"fleetletCostPerPod"`
+		DirectCost   cost      `json:"directCostPerPod"`
+	}{Commit: os.Getenv("COMMIT"), FleetletCost: fleetlet, DirectCost: direct}
+	for _, r := range runs {
+		out.Runs = append(out.Runs, jsonRun{Run: r.Index, Fleetlet: toJSON(r.Fleetlet), Direct: toJSON(r.Direct)})
+	}
+	data, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, append(data, '\n'), 0o644)
+}

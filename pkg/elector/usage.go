@@ -1,0 +1,139 @@
+// usage: what the active pods bound to each node request together, kept
+// up to date by the pod informer's events, so that whether a pinned proxy
+// fits its virtual node is read in O(1) instead of summing every pod on
+// the node on each pass (O(n²) over a burst).
+
+package elector
+
+import (
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/fleetlet/fleetlet/pkg/indexer"
+	"github.com/fleetlet/fleetlet/pkg/summary"
+)
+
+// nodeUsage sums, per node, the requests and the number of the active
+// pods (indexer.IsActivePod) bound to it.
+type nodeUsage struct {
+	mu    sync.RWMutex
+	pods  map[types.UID]podUse
+	nodes map[string]*used
+	// synced tells whether every pod the cache had at start was counted.
+	synced func() bool
+}
+
+type podUse struct {
+	node     string
+	requests corev1.ResourceList
+}
+
+type used struct {
+	requests corev1.ResourceList
+	pods     int64
+}
+
+func newNodeUsage() *nodeUsage {
+	return &nodeUsage{pods: map[types.UID]podUse{}, nodes: map[string]*used{}, synced: func() bool { return false }}
+}
+
+// handler is the informer event handler that keeps the sums.
+func (u *nodeUsage) handler() toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { u.set(obj) },
+		UpdateFunc: func(_, obj any) { u.set(obj) },
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				u.mu.Lock()
+				u.dropLocked(pod.UID)
+				u.mu.Unlock()
+			}
+		},
+	}
+}
+
+// set counts a pod as it is now: on its node while active, nowhere once
+// it finished or while it is unbound.
+func (u *nodeUsage) set(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	old, had := u.pods[pod.UID]
+	if !indexer.IsActivePod(pod) {
+		u.dropLocked(pod.UID)
+		return
+	}
+	requests := summary.PodRequests(pod)
+	if had && old.node == pod.Spec.NodeName && equalQuantities(old.requests, requests) {
+		return
+	}
+	u.dropLocked(pod.UID)
+	n := u.nodes[pod.Spec.NodeName]
+	if n == nil {
+		n = &used{requests: corev1.ResourceList{}}
+		u.nodes[pod.Spec.NodeName] = n
+	}
+	n.pods++
+	for name, q := range requests {
+		total := n.requests[name]
+		total.Add(q)
+		n.requests[name] = total
+	}
+	u.pods[pod.UID] = podUse{node: pod.Spec.NodeName, requests: requests}
+}
+
+func (u *nodeUsage) dropLocked(uid types.UID) {
+	old, ok := u.pods[uid]
+	if !ok {
+		return
+	}
+	delete(u.pods, uid)
+	n := u.nodes[old.node]
+	n.pods--
+	if n.pods == 0 {
+		delete(u.nodes, old.node)
+		return
+	}
+	for name, q := range old.requests {
+		total := n.requests[name]
+		total.Sub(q)
+		n.requests[name] = total
+	}
+}
+
+// of returns what the node's active pods request together (a copy) and
+// how many they are; ok is false until every pod at start was counted.
+func (u *nodeUsage) of(node string) (requests corev1.ResourceList, pods int64, ok bool) {
+	if !u.synced() {
+		return nil, 0, false
+	}
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	n := u.nodes[node]
+	if n == nil {
+		return corev1.ResourceList{}, 0, true
+	}
+	return n.requests.DeepCopy(), n.pods, true
+}
+
+func equalQuantities(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, q := range a {
+		o, ok := b[name]
+		if !ok || q.Cmp(o) != 0 {
+			return false
+		}
+	}
+	return true
+}
