@@ -42,11 +42,18 @@ func take(ctx context.Context, sb *sandbox.Sandbox, clients map[string]kubernete
 			s.requests[c.Name] = apiRequests(parse(strings.NewReader(string(raw))))
 		}
 		if fams, err := scrape(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", c.Ports.FleetletMetrics)); err == nil {
-			s.fleetlet[c.Name+"/"+sandbox.ComponentManager] = clientRequests(fams)
+			if n, ok := clientRequests(fams); ok {
+				s.fleetlet[c.Name+"/"+sandbox.ComponentManager] = n
+			}
 		}
+		// The candidate scheduler's client metrics go to controller-
+		// runtime's registry in the fleetlet binary, which it does not
+		// serve: counted only when it does.
 		if hc, err := adminHTTPClient(sb, c.Name); err == nil {
 			if fams, err := scrape(ctx, hc, fmt.Sprintf("https://127.0.0.1:%d/metrics", c.Ports.FleetletScheduler)); err == nil {
-				s.fleetlet[c.Name+"/"+sandbox.ComponentScheduler] = clientRequests(fams)
+				if n, ok := clientRequests(fams); ok {
+					s.fleetlet[c.Name+"/"+sandbox.ComponentScheduler] = n
+				}
 			}
 		}
 		for _, p := range c.Processes {
@@ -120,15 +127,16 @@ func apiRequests(fams map[string]*dto.MetricFamily) map[string]float64 {
 }
 
 // clientRequests sums rest_client_requests_total over hosts, methods and
-// codes: every request a process made.
-func clientRequests(fams map[string]*dto.MetricFamily) float64 {
-	total := 0.0
-	if f := fams["rest_client_requests_total"]; f != nil {
-		for _, m := range f.GetMetric() {
-			total += m.GetCounter().GetValue()
-		}
+// codes: every request a process made; ok is false when it is not served.
+func clientRequests(fams map[string]*dto.MetricFamily) (total float64, ok bool) {
+	f := fams["rest_client_requests_total"]
+	if f == nil {
+		return 0, false
 	}
-	return total
+	for _, m := range f.GetMetric() {
+		total += m.GetCounter().GetValue()
+	}
+	return total, true
 }
 
 func labels(m *dto.Metric) map[string]string {

@@ -122,7 +122,7 @@ func printCost(w io.Writer, name string, c cost) {
 		fmt.Fprintf(w, "    %s %.1f: %s\n", cluster, total(c.Requests[cluster]), strings.Join(top(c.Requests[cluster], 6, "%.1f"), ", "))
 	}
 	if len(c.Fleetlet) > 0 {
-		fmt.Fprintf(w, "  requests made by fleetlet's own clients (managers and candidate schedulers, to every cluster): %.1f: %s\n",
+		fmt.Fprintf(w, "  requests made by fleetlet's managers (to every cluster; the candidate schedulers' are not exported): %.1f: %s\n",
 			total(c.Fleetlet), strings.Join(top(c.Fleetlet, len(c.Fleetlet), "%.1f"), ", "))
 	}
 	fmt.Fprintf(w, "  CPU-milliseconds, all processes: %.0f: %s\n", total(c.CPU), strings.Join(top(c.CPU, 8, "%.0f"), ", "))

@@ -93,6 +93,8 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userS
 	var got v1alpha1.PodChaperon
 	err := ts.cluster.Chaperons(pod.Namespace).Get(ctx, client.ObjectKeyFromObject(want), &got)
 	if err == nil {
+		// The cache shows it: nothing to remember any more.
+		r.forgetCreated(pod.UID, ts.key)
 		if got.Labels[v1alpha1.LabelParentUID] != string(pod.UID) {
 			return nil, fmt.Sprintf("a PodChaperon %s/%s of another pod is in the way", got.Namespace, got.Name)
 		}
@@ -106,6 +108,11 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userS
 	}
 	if !apierrors.IsNotFound(err) {
 		return nil, fmt.Sprintf("reading the chaperon: %v", err)
+	}
+	if r.createdLately(pod.UID, ts.key) {
+		// Created by an earlier pass, not in the cache yet: no second
+		// create (its event brings the proxy back).
+		return want, ""
 	}
 	if until, out := r.keptOut(pod.UID, ts.key); out {
 		return nil, fmt.Sprintf("no cluster could run the pod at the last try; pending candidates are kept in the %d best target(s) until %s", r.opts.PendingTargets, until.UTC().Format(time.RFC3339))
@@ -125,6 +132,7 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userS
 	}
 	if err := ts.cluster.Client().Create(ctx, want); err != nil {
 		if apierrors.IsAlreadyExists(err) {
+			r.noteCreated(pod.UID, ts.key)
 			return want, ""
 		}
 		if isNamespaceNotFound(err) {
@@ -136,7 +144,46 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userS
 		return nil, fmt.Sprintf("creating the candidate: %v", err)
 	}
 	candidatesTotal.WithLabelValues(ts.key.String(), "created").Inc()
+	r.noteCreated(pod.UID, ts.key)
 	return want, ""
+}
+
+// createdMemory is how long a candidate created is taken to exist while
+// the target's cache does not show it yet (once it does, it is
+// forgotten): longer than a cache lags under load, short because one
+// deleted by someone else before the cache ever showed it is only created
+// again once this has passed.
+const createdMemory = 10 * time.Second
+
+// noteCreated remembers that a candidate was created, and forgets those
+// created long ago.
+func (r *Reconciler) noteCreated(uid types.UID, key target.Key) {
+	now := r.clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.created[candidateKey{proxy: uid, target: key}] = now
+	if len(r.created)%256 == 0 {
+		for k, at := range r.created {
+			if now.Sub(at) > createdMemory {
+				delete(r.created, k)
+			}
+		}
+	}
+}
+
+// createdLately tells whether this elector created the candidate lately.
+func (r *Reconciler) createdLately(uid types.UID, key target.Key) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.created[candidateKey{proxy: uid, target: key}]
+	return ok && r.clock.Since(at) <= createdMemory
+}
+
+// forgetCreated drops the memory of a candidate deleted.
+func (r *Reconciler) forgetCreated(uid types.UID, key target.Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.created, candidateKey{proxy: uid, target: key})
 }
 
 // missingNamespace is why a target without the pod's namespace is not a
@@ -170,23 +217,24 @@ func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []
 			continue
 		}
 		s := byKey[o.Target]
-		if err := deleteChaperon(ctx, s.cluster, s.chaperon, pod.UID); err != nil {
+		if err := r.deleteChaperon(ctx, s.cluster, s.chaperon, pod.UID); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Deleting a surplus pending candidate", "target", o.Target)
 			continue
 		}
 		r.noteTrimmed(pod.UID, s.key)
+		r.forgetCreated(pod.UID, s.key)
 		r.release(ctx, pod, s.cluster)
 	}
 }
 
 // deleteChaperon deletes a chaperon of this proxy, foreground so that it goes
-// only after its pod.
-func deleteChaperon(ctx context.Context, cl *target.Cluster, pc *v1alpha1.PodChaperon, uid types.UID) error {
+// only after its pod, and forgets that it was created.
+func (r *Reconciler) deleteChaperon(ctx context.Context, cl *target.Cluster, pc *v1alpha1.PodChaperon, uid types.UID) error {
+	r.forgetCreated(uid, cl.Key())
 	err := cl.Client().Delete(ctx, pc, client.PropagationPolicy(metav1.DeletePropagationForeground),
 		client.Preconditions{UID: ptr.To(pc.UID)})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
-	_ = uid
 	return err
 }

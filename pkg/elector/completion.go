@@ -53,7 +53,9 @@ func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *c
 	if pc == nil || err != nil {
 		return reconcile.Result{}, err
 	}
-	if pc.Annotations[v1alpha1.AnnotationElected] != "true" {
+	// A chaperon read older than our mark of it is marked: the target's
+	// cache has not seen the patch yet.
+	if pc.Annotations[v1alpha1.AnnotationElected] != "true" && !r.chaperonWrites.Stale(pc.UID, pc.ResourceVersion) {
 		if res, stop, err := r.markWinner(ctx, pod, cl, pc); stop {
 			return res, err
 		}
@@ -122,7 +124,7 @@ func (r *Reconciler) markWinner(ctx context.Context, pod *corev1.Pod, cl *target
 			return reconcile.Result{}, true, fmt.Errorf("copying what the delegate needs to %s: %w", key, err)
 		}
 		if why != "" {
-			if err := deleteChaperon(ctx, cl, pc, pod.UID); err != nil {
+			if err := r.deleteChaperon(ctx, cl, pc, pod.UID); err != nil {
 				return reconcile.Result{}, true, err
 			}
 			return reconcile.Result{}, true, r.clearElection(ctx, pod, fmt.Sprintf("the elected target %s cannot run the pod: %s", key, why))
@@ -130,9 +132,11 @@ func (r *Reconciler) markWinner(ctx context.Context, pod *corev1.Pod, cl *target
 	}
 	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true",%q:%q}}}`,
 		v1alpha1.AnnotationElected, v1alpha1.AnnotationElectedAt, r.clock.Now().UTC().Format(time.RFC3339)))
+	before := pc.ResourceVersion
 	if err := cl.Client().Patch(ctx, pc, patch); err != nil {
 		return reconcile.Result{}, true, fmt.Errorf("marking the elected candidate in %s: %w", key, err)
 	}
+	r.chaperonWrites.Wrote(pc.UID, before)
 	crashpoint.Hit(crashpoint.AfterMark)
 	return reconcile.Result{}, false, nil
 }
@@ -163,7 +167,7 @@ func (r *Reconciler) awaitAdmission(ctx context.Context, pod *corev1.Pod, rec *c
 		return reconcile.Result{RequeueAfter: left}, true, nil
 	}
 	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventReelecting, "Elect", "%s; electing again", why)
-	if err := deleteChaperon(ctx, cl, pc, pod.UID); err != nil {
+	if err := r.deleteChaperon(ctx, cl, pc, pod.UID); err != nil {
 		return reconcile.Result{}, true, err
 	}
 	return reconcile.Result{}, true, r.clearElection(ctx, pod, why)

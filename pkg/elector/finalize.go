@@ -58,7 +58,7 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		}
 		remaining++
 		if pc.DeletionTimestamp == nil {
-			if err := deleteChaperon(ctx, cl, &pc, pod.UID); err != nil {
+			if err := r.deleteChaperon(ctx, cl, &pc, pod.UID); err != nil {
 				ctrl.LoggerFrom(ctx).Error(err, "Deleting a chaperon of a deleted proxy", "target", cl.Key().String())
 			}
 			crashpoint.Hit(crashpoint.MidFinalize)

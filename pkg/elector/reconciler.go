@@ -124,14 +124,19 @@ type Reconciler struct {
 	trimmed map[types.UID]trimmedRound
 	// usage is what each node's active pods request (usage.go).
 	usage *nodeUsage
-	// deletingLosers are the losers being deleted now (loserKey);
-	// deletedLosers, by chaperon UID, when each was deleted (under mu).
+	// deletingLosers are the losers being deleted now (candidateKey);
+	// deletedLosers, by chaperon UID, when each was deleted; created,
+	// when each candidate was created (both under mu).
 	deletingLosers sync.Map
 	deletedLosers  map[types.UID]time.Time
+	created        map[candidateKey]time.Time
 	// writes are the proxy versions our writes replaced: a pass that reads
 	// one of them from the cache waits for the cache instead of writing
 	// again.
 	writes proxy.Writes
+	// chaperonWrites are the elected chaperons' versions our marks
+	// replaced.
+	chaperonWrites proxy.Writes
 }
 
 // New returns the elector.
@@ -171,6 +176,7 @@ func New(opts Options) (*Reconciler, error) {
 		trimmed:          map[types.UID]trimmedRound{},
 		usage:            newNodeUsage(),
 		deletedLosers:    map[types.UID]time.Time{},
+		created:          map[candidateKey]time.Time{},
 	}, nil
 }
 

@@ -103,7 +103,7 @@ func (r *Reconciler) delegateGone(ctx context.Context, pod *corev1.Pod, prev pro
 	case pc.Labels[v1alpha1.LabelParentUID] != string(pod.UID):
 		return true, ""
 	case pc.DeletionTimestamp == nil:
-		if err := deleteChaperon(ctx, cl, &pc, pod.UID); err != nil {
+		if err := r.deleteChaperon(ctx, cl, &pc, pod.UID); err != nil {
 			return false, fmt.Sprintf("deleting it in %s: %v", key, err)
 		}
 	}

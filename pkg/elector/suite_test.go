@@ -2,6 +2,8 @@ package elector_test
 
 import (
 	"context"
+	"net/http"
+	"sync/atomic"
 	"fmt"
 	"os"
 	"testing"
@@ -58,6 +60,8 @@ func (noNodes) Release(vnode.TargetKey)                       {}
 type harness struct {
 	source, target client.Client
 	ns             string
+	// calls counts the requests the harness's own clients made.
+	calls *atomic.Int64
 }
 
 // start runs the proxy reconciler until the test ends, in a namespace of
@@ -103,10 +107,10 @@ func start(t *testing.T, opts elector.Options) (*harness, target.Key, target.Key
 		<-stopped
 	})
 	t.Cleanup(quiet)
-	h := &harness{}
-	h.source, err = client.New(sourceEnv.Config, client.Options{Scheme: scheme})
+	h := &harness{calls: &atomic.Int64{}}
+	h.source, err = client.New(counted(sourceEnv.Config, h.calls), client.Options{Scheme: scheme})
 	require.NoError(t, err)
-	h.target, err = client.New(targetEnv.Config, client.Options{Scheme: scheme})
+	h.target, err = client.New(counted(targetEnv.Config, h.calls), client.Options{Scheme: scheme})
 	require.NoError(t, err)
 	for _, c := range []client.Client{h.source, h.target} {
 		cs := &v1alpha1.ClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClusterSummaryName}}
@@ -118,6 +122,22 @@ func start(t *testing.T, opts elector.Options) (*harness, target.Key, target.Key
 	require.True(t, mgr.GetCache().WaitForCacheSync(ctx))
 	return h, h.connect(t, "remote", targetEnv.Config), h.connect(t, "local", sourceEnv.Config)
 }
+
+// counted is cfg with every request counted in calls.
+func counted(cfg *rest.Config, calls *atomic.Int64) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			calls.Add(1)
+			return rt.RoundTrip(req)
+		})
+	})
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // namespace creates a namespace in both control planes; at the end every
 // pod and chaperon left in it loses its finalizers.

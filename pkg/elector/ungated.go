@@ -7,8 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -85,13 +83,17 @@ func (r *Reconciler) deleteLosers(ctx context.Context, pod *corev1.Pod, elected 
 // what it followed.
 const loserDeleteTimeout = 30 * time.Second
 
-// deleteLoser deletes a losing candidate in the background, once at a time
-// per proxy and target: with Background propagation (a loser's pod was
-// never bound: it waits at Permit for a mark that never comes, and goes
-// with its chaperon, whose controller or the garbage collector deletes
-// it), then releases what it followed there.
+// deleteLoser deletes a losing candidate off the reconciler's goroutine,
+// once at a time per proxy and target, then releases what it followed
+// there. Foreground, as every chaperon: its controller sees it Terminating
+// and deletes its pod at once, which the candidate scheduler drops
+// quietly. (Measured: with Background propagation the chaperon is gone
+// first, and the candidate scheduler, finding the pod it holds at Permit
+// orphaned, writes an Unschedulable status and a FailedScheduling Event
+// for every loser until the garbage collector deletes the pod: two more
+// writes per loser.)
 func (r *Reconciler) deleteLoser(ctx context.Context, pod *corev1.Pod, cl *target.Cluster, loser *v1alpha1.PodChaperon) {
-	key := loserKey{proxy: pod.UID, target: cl.Key()}
+	key := candidateKey{proxy: pod.UID, target: cl.Key()}
 	if r.loserDeleted(loser.UID) {
 		// Deleted already; the cache has not seen it go yet.
 		return
@@ -105,9 +107,7 @@ func (r *Reconciler) deleteLoser(ctx context.Context, pod *corev1.Pod, cl *targe
 	go func() {
 		defer cancel()
 		defer r.deletingLosers.Delete(key)
-		err := cl.Client().Delete(ctx, loser, client.PropagationPolicy(metav1.DeletePropagationBackground),
-			client.Preconditions{UID: ptr.To(loser.UID)})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		if err := r.deleteChaperon(ctx, cl, loser, pod.UID); err != nil {
 			log.V(1).Info("Deleting a losing candidate; again on its next event", "err", err.Error())
 			return
 		}
@@ -117,8 +117,8 @@ func (r *Reconciler) deleteLoser(ctx context.Context, pod *corev1.Pod, cl *targe
 	}()
 }
 
-// loserKey names one proxy's loser in one target.
-type loserKey struct {
+// candidateKey names one proxy's candidate in one target.
+type candidateKey struct {
 	proxy  types.UID
 	target target.Key
 }
