@@ -2,10 +2,10 @@ package elector_test
 
 import (
 	"context"
-	"net/http"
-	"sync/atomic"
 	"fmt"
+	"net/http"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 

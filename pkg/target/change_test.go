@@ -27,7 +27,9 @@ func TestChange(t *testing.T) {
 		{name: "nothing", before: ready, after: ready},
 		{name: "a probe saw pods start", before: ready, after: with(func(v *View) { v.Free = cpu("3") })},
 		{name: "pods gone", before: ready, after: with(func(v *View) { v.Free = cpu("5") }), roomGrew: true},
-		{name: "a resource appears", before: ready, after: with(func(v *View) { v.Free = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), "nvidia.com/gpu": resource.MustParse("1")} }), roomGrew: true},
+		{name: "a resource appears", before: ready, after: with(func(v *View) {
+			v.Free = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), "nvidia.com/gpu": resource.MustParse("1")}
+		}), roomGrew: true},
 		{name: "first summary", before: with(func(v *View) { v.Free = nil }), after: ready, roomGrew: true},
 		{name: "registered", before: View{}, after: ready, health: true, eligibility: true, roomGrew: true},
 		{name: "removed", before: ready, after: View{}, health: true, eligibility: true},
