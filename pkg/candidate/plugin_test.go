@@ -546,6 +546,16 @@ func TestReservationWrites(t *testing.T) {
 		do:          func(p *testPlugin, pod *corev1.Pod) { p.Reserve(context.Background(), nil, pod, "node-1") },
 		wantResults: map[string]float64{"reserve/gone": 1},
 	}, {
+		// A loser's pod, deleted with its chaperon: the reservation goes
+		// with the chaperon, no request.
+		name:     "unreserve on a chaperon being deleted: no request",
+		chaperon: newChaperon(ns, "web").reserved("node-1").deleting(),
+		do: func(p *testPlugin, pod *corev1.Pod) {
+			p.Unreserve(context.Background(), nil, pod, "node-1")
+		},
+		wantReserved: "node-1",
+		wantResults:  map[string]float64{"unreserve/gone": 1},
+	}, {
 		name:        "reserve on a replaced chaperon: the UID refuses it",
 		chaperon:    newChaperon(ns, "web").uid("new-uid"),
 		do:          func(p *testPlugin, pod *corev1.Pod) { p.Reserve(context.Background(), nil, pod, "node-1") },

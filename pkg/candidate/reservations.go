@@ -216,6 +216,10 @@ func (r *reservations) apply(ctx context.Context, key types.NamespacedName, in i
 			"annotations": map[string]string{v1alpha1.AnnotationReserved: in.node},
 		}})
 	} else {
+		if deleting {
+			// A loser's, most likely: its reservation goes with it.
+			return writeGone, nil
+		}
 		if known && node != in.node {
 			return writeUnchanged, nil
 		}

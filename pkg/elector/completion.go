@@ -204,34 +204,37 @@ func refused(st *corev1.PodStatus) bool {
 	return st.Phase == corev1.PodFailed && st.StartTime == nil
 }
 
-// pinAndUngate pins the proxy to the elected target's virtual node, then
-// lifts the gate once the node has room for it.
+// pinAndUngate pins the proxy to the elected target's virtual node and
+// lifts the gate, in one write, once the node has room for it: the node
+// counts the proxy in its allocatable from its election record on, so by
+// the time the delegate is admitted it usually has. A proxy pinned
+// already (by an older manager, or a write interrupted) is only ungated.
 func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *corev1.PodCondition, key target.Key) (reconcile.Result, error) {
 	nodeName := vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})
-	if pod.Spec.NodeSelector[corev1.LabelHostname] != nodeName {
-		// pin brings pod up to date with the server's answer: this pass
-		// goes on from it.
-		if err := r.pin(ctx, pod, nodeName); err != nil {
-			return reconcile.Result{}, err
-		}
-		crashpoint.Hit(crashpoint.AfterPin)
-	}
 	if !r.fits(ctx, pod, nodeName) {
 		// Never ungated without a fit: the source scheduler would fail
 		// to bind it, or preempt. The node's allocatable growing brings
-		// the proxy back (the pinned index); past UnboundTimeout it is
+		// the proxy back (the headed index); past UnboundTimeout it is
 		// deleted, as an ungated proxy that stays unbound is.
 		if left := r.opts.UnboundTimeout - r.clock.Since(rec.LastTransitionTime.Time); left > 0 {
 			return reconcile.Result{RequeueAfter: min(left, 5*time.Second)}, nil
 		}
 		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventUnboundDeleted, "Delete",
-			"Pinned to %s, which has had no room for it for %s: deleting the proxy so that its controller makes a new one", nodeName, r.opts.UnboundTimeout)
+			"Elected to %s, which has had no room for it for %s: deleting the proxy so that its controller makes a new one", nodeName, r.opts.UnboundTimeout)
 		err := r.client.Delete(ctx, pod, client.Preconditions{UID: ptr.To(pod.UID)})
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if err := r.ungate(ctx, pod); err != nil {
+	if pod.Spec.NodeSelector[corev1.LabelHostname] == nodeName {
+		if err := r.ungate(ctx, pod); err != nil {
+			return reconcile.Result{}, err
+		}
+		crashpoint.Hit(crashpoint.AfterUngate)
+		return reconcile.Result{}, nil
+	}
+	if err := r.pinAndLift(ctx, pod, nodeName); err != nil {
 		return reconcile.Result{}, err
 	}
+	crashpoint.Hit(crashpoint.AfterPin)
 	crashpoint.Hit(crashpoint.AfterUngate)
 	return reconcile.Result{}, nil
 }
@@ -273,12 +276,23 @@ func fitsNode(allocatable, used corev1.ResourceList, active int64, requests core
 	return true
 }
 
-// pin adds kubernetes.io/hostname=<virtual node> to the proxy's nodeSelector
-// (Kubernetes allows adding nodeSelector keys to a gated pod).
-func (r *Reconciler) pin(ctx context.Context, pod *corev1.Pod, nodeName string) error {
+// pinAndLift adds kubernetes.io/hostname=<virtual node> to the proxy's
+// nodeSelector (Kubernetes allows adding nodeSelector keys to a gated
+// pod) and removes fleetlet's gate, and only it, in one JSON patch: its
+// test op fails the patch if the gate moved.
+func (r *Reconciler) pinAndLift(ctx context.Context, pod *corev1.Pod, nodeName string) error {
+	patch, ok := proxy.PinAndUngatePatch(pod, nodeName)
+	if !ok {
+		return nil
+	}
 	before := pod.ResourceVersion
-	if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, proxy.PinPatch(pod, nodeName))); err != nil {
-		return fmt.Errorf("pinning %s to %s: %w", klog.KObj(pod), nodeName, err)
+	if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsNotFound(err) {
+			// The gates moved since the cache saw them: the next pass
+			// reads them again.
+			return nil
+		}
+		return fmt.Errorf("pinning %s to %s and lifting its gate: %w", klog.KObj(pod), nodeName, err)
 	}
 	r.writes.Wrote(pod.UID, before)
 	return nil

@@ -18,20 +18,24 @@
 //	                                            PendingTargets best targets; none    every one
 //	                                            anew there for RetryInterval
 //	                                            (pending.go)
-//	Elected      the record, no pin             mark the winner once a previous      never two delegates at once
-//	                                            delegate is confirmed gone; delete
+//	Elected      the record, no pin             mark the winner once a previous      never two delegates at once;
+//	                                            delegate is confirmed gone; delete   never preempt
 //	                                            the losers, best-effort; wait until
 //	                                            the kubelet there admitted the
-//	                                            delegate (completion.go)
+//	                                            delegate; once the virtual node has
+//	                                            room (it counts the proxy from the
+//	                                            record on), pin and lift our gate
+//	                                            in one patch (completion.go)
 //	             refused, not admitted within   delete the candidate, drop the       the proxy never sees a failure
 //	             BindTimeout, candidate gone,   record, remembering the delegate it  before it is pinned
 //	             Target deleted, NotReady past  may have made (reelection.go)
 //	             ElectedTargetTimeout
-//	Pinned       the hostname pin, still gated  lift our gate only when the virtual  never preempt; once pinned,
-//	                                            node has room, pods counted; no      never pinned elsewhere: bound
-//	                                            room past UnboundTimeout, or no      or deleted
-//	                                            record standing: delete the proxy
-//	                                            with an Event (completion.go)
+//	Pinned       the hostname pin, still gated  (an older manager pinned first) lift never preempt; once pinned,
+//	                                            our gate only when the virtual node  never pinned elsewhere: bound
+//	                                            has room, pods counted; no room      or deleted
+//	                                            past UnboundTimeout, or no record
+//	                                            standing: delete the proxy with an
+//	                                            Event (completion.go)
 //	Ungated      no gate of ours                delete losers seen late; unbound     a proxy is bound or deleted
 //	                                            past UnboundTimeout: delete it
 //	                                            (ungated.go)
@@ -41,7 +45,8 @@
 //	                                            once none is left (finalize.go)
 //
 // The target registry's ChaperonSource requeues a proxy on every change of
-// one of its chaperons or their pods; its TargetChangeSource requeues the
-// proxies still in election; the virtual nodes' cordon, taints and
+// one of its chaperons or their pods; its TargetChangeSource requeues, at
+// low priority, the proxies still in election that a target's change
+// concerns (proxiesAffectedBy); the virtual nodes' cordon, taints and
 // allocatable requeue those that may now go there (setup.go).
 package elector

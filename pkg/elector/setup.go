@@ -59,7 +59,7 @@ func affected(ch target.Change, p *corev1.Pod) bool {
 func isProxy(o client.Object) bool { return proxy.IsManaged(o) }
 
 // SetupWithManager registers the proxy reconciler; the manager's cache must
-// index indexer.GatedProxy and PinnedProxy.
+// index indexer.GatedProxy and HeadedProxy.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	r.client = mgr.GetClient()
 	r.recorder = mgr.GetEventRecorder("fleetlet-elector")
@@ -82,16 +82,17 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// A virtual node cordoned, uncordoned or (un)tainted changes
 		// where gated proxies may go.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.gatedProxies), builder.WithPredicates(virtualNodeSchedulingChanged())).
-		// Its allocatable grown by a pinned proxy's requests: that proxy's
-		// gate may go (see fits).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.pinnedProxies), builder.WithPredicates(virtualNodeAllocatableChanged())).
+		// Its allocatable grown by an elected proxy's requests: that
+		// proxy's gate may go (see fits).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.headedProxies), builder.WithPredicates(virtualNodeAllocatableChanged())).
 		WithOptions(r.controllerOptions()).
 		Complete(r)
 }
 
-// pinnedProxies lists the proxies pinned to a node and still gated.
-func (r *Reconciler) pinnedProxies(ctx context.Context, node client.Object) []reconcile.Request {
-	return r.proxiesBy(ctx, client.MatchingFields{indexer.PinnedProxy.Field: node.GetName()})
+// headedProxies lists the proxies still gated that are pinned or elected
+// to a node.
+func (r *Reconciler) headedProxies(ctx context.Context, node client.Object) []reconcile.Request {
+	return r.proxiesBy(ctx, client.MatchingFields{indexer.HeadedProxy.Field: node.GetName()})
 }
 
 // proxiesBy lists pods from the cache by an index, as requests.

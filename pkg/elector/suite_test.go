@@ -60,8 +60,9 @@ func (noNodes) Release(vnode.TargetKey)                       {}
 type harness struct {
 	source, target client.Client
 	ns             string
-	// calls counts the requests the harness's own clients made.
-	calls *atomic.Int64
+	// writes counts the writes (every verb but GET) the harness's own
+	// clients made.
+	writes *atomic.Int64
 }
 
 // start runs the proxy reconciler until the test ends, in a namespace of
@@ -107,10 +108,10 @@ func start(t *testing.T, opts elector.Options) (*harness, target.Key, target.Key
 		<-stopped
 	})
 	t.Cleanup(quiet)
-	h := &harness{calls: &atomic.Int64{}}
-	h.source, err = client.New(counted(sourceEnv.Config, h.calls), client.Options{Scheme: scheme})
+	h := &harness{writes: &atomic.Int64{}}
+	h.source, err = client.New(counted(sourceEnv.Config, h.writes), client.Options{Scheme: scheme})
 	require.NoError(t, err)
-	h.target, err = client.New(counted(targetEnv.Config, h.calls), client.Options{Scheme: scheme})
+	h.target, err = client.New(counted(targetEnv.Config, h.writes), client.Options{Scheme: scheme})
 	require.NoError(t, err)
 	for _, c := range []client.Client{h.source, h.target} {
 		cs := &v1alpha1.ClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClusterSummaryName}}
@@ -123,12 +124,15 @@ func start(t *testing.T, opts elector.Options) (*harness, target.Key, target.Key
 	return h, h.connect(t, "remote", targetEnv.Config), h.connect(t, "local", sourceEnv.Config)
 }
 
-// counted is cfg with every request counted in calls.
-func counted(cfg *rest.Config, calls *atomic.Int64) *rest.Config {
+// counted is cfg with every write (every method but GET) counted in
+// writes.
+func counted(cfg *rest.Config, writes *atomic.Int64) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			calls.Add(1)
+			if req.Method != http.MethodGet {
+				writes.Add(1)
+			}
 			return rt.RoundTrip(req)
 		})
 	})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/vnode"
 )
 
 // Index is one field index: the kind it indexes, its name (what
@@ -37,6 +38,10 @@ var (
 	GatedProxy = Index{Object: &corev1.Pod{}, Field: "elector.gated", Extract: gatedProxy}
 	// PinnedProxy indexes gated pods by the node they are pinned to.
 	PinnedProxy = Index{Object: &corev1.Pod{}, Field: "elector.pinned", Extract: pinnedProxy}
+	// HeadedProxy indexes gated pods by the virtual node they are pinned
+	// or elected to (vnode.ProxyNode), which counts them in its
+	// allocatable: its growth may let them go.
+	HeadedProxy = Index{Object: &corev1.Pod{}, Field: "elector.headed", Extract: headedProxy}
 	// TargetSecret indexes Targets by their kubeconfig Secret's name.
 	TargetSecret = Index{Object: &v1alpha1.Target{}, Field: "spec.kubeconfigSecret.name", Extract: targetSecret}
 	// ClusterTargetSecret indexes ClusterTargets by their kubeconfig
@@ -45,7 +50,7 @@ var (
 )
 
 // All are the indexes the manager registers.
-var All = []Index{ActivePodNodeName, GatedProxy, PinnedProxy, TargetSecret, ClusterTargetSecret}
+var All = []Index{ActivePodNodeName, GatedProxy, PinnedProxy, HeadedProxy, TargetSecret, ClusterTargetSecret}
 
 // Register registers indexes with a manager's field indexer.
 func Register(ctx context.Context, fi client.FieldIndexer, indexes ...Index) error {
@@ -87,6 +92,17 @@ func pinnedProxy(obj client.Object) []string {
 		return nil
 	}
 	if node := proxy.PinnedNode(p); node != "" {
+		return []string{node}
+	}
+	return nil
+}
+
+func headedProxy(obj client.Object) []string {
+	p, ok := obj.(*corev1.Pod)
+	if !ok || !proxy.Gated(p) {
+		return nil
+	}
+	if node := vnode.ProxyNode(p); node != "" {
 		return []string{node}
 	}
 	return nil

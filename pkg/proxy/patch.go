@@ -57,6 +57,25 @@ func PinPatch(p *corev1.Pod, node string) []byte {
 	return mustMarshal([]Op{{Op: "add", Path: "/spec/nodeSelector/" + EscapeJSONPointer(corev1.LabelHostname), Value: node}})
 }
 
+// PinAndUngatePatch pins the pod to node and removes fleetlet's gate in one
+// write (Kubernetes checks the nodeSelector addition against the pod as it
+// was, gated). ok is false when the gate is gone.
+func PinAndUngatePatch(p *corev1.Pod, node string) (patch []byte, ok bool) {
+	i := GateIndex(p)
+	if i < 0 {
+		return nil, false
+	}
+	var ops []Op
+	if p.Spec.NodeSelector == nil {
+		ops = append(ops, Op{Op: "add", Path: "/spec/nodeSelector", Value: map[string]string{corev1.LabelHostname: node}})
+	} else {
+		ops = append(ops, Op{Op: "add", Path: "/spec/nodeSelector/" + EscapeJSONPointer(corev1.LabelHostname), Value: node})
+	}
+	path := fmt.Sprintf("/spec/schedulingGates/%d", i)
+	ops = append(ops, Op{Op: "test", Path: path + "/name", Value: v1alpha1.SchedulingGateElection}, Op{Op: "remove", Path: path})
+	return mustMarshal(ops), true
+}
+
 // mustMarshal marshals operations whose values are strings, string maps or
 // nil: it cannot fail.
 func mustMarshal(ops []Op) []byte {

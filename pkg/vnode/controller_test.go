@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
@@ -764,4 +765,48 @@ func TestEachNodeAdvertisesItsOwnKubeletPort(t *testing.T) {
 	if ctx, _ := f.kubelet.servedCtx(NodeName(b)); ctx.Err() != nil {
 		t.Errorf("the kubelet API of node %s stopped with another node's removal", NodeName(b))
 	}
+}
+
+// An elected proxy counts on its node from its election record on, before
+// it is pinned, so that it fits by the time its delegate is admitted and
+// the elector pins and ungates it in one write; a record dropped stops
+// counting.
+func TestElectedProxyRaisesAllocatable(t *testing.T) {
+	f := startController(t)
+	key := uniqueKey("elected")
+	name := NodeName(key)
+	s := targetState(key)
+	s.Summary.Allocatable = rl("cpu", "2", "memory", "4Gi", "pods", "10")
+	s.Summary.Requested = rl("cpu", "2", "memory", "4Gi", "pods", "10")
+	s.Summary.RequestedBySource = nil
+	f.c.Upsert(f.ctx, s)
+	f.waitNode(name, "full", allocatableIs(corev1.ResourceCPU, "0"))
+
+	ns := f.ensureNamespace()
+	p := newPod("elected").container("c", rl("cpu", "700m")).obj()
+	p.Finalizers = []string{v1alpha1.FinalizerDelegate}
+	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateElection}}
+	p = f.createPod(ns, p)
+	setElected := func(status corev1.ConditionStatus, message string) {
+		t.Helper()
+		cur, err := f.cs.CoreV1().Pods(ns).Get(f.ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Status.Conditions = []corev1.PodCondition{{Type: v1alpha1.ConditionElected, Status: status, Reason: "Test", Message: message}}
+		if _, err := f.cs.CoreV1().Pods(ns).UpdateStatus(f.ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setElected(corev1.ConditionTrue, proxy.Record{TargetName: key.Name, Chaperon: "elected-0a1b2c3d"}.Message())
+	f.waitNode(name, "elected proxy counted", allocatableIs(corev1.ResourceCPU, "700m"))
+	f.waitNode(name, "elected proxy counted", allocatableIs(corev1.ResourcePods, "1"))
+
+	// Elected elsewhere, then no record at all: it leaves this node.
+	setElected(corev1.ConditionTrue, proxy.Record{TargetName: "another", Chaperon: "elected-0a1b2c3d"}.Message())
+	f.waitNode(name, "proxy elected elsewhere not counted", allocatableIs(corev1.ResourceCPU, "0"))
+	setElected(corev1.ConditionTrue, proxy.Record{TargetName: key.Name, Chaperon: "elected-0a1b2c3d"}.Message())
+	f.waitNode(name, "elected proxy counted again", allocatableIs(corev1.ResourceCPU, "700m"))
+	setElected(corev1.ConditionFalse, "electing again")
+	f.waitNode(name, "record dropped", allocatableIs(corev1.ResourceCPU, "0"))
 }

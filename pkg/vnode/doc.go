@@ -23,7 +23,8 @@
 //   - conditions Ready (below), and MemoryPressure, DiskPressure,
 //     PIDPressure and NetworkUnavailable, always False;
 //   - allocatable = what the target can still run, plus what the proxies
-//     bound or pinned to the node request, pods counted (Allocatable), and
+//     bound, pinned or elected to the node request, pods counted
+//     (Allocatable), and
 //     capacity = the larger of the target's capacity and that (Capacity);
 //   - the manager's address as its only address (InternalIP: no Hostname
 //     no DNS would resolve), the port of the node's own kubelet API
@@ -57,7 +58,8 @@
 // Pods of the source cluster, stripped to what resource requests need:
 // one informer of the unbound, non-terminal pods, whose proxies (pods with
 // the multicluster.fleetlet.io/delegate finalizer) are indexed by the node
-// they are pinned to (nodeSelector kubernetes.io/hostname); and per virtual
+// they are pinned to (nodeSelector kubernetes.io/hostname) or, before
+// that, elected to (their election record, ProxyNode); and per virtual
 // node one informer of the non-terminal pods bound to it (spec.nodeName),
 // like a kubelet's. A change there rebuilds that node only. The two watches
 // deliver a pod's binding in no set order, so a pinned proxy that leaves the

@@ -21,7 +21,8 @@ import (
 )
 
 // IndexPinnedNode indexes the unbound proxy pods by the virtual node they
-// are pinned to (their kubernetes.io/hostname node selector).
+// are pinned to (their kubernetes.io/hostname node selector) or elected to
+// (ProxyNode).
 const IndexPinnedNode = "pinnedNode"
 
 // handoffTTL bounds how long a pod that left the unbound pods (it was bound,
@@ -233,16 +234,28 @@ func podListWatch(client kubernetes.Interface, sel fields.Selector) *cache.ListW
 	}
 }
 
-// pinnedNode returns the virtual node an unbound proxy pod is pinned to:
-// the value of its kubernetes.io/hostname node selector, for a pod that
-// carries fleetlet's delegate finalizer (a proxy pod).
+// pinnedNode returns the virtual node an unbound proxy pod counts on
+// (ProxyNode), for a pod that carries fleetlet's delegate finalizer (a
+// proxy pod).
 func pinnedNode(obj any) string {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || pod.Spec.NodeName != "" {
+	if !ok || pod.Spec.NodeName != "" || !proxy.IsManaged(pod) {
 		return ""
 	}
-	if proxy.IsManaged(pod) {
-		return proxy.PinnedNode(pod)
+	return ProxyNode(pod)
+}
+
+// ProxyNode is the virtual node an unbound proxy is headed to: the one it
+// is pinned to, else the one its standing election record names ("" for
+// neither). Its allocatable counts the proxy from the record on, so that
+// the proxy fits it by the time its delegate is admitted, and the gate
+// goes with the pin in one write.
+func ProxyNode(pod *corev1.Pod) string {
+	if n := proxy.PinnedNode(pod); n != "" {
+		return n
+	}
+	if rec, ok := proxy.Elected(pod); ok {
+		return NodeName(TargetKey{Namespace: rec.TargetNamespace, Name: rec.TargetName})
 	}
 	return ""
 }
@@ -267,9 +280,10 @@ func samePod(oldObj, newObj any) bool {
 	return apiequality.Semantic.DeepEqual(o, n)
 }
 
-// stripPod keeps of a pod what its resource requests, its node and its
-// finalizers need: annotations (a proxy's source-spec can be large),
-// managed fields, volumes, environment and most of the status go.
+// stripPod keeps of a pod what its resource requests, its node (pinned,
+// elected or bound) and its finalizers need: annotations (a proxy's
+// source-spec can be large), managed fields, volumes, environment and most
+// of the status go.
 func stripPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -305,8 +319,12 @@ func stripPod(obj any) (any, error) {
 		out.Spec.InitContainers = append(out.Spec.InitContainers, corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy})
 	}
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodResizePending || c.Type == corev1.PodResizeInProgress {
+		switch c.Type {
+		case corev1.PodResizePending, corev1.PodResizeInProgress:
 			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason})
+		case v1alpha1.ConditionElected:
+			// The election record: the node an elected proxy counts on.
+			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Message: c.Message})
 		}
 	}
 	out.Status.ContainerStatuses = stripStatuses(pod.Status.ContainerStatuses)
