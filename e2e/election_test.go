@@ -185,6 +185,24 @@ func TestDeploymentSpreadsOverClusters(t *testing.T) {
 	}
 	t.Logf("replicas per cluster: %v", perCluster)
 
+	// A burst never makes the source scheduler fail a proxy, or preempt
+	// for one: each is ungated only once its virtual node has room.
+	events, err := kube(t, sandbox.SourceCluster).EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	isProxy := map[string]bool{}
+	for _, p := range proxies {
+		isProxy[p.Name] = true
+	}
+	for _, e := range events.Items {
+		// The self target's candidates are pods of this namespace too:
+		// their scheduler's events are not the source scheduler's.
+		if e.Regarding.Kind == "Pod" && isProxy[e.Regarding.Name] && (e.Reason == "FailedScheduling" || e.Reason == "Preempted" || e.Reason == "Preempting") {
+			t.Errorf("the source scheduler: %s %s: %s", e.Regarding.Name, e.Reason, e.Note)
+		}
+	}
+
 	// In cluster-1, a self target, the candidates are not proxies.
 	if ds := kube(t, sandbox.SourceCluster); true {
 		pods, err := ds.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelParentUID})

@@ -24,9 +24,8 @@ const (
 	// AfterMark: the winner is marked elected (it may bind), the losers
 	// not yet deleted.
 	AfterMark = "after-mark"
-	// AfterPin: the proxy is pinned to its virtual node, still gated.
-	AfterPin = "after-pin"
-	// AfterUngate: our gate is lifted, the proxy not yet bound.
+	// AfterUngate: the proxy is pinned to its virtual node and our gate
+	// lifted (one write), the proxy not yet bound.
 	AfterUngate = "after-ungate"
 	// MidFinalize: a deleted proxy's chaperons are being deleted, our
 	// finalizer not yet removed.
@@ -34,7 +33,7 @@ const (
 )
 
 // Points lists every named point.
-var Points = []string{AfterRecord, AfterMark, AfterPin, AfterUngate, MidFinalize}
+var Points = []string{AfterRecord, AfterMark, AfterUngate, MidFinalize}
 
 // EnvVar names a point when the flag does not.
 const EnvVar = "FLEETLET_CRASH_POINT"

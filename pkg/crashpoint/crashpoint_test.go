@@ -15,11 +15,11 @@ func TestParse(t *testing.T) {
 		bad  bool
 	}{
 		{spec: ""},
-		{spec: AfterPin, name: AfterPin, n: 1},
+		{spec: AfterUngate, name: AfterUngate, n: 1},
 		{spec: MidFinalize + ":3", name: MidFinalize, n: 3},
 		{spec: "after-lunch", bad: true},
-		{spec: AfterPin + ":0", bad: true},
-		{spec: AfterPin + ":x", bad: true},
+		{spec: AfterUngate + ":0", bad: true},
+		{spec: AfterUngate + ":x", bad: true},
 	} {
 		name, n, err := Parse(tc.spec)
 		if tc.bad {

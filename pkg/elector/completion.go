@@ -234,7 +234,6 @@ func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *cor
 	if err := r.pinAndLift(ctx, pod, nodeName); err != nil {
 		return reconcile.Result{}, err
 	}
-	crashpoint.Hit(crashpoint.AfterPin)
 	crashpoint.Hit(crashpoint.AfterUngate)
 	return reconcile.Result{}, nil
 }

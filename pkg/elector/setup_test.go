@@ -1,9 +1,13 @@
 package elector
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/target"
@@ -49,5 +53,19 @@ func TestAffected(t *testing.T) {
 				t.Errorf("affected = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestIsNamespaceNotFound: a create in a namespace the target lacks is told
+// from a kind it does not serve.
+func TestIsNamespaceNotFound(t *testing.T) {
+	if !isNamespaceNotFound(fmt.Errorf("creating: %w", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "shop"))) {
+		t.Error("a missing namespace not recognised")
+	}
+	if isNamespaceNotFound(apierrors.NewNotFound(schema.GroupResource{Group: "multicluster.fleetlet.io", Resource: "podchaperons"}, "")) {
+		t.Error("a kind the target does not serve taken for a missing namespace")
+	}
+	if isNamespaceNotFound(errors.New("connection refused")) {
+		t.Error("a transport error taken for a missing namespace")
 	}
 }
