@@ -78,6 +78,7 @@ type managerOptions struct {
 	unboundTimeout       time.Duration
 	electedTargetTimeout time.Duration
 	pendingTargets       int
+	candidateTargets     int
 	electionRetry        time.Duration
 	electionResync       time.Duration
 	electorWorkers       int
@@ -194,6 +195,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.electionResync, "election-resync-interval", o.electionResync, "how long an election waits for its candidates' answers before it looks again (their events usually bring it back sooner)")
 	f.IntVar(&o.electorWorkers, "elector-workers", o.electorWorkers, "how many proxies are reconciled at once")
 	f.IntVar(&o.pendingTargets, "pending-targets", o.pendingTargets, "how many targets keep a pending candidate of a pod no cluster can run now")
+	f.IntVar(&o.candidateTargets, "candidate-targets", o.candidateTargets, "how many of the best-ranked eligible targets get a candidate first, the others only once all of those said no (0: every eligible target at once)")
 	f.DurationVar(&o.delegateRecreateDelay, "delegate-recreate-delay", o.delegateRecreateDelay, "target side: how long a deleted delegate (restartPolicy Always) stays gone, once its source's heartbeat Lease has expired, before it is created again; counted from the later of the deletion and the expiry")
 	f.StringSliceVar(&o.followAllowedKinds, "follow-allowed-kinds", o.followAllowedKinds, "namespaced kinds a pod may ask to take along to its targets with "+v1alpha1.Prefix+"follow (Kind names, comma-separated)")
 	addWebhookFlags(f, &o.webhook)
@@ -229,6 +231,9 @@ func (o *managerOptions) validate() error {
 	}
 	if o.pendingTargets < 1 {
 		errs = append(errs, fmt.Errorf("--pending-targets must be at least 1, got %d", o.pendingTargets))
+	}
+	if o.candidateTargets < 0 {
+		errs = append(errs, fmt.Errorf("--candidate-targets must be 0 (every eligible target) or more, got %d", o.candidateTargets))
 	}
 	if err := validateKinds(o.followAllowedKinds); err != nil {
 		errs = append(errs, fmt.Errorf("--follow-allowed-kinds: %w", err))
@@ -442,6 +447,7 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		UnboundTimeout:       o.unboundTimeout,
 		ElectedTargetTimeout: o.electedTargetTimeout,
 		PendingTargets:       o.pendingTargets,
+		CandidateTargets:     o.candidateTargets,
 		RetryInterval:        o.electionRetry,
 		ResyncInterval:       o.electionResync,
 		Workers:              o.electorWorkers,

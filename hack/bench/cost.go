@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -205,4 +207,76 @@ func top(m map[string]float64, n int, format string) []string {
 		out = append(out, fmt.Sprintf("%s "+format, k, m[k]))
 	}
 	return out
+}
+
+// queueDepths are samples of the source manager's workqueue depths, by
+// controller name.
+type queueDepths map[string][]float64
+
+// sampleQueues reads the source manager's workqueue_depth of the named
+// controllers every second until ctx ends; the returned function gives
+// the samples so far.
+func sampleQueues(ctx context.Context, sb *sandbox.Sandbox, names []string) func() queueDepths {
+	var mu sync.Mutex
+	out := queueDepths{}
+	st := sb.State()
+	c, err := st.Cluster(sandbox.SourceCluster)
+	if err != nil {
+		return func() queueDepths { return nil }
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", c.Ports.FleetletMetrics)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			fams, err := scrape(ctx, http.DefaultClient, url)
+			if err != nil {
+				continue
+			}
+			f := fams["workqueue_depth"]
+			if f == nil {
+				continue
+			}
+			mu.Lock()
+			for _, m := range f.GetMetric() {
+				name := labels(m)["name"]
+				if slices.Contains(names, name) {
+					out[name] = append(out[name], m.GetGauge().GetValue())
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() queueDepths {
+		mu.Lock()
+		defer mu.Unlock()
+		cp := queueDepths{}
+		for k, v := range out {
+			cp[k] = append([]float64(nil), v...)
+		}
+		return cp
+	}
+}
+
+// summary is "name max/mean" of each queue.
+func (q queueDepths) summary() string {
+	var parts []string
+	for _, name := range []string{"proxy", "feedback"} {
+		v := q[name]
+		if len(v) == 0 {
+			continue
+		}
+		peak, sum := 0.0, 0.0
+		for _, x := range v {
+			peak = max(peak, x)
+			sum += x
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f/%.0f", name, peak, sum/float64(len(v))))
+	}
+	return strings.Join(parts, " ")
 }

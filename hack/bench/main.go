@@ -2,13 +2,15 @@
 // pods created in an enabled namespace of cluster-1 (proxies: gated,
 // elected, pinned, bound to a virtual node, Running once their delegates
 // are), and the same N pods created directly in the targets, spread
-// evenly, until Running; RUNS times, which path goes first alternating,
-// the pods of each deleted before the next. It prints every run side by
+// evenly, until Running; then the same paced (--rate pods a second for
+// --paced-for); RUNS times, which path goes first alternating, the pods
+// of each deleted before the next. It prints every run side by
 // side, the medians of the ratios, the feedback lag (delegate seen Running
 // → proxy seen Running), and what each path cost per pod: API requests
 // each cluster answered by verb and resource (apiserver_request_total),
 // requests fleetlet's own processes made (rest_client_requests_total) and
-// CPU by process (/proc); --out writes it as JSON too. It reports; it
+// CPU by process (/proc), and the source manager's workqueue depths
+// (sampled every second); --out writes it as JSON too. It reports; it
 // asserts nothing. Run it with `make bench`.
 package main
 
@@ -38,12 +40,18 @@ func main() {
 	var o options
 	flag.IntVar(&o.pods, "pods", 1000, "pods per run")
 	flag.IntVar(&o.runs, "runs", 3, "runs of both paths, alternating which goes first; the report gives each and the medians")
+	flag.Float64Var(&o.rate, "rate", 10, "pods per second of the paced run after each burst (0: bursts only)")
+	flag.DurationVar(&o.pacedFor, "paced-for", time.Minute, "how long the paced run creates pods")
 	flag.IntVar(&o.clusters, "clusters", 3, "sandbox clusters (cluster-1 the source; every cluster a target)")
 	flag.StringVar(&o.dir, "dir", "", "sandbox folder (default: a temporary one, removed afterwards)")
 	flag.StringVar(&o.binDir, "bin-dir", "bin", "folder with the binaries")
 	flag.StringVar(&o.out, "out", "", "write the results as JSON to this file too")
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "bound on each run")
 	flag.IntVar(&o.workers, "workers", 16, "parallel creators")
+	flag.Func("manager-arg", "one more argument for every fleetlet manager, to compare a setting (repeatable; e.g. --manager-arg=--candidate-targets=1)", func(v string) error {
+		o.managerArgs = append(o.managerArgs, v)
+		return nil
+	})
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -53,8 +61,10 @@ func main() {
 
 type options struct {
 	pods, runs, clusters, workers int
+	rate                          float64
 	dir, binDir, out              string
-	timeout                       time.Duration
+	timeout, pacedFor             time.Duration
+	managerArgs                   []string
 }
 
 type result struct {
@@ -152,7 +162,7 @@ func run(o options) error {
 	}
 	// Both runs' pods stay until the end: the nodes take far more pods
 	// than kubelet's default 250, so that neither run is refused for room.
-	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: binDir, Clusters: clusters, NodePods: "2000", DieWithParent: true, Out: os.Stderr})
+	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: binDir, Clusters: clusters, NodePods: "2000", DieWithParent: true, Out: os.Stderr, ManagerArgs: o.managerArgs})
 	if err != nil {
 		return err
 	}
@@ -192,7 +202,7 @@ func run(o options) error {
 	// target, the garbage collector learning the CRDs): steady state is
 	// what is measured.
 	fmt.Fprintln(os.Stderr, "warming up")
-	warm, err := measure(ctx, "warm-up", len(names), workers, timeout, func(i int) (kubernetes.Interface, string) {
+	warm, err := measure(ctx, "warm-up", len(names), workers, 0, timeout, func(i int) (kubernetes.Interface, string) {
 		return clients[sandbox.SourceCluster], ns
 	}, running)
 	if err != nil {
@@ -205,38 +215,44 @@ func run(o options) error {
 		{name: "fleetlet (proxy Running)", where: func(int) (kubernetes.Interface, string) { return clients[sandbox.SourceCluster], ns }, delegatesIn: ns},
 		{name: "direct (pod Running)", where: func(i int) (kubernetes.Interface, string) { return clients[names[i%len(names)]], directNS }},
 	}
+	modes := []mode{{Name: "burst", Pods: o.pods}}
+	if o.rate > 0 {
+		modes = append(modes, mode{Name: "paced", Pods: max(1, int(o.rate*o.pacedFor.Seconds())), Rate: o.rate})
+	}
 	var runs []benchRun
 	for i := range o.runs {
-		// Alternated: neither path always runs on a cluster the other
-		// just loaded.
-		order := []int{0, 1}
-		if i%2 == 1 {
-			order = []int{1, 0}
+		for _, md := range modes {
+			// Alternated: neither path always runs on a cluster the
+			// other just loaded.
+			order := []int{0, 1}
+			if i%2 == 1 {
+				order = []int{1, 0}
+			}
+			run := benchRun{Index: i + 1, Mode: md}
+			for _, k := range order {
+				fmt.Fprintf(os.Stderr, "run %d of %d, %s: %s, %d pods\n", i+1, o.runs, md, paths[k].name, md.Pods)
+				m, err := paths[k].measure(ctx, sb, clients, o, md)
+				if err != nil {
+					return err
+				}
+				if k == 0 {
+					run.Fleetlet = m
+				} else {
+					run.Direct = m
+				}
+				if err := clean(ctx, clients, []string{ns, directNS}); err != nil {
+					return err
+				}
+			}
+			runs = append(runs, run)
 		}
-		run := benchRun{Index: i + 1}
-		for _, k := range order {
-			fmt.Fprintf(os.Stderr, "run %d of %d: %s, %d pods\n", i+1, o.runs, paths[k].name, o.pods)
-			m, err := paths[k].measure(ctx, sb, clients, o)
-			if err != nil {
-				return err
-			}
-			if k == 0 {
-				run.Fleetlet = m
-			} else {
-				run.Direct = m
-			}
-			if err := clean(ctx, clients, []string{ns, directNS}); err != nil {
-				return err
-			}
-		}
-		runs = append(runs, run)
 	}
-	return report(os.Stdout, runs, o)
+	return report(os.Stdout, runs, modes, o)
 }
 
 // measure creates n pods with workers creators and records, per pod, the time
 // from just before its create call to the watch event showing it done.
-func measure(ctx context.Context, name string, n, workers int, timeout time.Duration,
+func measure(ctx context.Context, name string, n, workers int, rate float64, timeout time.Duration,
 	where func(i int) (kubernetes.Interface, string), done func(*corev1.Pod) bool) (result, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -318,8 +334,23 @@ func measure(ctx context.Context, name string, n, workers int, timeout time.Dura
 			}
 		}()
 	}
+	// A burst feeds the creators as fast as they take pods; a paced run
+	// one pod every 1/rate seconds.
+	var tick <-chan time.Time
+	if rate > 0 {
+		t := time.NewTicker(time.Duration(float64(time.Second) / rate))
+		defer t.Stop()
+		tick = t.C
+	}
 feed:
 	for i := range n {
+		if tick != nil {
+			select {
+			case <-tick:
+			case <-ctx.Done():
+				break feed
+			}
+		}
 		select {
 		case work <- i:
 		case <-ctx.Done():

@@ -11,34 +11,30 @@ import (
 	"time"
 )
 
-// report prints every run of both paths, the medians of their ratios, and
-// what each path cost per pod, averaged over the runs; with o.out, the
-// same as JSON. It fails when a run did not complete.
-func report(w io.Writer, runs []benchRun, o options) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tpath\tpods\ttotal\tpods/s\tp50\tp99\tRunning\tcreates retried\tnot created\t")
-	var totals, p50s, p99s, lags []float64
-	for _, r := range runs {
-		for _, m := range []measured{r.Fleetlet, r.Direct} {
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.1f\t%s\t%s\t%d\t%d\t%d\t\n", r.Index, m.name, m.pods, m.total.Round(10*time.Millisecond), m.throughput(),
-				m.percentile(0.5).Round(time.Millisecond), m.percentile(0.99).Round(time.Millisecond), len(m.finished), m.retried, len(m.failed))
+// report prints, for each mode, every run of both paths, the medians of
+// their ratios, the source manager's queue depths, and what each path
+// cost per pod, averaged over the runs; with o.out, the same as JSON. It
+// fails when a run did not complete.
+func report(w io.Writer, runs []benchRun, modes []mode, o options) error {
+	costs := map[string][2]cost{}
+	for _, md := range modes {
+		var these []benchRun
+		for _, r := range runs {
+			if r.Mode == md {
+				these = append(these, r)
+			}
 		}
-		totals = append(totals, r.Fleetlet.total.Seconds()/r.Direct.total.Seconds())
-		p50s = append(p50s, ratio(r.Fleetlet.percentile(0.5), r.Direct.percentile(0.5)))
-		p99s = append(p99s, ratio(r.Fleetlet.percentile(0.99), r.Direct.percentile(0.99)))
-		lags = append(lags, percentile(r.Fleetlet.lag, 0.5).Seconds())
+		fmt.Fprintf(w, "\n%s, %d pods:\n", md, md.Pods)
+		if err := printRuns(w, these); err != nil {
+			return err
+		}
+		fleetlet, direct := averageCost(these, true), averageCost(these, false)
+		costs[md.Name] = [2]cost{fleetlet, direct}
+		printCost(w, "fleetlet", fleetlet)
+		printCost(w, "direct", direct)
 	}
-	fmt.Fprintf(tw, "median\tfleetlet / direct\t\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t\n", median(totals), 1/median(totals), median(p50s), median(p99s))
-	fmt.Fprintf(tw, "median\tfeedback lag p50 (delegate Running → proxy Running)\t\t\t\t%.3fs\t\n", median(lags))
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fleetlet, direct := averageCost(runs, true), averageCost(runs, false)
-	printCost(w, "fleetlet", fleetlet)
-	printCost(w, "direct", direct)
-
 	if o.out != "" {
-		if err := writeJSON(o.out, runs, fleetlet, direct); err != nil {
+		if err := writeJSON(o.out, runs, costs); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "results written to %s\n", o.out)
@@ -49,8 +45,8 @@ func report(w io.Writer, runs []benchRun, o options) error {
 			if m.incomplete == "" {
 				continue
 			}
-			incomplete = append(incomplete, fmt.Sprintf("run %d %s", r.Index, m.name))
-			fmt.Fprintf(w, "run %d %s incomplete: %s\n", r.Index, m.name, m.incomplete)
+			incomplete = append(incomplete, fmt.Sprintf("run %d %s %s", r.Index, r.Mode, m.name))
+			fmt.Fprintf(w, "run %d %s %s incomplete: %s\n", r.Index, r.Mode, m.name, m.incomplete)
 			for _, f := range m.failed[:min(3, len(m.failed))] {
 				fmt.Fprintf(w, "  not created: %s\n", f)
 			}
@@ -60,6 +56,26 @@ func report(w io.Writer, runs []benchRun, o options) error {
 		return fmt.Errorf("incomplete runs %v: the figures above count only the pods that ran", incomplete)
 	}
 	return nil
+}
+
+// printRuns prints the runs of one mode and the medians of their ratios.
+func printRuns(w io.Writer, runs []benchRun) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tpath\tpods\ttotal\tpods/s\tp50\tp99\tRunning\tcreates retried\tnot created\tqueue depth max/mean\t")
+	var totals, p50s, p99s, lags []float64
+	for _, r := range runs {
+		for _, m := range []measured{r.Fleetlet, r.Direct} {
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.1f\t%s\t%s\t%d\t%d\t%d\t%s\t\n", r.Index, m.name, m.pods, m.total.Round(10*time.Millisecond), m.throughput(),
+				m.percentile(0.5).Round(time.Millisecond), m.percentile(0.99).Round(time.Millisecond), len(m.finished), m.retried, len(m.failed), m.queues.summary())
+		}
+		totals = append(totals, r.Fleetlet.total.Seconds()/r.Direct.total.Seconds())
+		p50s = append(p50s, ratio(r.Fleetlet.percentile(0.5), r.Direct.percentile(0.5)))
+		p99s = append(p99s, ratio(r.Fleetlet.percentile(0.99), r.Direct.percentile(0.99)))
+		lags = append(lags, percentile(r.Fleetlet.lag, 0.5).Seconds())
+	}
+	fmt.Fprintf(tw, "median\tfleetlet / direct\t\t%.2fx\t%.2fx\t%.2fx\t%.2fx\t\n", median(totals), 1/median(totals), median(p50s), median(p99s))
+	fmt.Fprintf(tw, "median\tfeedback lag p50 (delegate Running → proxy Running)\t\t\t\t%.3fs\t\n", median(lags))
+	return tw.Flush()
 }
 
 func ratio(a, b time.Duration) float64 {
@@ -149,20 +165,30 @@ func toJSON(m measured) jsonPath {
 		Incomplete: m.incomplete, LagP50Seconds: percentile(m.lag, 0.5).Seconds(), Cost: m.cost}
 }
 
-func writeJSON(file string, runs []benchRun, fleetlet, direct cost) error {
+func writeJSON(file string, runs []benchRun, costs map[string][2]cost) error {
 	type jsonRun struct {
 		Run      int      `json:"run"`
+		Mode     mode     `json:"mode"`
 		Fleetlet jsonPath `json:"fleetlet"`
 		Direct   jsonPath `json:"direct"`
+		// Queues are the source manager's workqueue depths, a sample a
+		// second, during fleetlet's run.
+		Queues queueDepths `json:"queueDepths,omitempty"`
+	}
+	type jsonCost struct {
+		Fleetlet cost `json:"fleetlet"`
+		Direct   cost `json:"direct"`
 	}
 	out := struct {
-		Commit       string    `json:"commit,omitempty"`
-		Runs         []jsonRun `json:"runs"`
-		FleetletCost cost      `json:"fleetletCostPerPod"`
-		DirectCost   cost      `json:"directCostPerPod"`
-	}{Commit: os.Getenv("COMMIT"), FleetletCost: fleetlet, DirectCost: direct}
+		Commit string              `json:"commit,omitempty"`
+		Runs   []jsonRun           `json:"runs"`
+		Costs  map[string]jsonCost `json:"costPerPodByMode"`
+	}{Commit: os.Getenv("COMMIT"), Costs: map[string]jsonCost{}}
 	for _, r := range runs {
-		out.Runs = append(out.Runs, jsonRun{Run: r.Index, Fleetlet: toJSON(r.Fleetlet), Direct: toJSON(r.Direct)})
+		out.Runs = append(out.Runs, jsonRun{Run: r.Index, Mode: r.Mode, Fleetlet: toJSON(r.Fleetlet), Direct: toJSON(r.Direct), Queues: r.Fleetlet.queues})
+	}
+	for name, c := range costs {
+		out.Costs[name] = jsonCost{Fleetlet: c[0], Direct: c[1]}
 	}
 	data, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {

@@ -23,6 +23,21 @@ type path struct {
 	delegatesIn string
 }
 
+// mode is how pods are created: a burst (as fast as the creators go) or
+// paced (Rate pods per second).
+type mode struct {
+	Name string  `json:"name"`
+	Pods int     `json:"pods"`
+	Rate float64 `json:"rate,omitempty"`
+}
+
+func (m mode) String() string {
+	if m.Rate > 0 {
+		return fmt.Sprintf("%s at %g pods/s", m.Name, m.Rate)
+	}
+	return m.Name
+}
+
 // measured is one path's run: what it achieved and what it cost.
 type measured struct {
 	result
@@ -30,23 +45,33 @@ type measured struct {
 	// lag is, per pod, from its delegate seen Running to its proxy seen
 	// Running.
 	lag []time.Duration
+	// queues are the source manager's workqueue depths, sampled every
+	// second (fleetlet's path only).
+	queues queueDepths
 }
 
 // measure runs the path once, with the clusters' counters read before and
 // after.
-func (p path) measure(ctx context.Context, sb *sandbox.Sandbox, clients map[string]kubernetes.Interface, o options) (measured, error) {
+func (p path) measure(ctx context.Context, sb *sandbox.Sandbox, clients map[string]kubernetes.Interface, o options, md mode) (measured, error) {
 	watchCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var delegates func() map[string]time.Time
 	if p.delegatesIn != "" {
 		delegates = watchDelegates(watchCtx, clients, p.delegatesIn)
 	}
+	var sampled func() queueDepths
+	if p.delegatesIn != "" {
+		sampled = sampleQueues(watchCtx, sb, []string{"proxy", "feedback"})
+	}
 	before := take(ctx, sb, clients)
-	r, err := measure(ctx, p.name, o.pods, o.workers, o.timeout, p.where, running)
+	r, err := measure(ctx, p.name, md.Pods, o.workers, md.Rate, o.timeout, p.where, running)
 	if err != nil {
 		return measured{}, err
 	}
 	m := measured{result: r, cost: costOf(before, take(ctx, sb, clients), len(r.finished))}
+	if sampled != nil {
+		m.queues = sampled()
+	}
 	if delegates != nil {
 		running := delegates()
 		for name, proxyRunning := range r.finished {
@@ -88,9 +113,10 @@ func clean(ctx context.Context, clients map[string]kubernetes.Interface, namespa
 	return nil
 }
 
-// benchRun is one run of both paths.
+// benchRun is one run of both paths in one mode.
 type benchRun struct {
 	Index    int
+	Mode     mode
 	Fleetlet measured
 	Direct   measured
 }

@@ -55,6 +55,8 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		}
 	}
 	states := r.targets(ctx, pod, clusters)
+	requests := summary.PodRequests(&corev1.Pod{Spec: *userSpec})
+	r.narrow(ctx, pod, states, requests)
 
 	// Candidates in every eligible target, in parallel.
 	var wg sync.WaitGroup
@@ -73,7 +75,6 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 	}
 	wg.Wait()
 
-	requests := summary.PodRequests(&corev1.Pod{Spec: *userSpec})
 	var offers []Offer
 	var inflight map[string]corev1.ResourceList
 	answered, eligible := 0, 0

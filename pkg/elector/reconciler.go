@@ -56,6 +56,11 @@ type Options struct {
 	// PendingTargets is how many targets keep a pending candidate of a pod
 	// that no cluster can run now (K; one cluster autoscaler scales up).
 	PendingTargets int
+	// CandidateTargets, when set, is how many of the best-ranked eligible
+	// targets get a candidate first; the others get one only once every
+	// one of those said no. 0: every eligible target at once (the
+	// default, as the design says).
+	CandidateTargets int
 	// Follower takes the objects a pod references to its targets: nil
 	// follows nothing.
 	Follower *follow.Follower

@@ -43,6 +43,9 @@ type Options struct {
 	StopGracePeriod time.Duration
 	// NoFleetlet starts bare clusters: no fleetlet manager, no targets.
 	NoFleetlet bool
+	// ManagerArgs are more arguments for every cluster's fleetlet manager
+	// (the bench's --manager-arg, to compare settings).
+	ManagerArgs []string
 	// DieWithParent makes every started process die with the process that
 	// started it. Tests set it; the command-line tool does not.
 	DieWithParent bool

@@ -36,14 +36,15 @@ const (
 var fleetletComponent = component{
 	name:   ComponentManager,
 	binary: binFleetlet,
-	args: func(_ Options, c *ClusterState) []string {
-		return append(managerArgs(c, c.Ports.FleetletMetrics, c.Ports.FleetletHealth),
+	args: func(o Options, c *ClusterState) []string {
+		args := append(managerArgs(c, c.Ports.FleetletMetrics, c.Ports.FleetletHealth),
 			// No Service in front of a local process: the manager writes
 			// the MutatingWebhookConfiguration with a loopback URL.
 			"--webhook-url-mode",
 			"--webhook-host=127.0.0.1",
 			"--webhook-port="+strconv.Itoa(c.Ports.FleetletWebhook),
 		)
+		return append(args, o.ManagerArgs...)
 	},
 	ready: func(ctx context.Context, c *ClusterState) error {
 		return managerReady(ctx, c.Ports.FleetletHealth)
@@ -60,9 +61,10 @@ const ComponentManagerStandby = "fleetlet-manager-standby"
 var standbyComponent = component{
 	name:   ComponentManagerStandby,
 	binary: binFleetlet,
-	args: func(_ Options, c *ClusterState) []string {
-		return append(managerArgs(c, c.Ports.StandbyMetrics, c.Ports.StandbyHealth),
+	args: func(o Options, c *ClusterState) []string {
+		args := append(managerArgs(c, c.Ports.StandbyMetrics, c.Ports.StandbyHealth),
 			"--webhook-enabled=false")
+		return append(args, o.ManagerArgs...)
 	},
 	ready: func(ctx context.Context, c *ClusterState) error {
 		return managerReady(ctx, c.Ports.StandbyHealth)

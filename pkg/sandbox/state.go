@@ -42,6 +42,8 @@ type Settings struct {
 	NodeMonitorGracePeriod string `json:"nodeMonitorGracePeriod"`
 	CompleteAfter          string `json:"completeAfter"`
 	NoFleetlet             bool   `json:"noFleetlet,omitempty"`
+	// ManagerArgs are the managers' extra arguments.
+	ManagerArgs []string `json:"managerArgs,omitempty"`
 }
 
 // ClusterState describes one cluster of the sandbox.
@@ -128,6 +130,7 @@ func settingsFrom(o Options) Settings {
 		NodeMonitorGracePeriod: o.NodeMonitorGracePeriod.String(),
 		CompleteAfter:          o.CompleteAfter.String(),
 		NoFleetlet:             o.NoFleetlet,
+		ManagerArgs:            o.ManagerArgs,
 	}
 }
 
@@ -141,6 +144,7 @@ func (s *State) options(base Options) (Options, error) {
 	o.NodeCPU, o.NodeMemory, o.NodePods = s.Settings.NodeCPU, s.Settings.NodeMemory, s.Settings.NodePods
 	o.TolerationSeconds = s.Settings.TolerationSeconds
 	o.NoFleetlet = s.Settings.NoFleetlet
+	o.ManagerArgs = s.Settings.ManagerArgs
 	var err error
 	if o.NodeMonitorGracePeriod, err = time.ParseDuration(s.Settings.NodeMonitorGracePeriod); err != nil {
 		return o, fmt.Errorf("%s: nodeMonitorGracePeriod: %w", StateFile, err)

@@ -1,0 +1,84 @@
+// narrow: candidates only in the K best-ranked targets first
+// (Options.CandidateTargets), the others once every one of those said no.
+
+package elector
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/naming"
+)
+
+// narrow leaves eligible only the targets that get a candidate now, when
+// Options.CandidateTargets (K) is set: those that have one already, and
+// the best ranked up to K. Once every candidate there said no
+// (unschedulable or refused), every eligible target gets one, as without
+// K. What it reads is the targets' caches, so a restarted manager decides
+// the same.
+func (r *Reconciler) narrow(ctx context.Context, pod *corev1.Pod, states []*targetState, requests corev1.ResourceList) {
+	k := r.opts.CandidateTargets
+	var eligible []*targetState
+	for _, ts := range states {
+		if ts.eligible {
+			eligible = append(eligible, ts)
+		}
+	}
+	if k <= 0 || len(eligible) <= k {
+		return
+	}
+	keep := map[string]bool{}
+	allSaidNo := true
+	for _, ts := range eligible {
+		pc, exists := r.cachedCandidate(ctx, pod, ts)
+		if !exists {
+			continue
+		}
+		keep[ts.key.String()] = true
+		if a, _ := answer(pc); a != answerUnschedulable && a != answerRejected {
+			allSaidNo = false
+		}
+	}
+	if len(keep) >= k && allSaidNo {
+		return
+	}
+	inflight := r.inflight(ctx)
+	offers := make([]Offer, 0, len(eligible))
+	for _, ts := range eligible {
+		offers = append(offers, Offer{Target: ts.key.String(), FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), inflight[ts.key.String()]), requests)})
+	}
+	for _, o := range Rank(pod.UID, offers) {
+		if len(keep) >= k {
+			break
+		}
+		keep[o.Target] = true
+	}
+	for _, ts := range eligible {
+		if !keep[ts.key.String()] {
+			ts.eligible = false
+			ts.reason = fmt.Sprintf("not among the %d best-ranked targets that get a candidate first", k)
+		}
+	}
+}
+
+// cachedCandidate is the proxy's live candidate in a target as its cache
+// shows it (a candidate this elector created moments ago counts, with no
+// answer yet).
+func (r *Reconciler) cachedCandidate(ctx context.Context, pod *corev1.Pod, ts *targetState) (*v1alpha1.PodChaperon, bool) {
+	if r.createdLately(pod.UID, ts.key) {
+		return nil, true
+	}
+	var pc v1alpha1.PodChaperon
+	key := client.ObjectKey{Namespace: pod.Namespace, Name: naming.RemoteName(pod.Name, pod.UID)}
+	if err := ts.cluster.Chaperons(pod.Namespace).Get(ctx, key, &pc); err != nil {
+		return nil, false
+	}
+	if pc.Labels[v1alpha1.LabelParentUID] != string(pod.UID) || pc.DeletionTimestamp != nil {
+		return nil, false
+	}
+	return &pc, true
+}
