@@ -208,7 +208,7 @@ func refused(st *corev1.PodStatus) bool {
 // lifts the gate, in one write, once the node has room for it: the node
 // counts the proxy in its allocatable from its election record on, so by
 // the time the delegate is admitted it usually has. A proxy pinned
-// already (by an older manager, or a write interrupted) is only ungated.
+// already (by an older manager) is only ungated.
 func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *corev1.PodCondition, key target.Key) (reconcile.Result, error) {
 	nodeName := vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})
 	if !r.fits(ctx, pod, nodeName) {
@@ -238,10 +238,12 @@ func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *cor
 	return reconcile.Result{}, nil
 }
 
-// fits reports whether the virtual node already counts the pinned proxy, so
-// that the source scheduler binds it at the first try: one more pod, and
-// its requests, within the node's allocatable less what its active pods
-// request (r.usage, read in O(1)).
+// fits reports whether the source scheduler binds the proxy to the virtual
+// node at the first try: one more pod, and its requests, within the node's
+// allocatable less what the pods bound there request and the proxies
+// ungated for it, not bound yet, will (r.usage, read in O(1)). Those take
+// the room first, whether or not the node's allocatable counts this proxy
+// yet, so two proxies never count on the same room.
 func (r *Reconciler) fits(ctx context.Context, pod *corev1.Pod, nodeName string) bool {
 	var node corev1.Node
 	if err := r.client.Get(ctx, types.NamespacedName{Name: nodeName}, &node); err != nil {

@@ -1,7 +1,8 @@
-// usage: what the active pods bound to each node request together, kept
-// up to date by the pod informer's events, so that whether a pinned proxy
-// fits its virtual node is read in O(1) instead of summing every pod on
-// the node on each pass (O(n²) over a burst).
+// usage: what the pods that take each node's room request together (bound
+// and active, or ungated and about to bind), kept up to date by the pod
+// informer's events, so that whether a proxy fits its virtual node is read
+// in O(1) instead of summing every pod on the node on each pass (O(n²)
+// over a burst).
 
 package elector
 
@@ -13,11 +14,15 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/fleetlet/fleetlet/pkg/indexer"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/summary"
 )
 
-// nodeUsage sums, per node, the requests and the number of the active
-// pods (indexer.IsActivePod) bound to it.
+// nodeUsage sums, per node, the requests and the number of the pods that
+// take its room at the source scheduler's next binding: the active pods
+// (indexer.IsActivePod) bound to it, and the proxies pinned to it whose
+// gate is gone but that are not bound yet (they bind next, whether or not
+// the node's allocatable counts them yet).
 type nodeUsage struct {
 	mu    sync.RWMutex
 	pods  map[types.UID]podUse
@@ -58,8 +63,21 @@ func (u *nodeUsage) handler() toolscache.ResourceEventHandler {
 	}
 }
 
-// set counts a pod as it is now: on its node while active, nowhere once
-// it finished or while it is unbound.
+// takesRoom is the node whose room a pod takes: the one it is bound to
+// while active, or the one it is pinned to once ungated, until bound.
+func takesRoom(pod *corev1.Pod) string {
+	if indexer.IsActivePod(pod) {
+		return pod.Spec.NodeName
+	}
+	if pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed &&
+		proxy.IsManaged(pod) && !proxy.Gated(pod) {
+		return proxy.PinnedNode(pod)
+	}
+	return ""
+}
+
+// set counts a pod as it is now: on the node whose room it takes
+// (takesRoom), nowhere else.
 func (u *nodeUsage) set(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -68,19 +86,20 @@ func (u *nodeUsage) set(obj any) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	old, had := u.pods[pod.UID]
-	if !indexer.IsActivePod(pod) {
+	node := takesRoom(pod)
+	if node == "" {
 		u.dropLocked(pod.UID)
 		return
 	}
 	requests := summary.PodRequests(pod)
-	if had && old.node == pod.Spec.NodeName && equalQuantities(old.requests, requests) {
+	if had && old.node == node && equalQuantities(old.requests, requests) {
 		return
 	}
 	u.dropLocked(pod.UID)
-	n := u.nodes[pod.Spec.NodeName]
+	n := u.nodes[node]
 	if n == nil {
 		n = &used{requests: corev1.ResourceList{}}
-		u.nodes[pod.Spec.NodeName] = n
+		u.nodes[node] = n
 	}
 	n.pods++
 	for name, q := range requests {
@@ -88,7 +107,7 @@ func (u *nodeUsage) set(obj any) {
 		total.Add(q)
 		n.requests[name] = total
 	}
-	u.pods[pod.UID] = podUse{node: pod.Spec.NodeName, requests: requests}
+	u.pods[pod.UID] = podUse{node: node, requests: requests}
 }
 
 func (u *nodeUsage) dropLocked(uid types.UID) {

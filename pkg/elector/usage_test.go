@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 )
 
 func usagePod(uid, node, cpu string, phase corev1.PodPhase) *corev1.Pod {
@@ -82,5 +84,43 @@ func TestFitsNode(t *testing.T) {
 				t.Errorf("fitsNode = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestUngatedProxiesTakeRoom: a proxy pinned and ungated but not bound yet
+// takes its node's room at once, so that a second proxy never counts on
+// room the first will bind into (the node's allocatable may not count the
+// first yet); a gated one takes none; bound, it is counted once.
+func TestUngatedProxiesTakeRoom(t *testing.T) {
+	u := newNodeUsage()
+	u.synced = func() bool { return true }
+	h := u.handler()
+	proxyPod := func(uid string, gated bool, node string) *corev1.Pod {
+		p := usagePod(uid, node, "600m", corev1.PodPending)
+		p.Finalizers = []string{v1alpha1.FinalizerDelegate}
+		p.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "n1"}
+		if gated {
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateElection}}
+		}
+		return p
+	}
+	gated, ungated, bound := proxyPod("p", true, ""), proxyPod("p", false, ""), proxyPod("p", false, "n1")
+	h.OnAdd(gated, false)
+	if _, n, _ := u.of("n1"); n != 0 {
+		t.Fatalf("a gated proxy takes room: %d pods", n)
+	}
+	h.OnUpdate(gated, ungated)
+	used, n, _ := u.of("n1")
+	if q := used[corev1.ResourceCPU]; n != 1 || q.Cmp(rl("cpu", "600m")["cpu"]) != 0 {
+		t.Fatalf("an ungated proxy not bound yet: %d pods, cpu %s; want 1, 600m", n, q.String())
+	}
+	// The node counts a second proxy Q (1 CPU free with it), not yet this
+	// one: Q must not be ungated on room this one binds into.
+	if fitsNode(rl("cpu", "1", "pods", "10"), used, n, rl("cpu", "600m")) {
+		t.Error("a second proxy fits on room an ungated one takes")
+	}
+	h.OnUpdate(ungated, bound)
+	if _, n, _ := u.of("n1"); n != 1 {
+		t.Fatalf("bound: %d pods, want it counted once", n)
 	}
 }
