@@ -279,42 +279,35 @@ func fitsNode(allocatable, used corev1.ResourceList, active int64, requests core
 
 // pinAndLift adds kubernetes.io/hostname=<virtual node> to the proxy's
 // nodeSelector (Kubernetes allows adding nodeSelector keys to a gated
-// pod) and removes fleetlet's gate, and only it, in one JSON patch: its
-// test op fails the patch if the gate moved.
+// pod) and removes fleetlet's gate, and only it, in one JSON patch.
 func (r *Reconciler) pinAndLift(ctx context.Context, pod *corev1.Pod, nodeName string) error {
 	patch, ok := proxy.PinAndUngatePatch(pod, nodeName)
 	if !ok {
 		return nil
 	}
-	before := pod.ResourceVersion
-	if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, patch)); err != nil {
-		if apierrors.IsInvalid(err) || apierrors.IsNotFound(err) {
-			// The gates moved since the cache saw them: the next pass
-			// reads them again.
-			return nil
-		}
-		return fmt.Errorf("pinning %s to %s and lifting its gate: %w", klog.KObj(pod), nodeName, err)
-	}
-	r.writes.Wrote(pod.UID, before)
-	return nil
+	return r.liftGate(ctx, pod, patch, fmt.Sprintf("pinning %s to %s and lifting its gate", klog.KObj(pod), nodeName))
 }
 
-// ungate removes fleetlet's gate, and only it: the test op fails the patch if
-// the gate moved.
+// ungate removes fleetlet's gate, and only it.
 func (r *Reconciler) ungate(ctx context.Context, pod *corev1.Pod) error {
 	patch, ok := proxy.RemoveGatePatch(pod)
 	if !ok {
 		return nil
 	}
+	return r.liftGate(ctx, pod, patch, fmt.Sprintf("lifting the gate of %s", klog.KObj(pod)))
+}
+
+// liftGate applies a JSON patch that removes fleetlet's gate, whose test
+// op fails it if the gate moved since the cache saw it (usually: ours is
+// already gone); the next pass reads the gates again. what names the
+// write in an error.
+func (r *Reconciler) liftGate(ctx context.Context, pod *corev1.Pod, patch []byte, what string) error {
 	before := pod.ResourceVersion
 	if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, patch)); err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsNotFound(err) {
-			// The test op failed: the gates moved since the cache saw
-			// them (usually: ours is already gone). The next pass reads
-			// them again.
 			return nil
 		}
-		return fmt.Errorf("lifting the gate of %s: %w", klog.KObj(pod), err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	r.writes.Wrote(pod.UID, before)
 	return nil

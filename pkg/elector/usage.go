@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -92,7 +93,7 @@ func (u *nodeUsage) set(obj any) {
 		return
 	}
 	requests := summary.PodRequests(pod)
-	if had && old.node == node && equalQuantities(old.requests, requests) {
+	if had && old.node == node && equality.Semantic.DeepEqual(old.requests, requests) {
 		return
 	}
 	u.dropLocked(pod.UID)
@@ -142,17 +143,4 @@ func (u *nodeUsage) of(node string) (requests corev1.ResourceList, pods int64, o
 		return corev1.ResourceList{}, 0, true
 	}
 	return n.requests.DeepCopy(), n.pods, true
-}
-
-func equalQuantities(a, b corev1.ResourceList) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for name, q := range a {
-		o, ok := b[name]
-		if !ok || q.Cmp(o) != 0 {
-			return false
-		}
-	}
-	return true
 }

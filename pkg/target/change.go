@@ -6,6 +6,7 @@ package target
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 )
@@ -94,14 +95,6 @@ func (c Change) RoomGrew() bool {
 func (c Change) Any() bool { return c.Eligibility() || !sameFree(c.Before.Free, c.After.Free) }
 
 func sameFree(a, b corev1.ResourceList) bool {
-	if (a == nil) != (b == nil) || len(a) != len(b) {
-		return false
-	}
-	for name, q := range a {
-		o, ok := b[name]
-		if !ok || q.Cmp(o) != 0 {
-			return false
-		}
-	}
-	return true
+	// nil is no summary: never the same as a summary with nothing free.
+	return (a == nil) == (b == nil) && equality.Semantic.DeepEqual(a, b)
 }

@@ -393,17 +393,23 @@ func (f *fixture) createPod(ns string, p *corev1.Pod) *corev1.Pod {
 	return got
 }
 
-func TestProxiesRaiseAllocatable(t *testing.T) {
-	f := startController(t)
-	key := uniqueKey("proxies")
+// fullTarget registers a target that is full: only proxies make room on its
+// node, whose name it returns with its key.
+func (f *fixture) fullTarget(base string) (TargetKey, string) {
+	key := uniqueKey(base)
 	name := NodeName(key)
 	s := targetState(key)
-	// The target is full: only the proxies make room.
 	s.Summary.Allocatable = rl("cpu", "2", "memory", "4Gi", "pods", "10")
 	s.Summary.Requested = rl("cpu", "2", "memory", "4Gi", "pods", "10")
 	s.Summary.RequestedBySource = nil
 	f.c.Upsert(f.ctx, s)
 	f.waitNode(name, "full", allocatableIs(corev1.ResourceCPU, "0"))
+	return key, name
+}
+
+func TestProxiesRaiseAllocatable(t *testing.T) {
+	f := startController(t)
+	_, name := f.fullTarget("proxies")
 
 	ns := f.ensureNamespace()
 	pinned := newPod("pinned").container("c", rl("cpu", "1500m", "memory", "1Gi")).pinnedTo(name).obj()
@@ -773,14 +779,7 @@ func TestEachNodeAdvertisesItsOwnKubeletPort(t *testing.T) {
 // counting.
 func TestElectedProxyRaisesAllocatable(t *testing.T) {
 	f := startController(t)
-	key := uniqueKey("elected")
-	name := NodeName(key)
-	s := targetState(key)
-	s.Summary.Allocatable = rl("cpu", "2", "memory", "4Gi", "pods", "10")
-	s.Summary.Requested = rl("cpu", "2", "memory", "4Gi", "pods", "10")
-	s.Summary.RequestedBySource = nil
-	f.c.Upsert(f.ctx, s)
-	f.waitNode(name, "full", allocatableIs(corev1.ResourceCPU, "0"))
+	key, name := f.fullTarget("elected")
 
 	ns := f.ensureNamespace()
 	p := newPod("elected").container("c", rl("cpu", "700m")).obj()
