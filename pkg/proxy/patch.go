@@ -39,41 +39,37 @@ func RemoveFinalizerPatch(finalizers []string, finalizer string) (patch []byte, 
 // controller's gates stay, and the test op fails the patch if the gates
 // moved. ok is false when the pod is not gated by fleetlet.
 func RemoveGatePatch(p *corev1.Pod) (patch []byte, ok bool) {
-	i := GateIndex(p)
-	if i < 0 {
+	ops, ok := removeGateOps(p)
+	if !ok {
 		return nil, false
 	}
-	path := fmt.Sprintf("/spec/schedulingGates/%d", i)
-	return mustMarshal([]Op{{Op: "test", Path: path + "/name", Value: v1alpha1.SchedulingGateElection}, {Op: "remove", Path: path}}), true
-}
-
-// PinPatch adds kubernetes.io/hostname=<node> to the pod's nodeSelector.
-// Kubernetes allows adding nodeSelector keys to a gated pod and refuses
-// changing one, so a pod pinned elsewhere meanwhile is never re-pinned.
-func PinPatch(p *corev1.Pod, node string) []byte {
-	if p.Spec.NodeSelector == nil {
-		return mustMarshal([]Op{{Op: "add", Path: "/spec/nodeSelector", Value: map[string]string{corev1.LabelHostname: node}}})
-	}
-	return mustMarshal([]Op{{Op: "add", Path: "/spec/nodeSelector/" + EscapeJSONPointer(corev1.LabelHostname), Value: node}})
-}
-
-// PinAndUngatePatch pins the pod to node and removes fleetlet's gate in one
-// write (Kubernetes checks the nodeSelector addition against the pod as it
-// was, gated). ok is false when the gate is gone.
-func PinAndUngatePatch(p *corev1.Pod, node string) (patch []byte, ok bool) {
-	i := GateIndex(p)
-	if i < 0 {
-		return nil, false
-	}
-	var ops []Op
-	if p.Spec.NodeSelector == nil {
-		ops = append(ops, Op{Op: "add", Path: "/spec/nodeSelector", Value: map[string]string{corev1.LabelHostname: node}})
-	} else {
-		ops = append(ops, Op{Op: "add", Path: "/spec/nodeSelector/" + EscapeJSONPointer(corev1.LabelHostname), Value: node})
-	}
-	path := fmt.Sprintf("/spec/schedulingGates/%d", i)
-	ops = append(ops, Op{Op: "test", Path: path + "/name", Value: v1alpha1.SchedulingGateElection}, Op{Op: "remove", Path: path})
 	return mustMarshal(ops), true
+}
+
+// PinAndUngatePatch adds kubernetes.io/hostname=<node> to the pod's
+// nodeSelector and removes fleetlet's gate in one write. Kubernetes allows
+// adding nodeSelector keys to a gated pod (it checks against the pod as it
+// was) and refuses changing one, so a pod pinned elsewhere meanwhile is
+// never re-pinned. ok is false when the gate is gone.
+func PinAndUngatePatch(p *corev1.Pod, node string) (patch []byte, ok bool) {
+	ops, ok := removeGateOps(p)
+	if !ok {
+		return nil, false
+	}
+	pin := Op{Op: "add", Path: "/spec/nodeSelector/" + EscapeJSONPointer(corev1.LabelHostname), Value: node}
+	if p.Spec.NodeSelector == nil {
+		pin = Op{Op: "add", Path: "/spec/nodeSelector", Value: map[string]string{corev1.LabelHostname: node}}
+	}
+	return mustMarshal(append([]Op{pin}, ops...)), true
+}
+
+func removeGateOps(p *corev1.Pod) ([]Op, bool) {
+	i := GateIndex(p)
+	if i < 0 {
+		return nil, false
+	}
+	path := fmt.Sprintf("/spec/schedulingGates/%d", i)
+	return []Op{{Op: "test", Path: path + "/name", Value: v1alpha1.SchedulingGateElection}, {Op: "remove", Path: path}}, true
 }
 
 // mustMarshal marshals operations whose values are strings, string maps or

@@ -79,17 +79,30 @@ func TestRemoveFinalizerPatchRemovesOnlyOurs(t *testing.T) {
 	assert.False(t, ok)
 }
 
-func TestPinPatch(t *testing.T) {
-	bare := pod(nil, v1alpha1.SchedulingGateElection)
-	got, err := apply(t, bare, proxy.PinPatch(bare, "fleetlet-cluster-2"))
+func TestPinAndUngatePatch(t *testing.T) {
+	bare := pod(nil, "first", v1alpha1.SchedulingGateElection)
+	patch, ok := proxy.PinAndUngatePatch(bare, "fleetlet-cluster-2")
+	require.True(t, ok)
+	got, err := apply(t, bare, patch)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{corev1.LabelHostname: "fleetlet-cluster-2"}, got.Spec.NodeSelector)
+	assert.Equal(t, []corev1.PodSchedulingGate{{Name: "first"}}, got.Spec.SchedulingGates)
 
 	selected := pod(nil, v1alpha1.SchedulingGateElection)
 	selected.Spec.NodeSelector = map[string]string{"type": "virtual-kubelet"}
-	got, err = apply(t, selected, proxy.PinPatch(selected, "fleetlet-cluster-2"))
+	patch, ok = proxy.PinAndUngatePatch(selected, "fleetlet-cluster-2")
+	require.True(t, ok)
+	got, err = apply(t, selected, patch)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"type": "virtual-kubelet", corev1.LabelHostname: "fleetlet-cluster-2"}, got.Spec.NodeSelector)
+	assert.Empty(t, got.Spec.SchedulingGates)
+
+	// The gates moved since they were read: the whole patch is refused,
+	// the pin too.
+	_, err = apply(t, pod(nil, "other", v1alpha1.SchedulingGateElection), patch)
+	assert.Error(t, err, "a stale patch removed another controller's gate")
+	_, ok = proxy.PinAndUngatePatch(pod(nil, "first"), "fleetlet-cluster-2")
+	assert.False(t, ok)
 }
 
 func TestEscapeJSONPointer(t *testing.T) {
