@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/fleetlet/fleetlet/pkg/elector"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
@@ -60,10 +61,10 @@ func TestWritesPerProxy(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("web-%d", i)
 	}
-	before := served(t)
+	before, requeuesBefore := served(t), requeues(t)
 	harness := h.writes.Load()
 	elect(names...)
-	after := served(t)
+	after, requeuesAfter := served(t), requeues(t)
 	var writes float64
 	var by []string
 	for k, v := range after {
@@ -82,6 +83,35 @@ func TestWritesPerProxy(t *testing.T) {
 	if perProxy > writeBudget {
 		t.Errorf("the elector made %.1f writes per proxy; the budget is %.1f", perProxy, writeBudget)
 	}
+	// Every pass of the batch came from an event of the proxy or of its
+	// candidates: no timer fired, no target change enqueued them.
+	for reason, v := range requeuesAfter {
+		if d := v - requeuesBefore[reason]; d > 0 {
+			t.Errorf("%v passes of %d proxies ran for %s, not for an event of theirs", d, n, reason)
+		}
+	}
+}
+
+// requeues reads fleetlet_elector_requeues_total by reason from this
+// process's registry, where the harness's elector counts.
+func requeues(t *testing.T) map[string]float64 {
+	t.Helper()
+	fams, err := metrics.Registry.Gather()
+	require.NoError(t, err)
+	by := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "fleetlet_elector_requeues_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "reason" {
+					by[lp.GetValue()] += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return by
 }
 
 // served sums apiserver_request_total over both control planes by "VERB

@@ -103,7 +103,7 @@ func (r *Reconciler) markWinner(ctx context.Context, pod *corev1.Pod, cl *target
 		gone, why := r.delegateGone(ctx, pod, prev)
 		if !gone {
 			ctrl.LoggerFrom(ctx).V(1).Info("Waiting for the previous delegate to be gone before marking the new one", "previous", prev.Target(), "why", why)
-			return reconcile.Result{RequeueAfter: previousDelegateRecheck}, true, nil
+			return r.requeueAfter(pod, requeuePreviousDelegate, previousDelegateRecheck), true, nil
 		}
 	}
 	if r.opts.Follower != nil && !cl.Self() {
@@ -164,7 +164,7 @@ func (r *Reconciler) awaitAdmission(ctx context.Context, pod *corev1.Pod, rec *c
 	case left <= 0:
 		why = fmt.Sprintf("the candidate in %s was not bound and started within %s", cl.Key(), r.opts.BindTimeout)
 	default:
-		return reconcile.Result{RequeueAfter: left}, true, nil
+		return r.requeueAfter(pod, requeueAwaitingBind, left), true, nil
 	}
 	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventReelecting, "Elect", "%s; electing again", why)
 	if err := r.deleteChaperon(ctx, cl, pc, pod.UID); err != nil {
@@ -217,7 +217,7 @@ func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *cor
 		// the proxy back (the headed index); past UnboundTimeout it is
 		// deleted, as an ungated proxy that stays unbound is.
 		if left := r.opts.UnboundTimeout - r.clock.Since(rec.LastTransitionTime.Time); left > 0 {
-			return reconcile.Result{RequeueAfter: min(left, 5*time.Second)}, nil
+			return r.requeueAfter(pod, requeueAwaitingRoom, min(left, 5*time.Second)), nil
 		}
 		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventUnboundDeleted, "Delete",
 			"Elected to %s, which has had no room for it for %s: deleting the proxy so that its controller makes a new one", nodeName, r.opts.UnboundTimeout)

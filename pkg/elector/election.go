@@ -33,7 +33,7 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 	if err != nil {
 		// Tried again: the seal keys may be back (a Secret restored, a
 		// rotation reaching this replica).
-		return reconcile.Result{RequeueAfter: r.opts.RetryInterval}, r.setNotElected(ctx, pod, reasonInvalidSpec, fmt.Sprintf("the sealed source-spec cannot be trusted: %v", err), EventInvalidSpec)
+		return r.requeueAfter(pod, requeueInvalidSpec, r.opts.RetryInterval), r.setNotElected(ctx, pod, reasonInvalidSpec, fmt.Sprintf("the sealed source-spec cannot be trusted: %v", err), EventInvalidSpec)
 	}
 	clusters, err := ParseClusterSelector(pod)
 	if err != nil {
@@ -107,7 +107,7 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		}
 		r.mu.Unlock()
 		if wait := r.opts.ElectionDeadline - r.clock.Since(first); answered < eligible && wait > 0 {
-			return reconcile.Result{RequeueAfter: wait}, nil
+			return r.requeueAfter(pod, requeueAwaitingAnswers, wait), nil
 		}
 		winner := Rank(pod.UID, offers)[0]
 		ts := byKey[winner.Target]
@@ -117,7 +117,7 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 			if apierrors.IsConflict(err) {
 				// The proxy changed since it was read: decide again on
 				// the fresh object (the record is never written blind).
-				return reconcile.Result{RequeueAfter: requeueSoon}, nil
+				return r.requeueAfter(pod, requeueConflict, requeueSoon), nil
 			}
 			return reconcile.Result{}, err
 		}
@@ -137,12 +137,12 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 	if answered < eligible {
 		// Candidates still deciding; their chaperons' events bring the
 		// proxy back. A slow safety requeue covers a lost event.
-		return reconcile.Result{RequeueAfter: r.opts.ResyncInterval}, nil
+		return r.requeueAfter(pod, requeueSafety, r.opts.ResyncInterval), nil
 	}
 	// No candidate is schedulable anywhere: keep pending candidates in the
 	// K best targets only, and say why for each cluster.
 	r.trimPending(ctx, pod, states, requests)
-	return reconcile.Result{RequeueAfter: r.opts.RetryInterval}, r.setNotElected(ctx, pod, reasonNoClusters, reasons(states), EventNotSchedulable)
+	return r.requeueAfter(pod, requeueNoCluster, r.opts.RetryInterval), r.setNotElected(ctx, pod, reasonNoClusters, reasons(states), EventNotSchedulable)
 }
 
 // reasons says, per cluster, why it does not run the pod.

@@ -74,7 +74,7 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		}
 	}
 	if remaining > 0 {
-		return reconcile.Result{RequeueAfter: time.Second}, nil
+		return r.requeueAfter(pod, requeueUnreachable, time.Second), nil
 	}
 	for _, cl := range r.registry.List() {
 		if cl.Key().Namespace == "" || cl.Key().Namespace == pod.Namespace {

@@ -20,10 +20,14 @@ var (
 		Name: "fleetlet_elections_total",
 		Help: "Elections by result.",
 	}, []string{"result"})
+	requeuesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleetlet_elector_requeues_total",
+		Help: "Elector passes not caused by a proxy's own or its candidates' events, by reason: timers that fired (a pass asked to run again after a delay and nothing ran it sooner), and proxies enqueued by a change of a target or a virtual node.",
+	}, []string{"reason"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(electionDuration, candidatesTotal, electionsTotal)
+	metrics.Registry.MustRegister(electionDuration, candidatesTotal, electionsTotal, requeuesTotal)
 }
 
 // controllerOptions run elections in parallel (Options.Workers): each is

@@ -142,6 +142,8 @@ type Reconciler struct {
 	// chaperonWrites are the elected chaperons' versions our marks
 	// replaced.
 	chaperonWrites proxy.Writes
+	// timers are the proxies' pending timed requeues (requeue.go).
+	timers timers
 }
 
 // New returns the elector.
@@ -188,6 +190,7 @@ func New(opts Options) (*Reconciler, error) {
 // Reconcile runs one step of a proxy's life: the step of the phase the API
 // shows it in.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	r.passStarts(req.NamespacedName)
 	var pod corev1.Pod
 	if err := r.client.Get(ctx, req.NamespacedName, &pod); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -195,7 +198,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if r.writes.Stale(pod.UID, pod.ResourceVersion) {
 		// The cache has not seen our last write yet: that write's event
 		// brings the proxy back (the requeue covers a lost one).
-		return reconcile.Result{RequeueAfter: staleCacheRecheck}, nil
+		return r.requeueAfter(&pod, requeueStaleCache, staleCacheRecheck), nil
 	}
 	switch PhaseOf(&pod) {
 	case PhaseNotProxy, PhaseHeld:

@@ -127,10 +127,10 @@ func (r *Reconciler) electedTargetAway(ctx context.Context, pod *corev1.Pod, key
 	case !notReadySince.IsZero() && r.clock.Since(notReadySince) >= r.opts.ElectedTargetTimeout:
 		why = fmt.Sprintf("its elected target %s has not been Ready for %s", key, r.clock.Since(notReadySince).Round(time.Second))
 	case !notReadySince.IsZero():
-		return reconcile.Result{RequeueAfter: min(r.opts.ElectedTargetTimeout-r.clock.Since(notReadySince), 5*time.Second)}, nil
+		return r.requeueAfter(pod, requeueTargetNotReady, min(r.opts.ElectedTargetTimeout-r.clock.Since(notReadySince), 5*time.Second)), nil
 	default:
 		// Ready in its status but not (yet) in the registry: wait.
-		return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+		return r.requeueAfter(pod, requeueTargetNotReady, 5*time.Second), nil
 	}
 	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventReelecting, "Elect", "%s; electing again", why)
 	return reconcile.Result{}, r.clearElection(ctx, pod, why)

@@ -42,7 +42,10 @@ func (r *Reconciler) proxiesAffectedBy(ctx context.Context, ch target.Change) []
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pods.Items[i])})
 		}
 	}
-	return out
+	if ch.Eligibility() {
+		return requeued(requeueTargetEligible, out)
+	}
+	return requeued(requeueTargetRoom, out)
 }
 
 // affected tells whether a gated proxy may go elsewhere after a target's
@@ -92,7 +95,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 // headedProxies lists the proxies still gated that are pinned or elected
 // to a node.
 func (r *Reconciler) headedProxies(ctx context.Context, node client.Object) []reconcile.Request {
-	return r.proxiesBy(ctx, client.MatchingFields{indexer.HeadedProxy.Field: node.GetName()})
+	return requeued(requeueNodeAllocatable, r.proxiesBy(ctx, client.MatchingFields{indexer.HeadedProxy.Field: node.GetName()}))
 }
 
 // proxiesBy lists pods from the cache by an index, as requests.
@@ -131,7 +134,7 @@ func virtualNodeAllocatableChanged() predicate.Predicate {
 
 // gatedProxies lists the proxies still in election.
 func (r *Reconciler) gatedProxies(ctx context.Context, _ client.Object) []reconcile.Request {
-	return r.proxiesBy(ctx, client.MatchingFields{indexer.GatedProxy.Field: "true"})
+	return requeued(requeueNodeScheduling, r.proxiesBy(ctx, client.MatchingFields{indexer.GatedProxy.Field: "true"}))
 }
 
 // virtualNodeSchedulingChanged passes virtual nodes whose schedulability

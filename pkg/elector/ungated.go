@@ -39,7 +39,7 @@ func (r *Reconciler) watchdog(ctx context.Context, pod *corev1.Pod) (reconcile.R
 	}
 	left := r.opts.UnboundTimeout - r.clock.Since(rec.LastTransitionTime.Time)
 	if left > 0 {
-		return reconcile.Result{RequeueAfter: left}, nil
+		return r.requeueAfter(pod, requeueAwaitingSource, left), nil
 	}
 	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventUnboundDeleted, "Delete", "Pinned and ungated but still not bound after %s: deleting the proxy so that its controller makes a new one", r.opts.UnboundTimeout)
 	err := r.client.Delete(ctx, pod, client.Preconditions{UID: ptr.To(pod.UID), ResourceVersion: ptr.To(pod.ResourceVersion)})
