@@ -25,19 +25,24 @@ import (
 // each API server answered, by "VERB resource" (apiserver_request_total,
 // every client); the requests fleetlet's own processes made
 // (rest_client_requests_total of every manager and candidate scheduler,
-// towards every cluster); and the CPU-seconds of every sandbox process.
-// A run's cost is the difference of two.
+// towards every cluster); the elector's requeues by reason
+// (fleetlet_elector_requeues_total, every manager); and the CPU-seconds and
+// memory of every sandbox process. A run's cost is the difference of two.
 type snapshot struct {
 	at       time.Time
 	requests map[string]map[string]float64 // cluster → "VERB resource" → requests
 	fleetlet map[string]float64            // "cluster/component" → requests it made
+	requeues map[string]float64            // reason → passes
 	cpu      map[string]float64            // "cluster/component" → CPU-seconds
+	rss      map[string]float64            // "cluster/component" → resident MiB now
+	peakRSS  map[string]float64            // "cluster/component" → resident MiB at most, since it started
 }
 
 // take reads every cluster's counters. A counter that cannot be read is
 // left out (and said on stderr by the caller's table as missing).
 func take(ctx context.Context, sb *sandbox.Sandbox, clients map[string]kubernetes.Interface) snapshot {
-	s := snapshot{at: time.Now(), requests: map[string]map[string]float64{}, fleetlet: map[string]float64{}, cpu: map[string]float64{}}
+	s := snapshot{at: time.Now(), requests: map[string]map[string]float64{}, fleetlet: map[string]float64{}, requeues: map[string]float64{},
+		cpu: map[string]float64{}, rss: map[string]float64{}, peakRSS: map[string]float64{}}
 	st := sb.State()
 	for _, c := range st.Clusters {
 		if raw, err := clients[c.Name].CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx); err == nil {
@@ -46,6 +51,9 @@ func take(ctx context.Context, sb *sandbox.Sandbox, clients map[string]kubernete
 		if fams, err := scrape(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", c.Ports.FleetletMetrics)); err == nil {
 			if n, ok := clientRequests(fams); ok {
 				s.fleetlet[c.Name+"/"+sandbox.ComponentManager] = n
+			}
+			for reason, n := range requeues(fams) {
+				s.requeues[reason] += n
 			}
 		}
 		// The candidate scheduler's client metrics go to controller-
@@ -63,8 +71,14 @@ func take(ctx context.Context, sb *sandbox.Sandbox, clients map[string]kubernete
 			if err != nil {
 				continue
 			}
-			if stat, err := proc.Stat(); err == nil && stat.Starttime == p.StartTime {
-				s.cpu[c.Name+"/"+p.Component] = stat.CPUTime()
+			stat, err := proc.Stat()
+			if err != nil || stat.Starttime != p.StartTime {
+				continue
+			}
+			s.cpu[c.Name+"/"+p.Component] = stat.CPUTime()
+			if st, err := proc.NewStatus(); err == nil {
+				s.rss[c.Name+"/"+p.Component] = float64(st.VmRSS) / (1 << 20)
+				s.peakRSS[c.Name+"/"+p.Component] = float64(st.VmHWM) / (1 << 20)
 			}
 		}
 	}
@@ -141,6 +155,17 @@ func clientRequests(fams map[string]*dto.MetricFamily) (total float64, ok bool) 
 	return total, true
 }
 
+// requeues sums fleetlet_elector_requeues_total by reason.
+func requeues(fams map[string]*dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	if f := fams["fleetlet_elector_requeues_total"]; f != nil {
+		for _, m := range f.GetMetric() {
+			out[labels(m)["reason"]] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
 func labels(m *dto.Metric) map[string]string {
 	out := map[string]string{}
 	for _, l := range m.GetLabel() {
@@ -156,13 +181,22 @@ type cost struct {
 	Requests map[string]map[string]float64 `json:"requestsPerPod"`
 	// Fleetlet is, per fleetlet process, the requests it made per pod.
 	Fleetlet map[string]float64 `json:"fleetletRequestsPerPod"`
+	// Requeues is, by reason, the elector's passes per pod not caused by
+	// a proxy's own or its candidates' events.
+	Requeues map[string]float64 `json:"requeuesPerPod"`
 	// CPU is, per process, the CPU-milliseconds per pod.
 	CPU map[string]float64 `json:"cpuMillisPerPod"`
+	// RSS is, per process, its resident memory in MiB at the run's end
+	// (all pods Running), and PeakRSS the most it has held since it
+	// started: not per pod.
+	RSS     map[string]float64 `json:"rssMiB"`
+	PeakRSS map[string]float64 `json:"peakRSSMiB"`
 }
 
 func costOf(before, after snapshot, pods int) cost {
 	n := float64(max(pods, 1))
-	c := cost{Requests: map[string]map[string]float64{}, Fleetlet: map[string]float64{}, CPU: map[string]float64{}}
+	c := newCost()
+	c.RSS, c.PeakRSS = after.rss, after.peakRSS
 	for cluster, a := range after.requests {
 		b := before.requests[cluster]
 		out := map[string]float64{}
@@ -183,7 +217,17 @@ func costOf(before, after snapshot, pods int) cost {
 			c.CPU[k] = (v - b) * 1000 / n
 		}
 	}
+	for k, v := range after.requeues {
+		if d := v - before.requeues[k]; d > 0 {
+			c.Requeues[k] = d / n
+		}
+	}
 	return c
+}
+
+func newCost() cost {
+	return cost{Requests: map[string]map[string]float64{}, Fleetlet: map[string]float64{}, Requeues: map[string]float64{},
+		CPU: map[string]float64{}, RSS: map[string]float64{}, PeakRSS: map[string]float64{}}
 }
 
 // total sums a map's values.

@@ -68,8 +68,11 @@ type options struct {
 }
 
 type result struct {
-	name      string
-	pods      int
+	name string
+	pods int
+	// begin is when the first pod was created; total, how long until the
+	// last was done.
+	begin     time.Time
 	total     time.Duration
 	latencies []time.Duration
 	// finished is when each pod was seen done.
@@ -366,7 +369,7 @@ feed:
 	total := time.Since(begin)
 	mu.Lock()
 	defer mu.Unlock()
-	r := result{name: name, pods: n, total: total, finished: map[string]time.Time{}, retried: retried, failed: failed}
+	r := result{name: name, pods: n, begin: begin, total: total, finished: map[string]time.Time{}, retried: retried, failed: failed}
 	for podName, end := range finished {
 		if begun, ok := started[podName]; ok {
 			r.finished[podName] = end

@@ -38,6 +38,13 @@ func report(w io.Writer, runs []benchRun, modes []mode, o options) error {
 			return err
 		}
 		fmt.Fprintf(w, "results written to %s\n", o.out)
+		for _, md := range modes {
+			file := plotFile(o.out, md)
+			if err := plotRunning(file, runs, md); err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "pods Running over time, %s: %s\n", md, file)
+		}
 	}
 	var incomplete []string
 	for _, r := range runs {
@@ -96,7 +103,7 @@ func median(v []float64) float64 {
 
 // averageCost is a path's cost per pod, averaged over the runs.
 func averageCost(runs []benchRun, fleetlet bool) cost {
-	out := cost{Requests: map[string]map[string]float64{}, Fleetlet: map[string]float64{}, CPU: map[string]float64{}}
+	out := newCost()
 	n := float64(max(len(runs), 1))
 	for _, r := range runs {
 		c := r.Direct.cost
@@ -116,6 +123,15 @@ func averageCost(runs []benchRun, fleetlet bool) cost {
 		}
 		for k, v := range c.CPU {
 			out.CPU[k] += v / n
+		}
+		for k, v := range c.Requeues {
+			out.Requeues[k] += v / n
+		}
+		for k, v := range c.RSS {
+			out.RSS[k] += v / n
+		}
+		for k, v := range c.PeakRSS {
+			out.PeakRSS[k] = max(out.PeakRSS[k], v)
 		}
 	}
 	return out
@@ -141,7 +157,23 @@ func printCost(w io.Writer, name string, c cost) {
 		fmt.Fprintf(w, "  requests made by fleetlet's managers (to every cluster; the candidate schedulers' are not exported): %.1f: %s\n",
 			total(c.Fleetlet), strings.Join(top(c.Fleetlet, len(c.Fleetlet), "%.1f"), ", "))
 	}
+	if len(c.Requeues) > 0 {
+		fmt.Fprintf(w, "  elector passes not caused by the proxy's own events (fleetlet_elector_requeues_total): %.2f: %s\n",
+			total(c.Requeues), strings.Join(top(c.Requeues, len(c.Requeues), "%.2f"), ", "))
+	}
 	fmt.Fprintf(w, "  CPU-milliseconds, all processes: %.0f: %s\n", total(c.CPU), strings.Join(top(c.CPU, 8, "%.0f"), ", "))
+	fmt.Fprintf(w, "  resident MiB at the end (peak since start), largest: %s\n", strings.Join(rssTop(c, 6), ", "))
+}
+
+// rssTop is the n processes holding the most memory at the runs' end,
+// "process MiB (peak MiB)".
+func rssTop(c cost, n int) []string {
+	var out []string
+	for _, kv := range top(c.RSS, n, "%.0f") {
+		name, _, _ := strings.Cut(kv, " ")
+		out = append(out, fmt.Sprintf("%s (%.0f)", kv, c.PeakRSS[name]))
+	}
+	return out
 }
 
 // jsonPath is one path's run as written to the JSON file.
