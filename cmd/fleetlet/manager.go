@@ -95,6 +95,11 @@ type managerOptions struct {
 	// followAllowedKinds are the namespaced kinds a pod may ask to take
 	// along (multicluster.fleetlet.io/follow), besides what it references.
 	followAllowedKinds []string
+	// followServices copies the Services that select proxies to the
+	// targets where their delegates run; serviceLoadBalancers keeps a
+	// LoadBalancer one a LoadBalancer there.
+	followServices       bool
+	serviceLoadBalancers bool
 
 	webhook webhookOptions
 }
@@ -143,6 +148,7 @@ func defaultManagerOptions() managerOptions {
 		targetAPIBurst:              target.DefaultBurst,
 		delegateRecreateDelay:       chaperon.DefaultRecreateDelay,
 		followAllowedKinds:          []string{"ConfigMap", "Secret", "ServiceAccount"},
+		followServices:              true,
 		webhook:                     defaultWebhookOptions(),
 	}
 }
@@ -198,6 +204,8 @@ func newManagerCommand() *cobra.Command {
 	f.IntVar(&o.candidateTargets, "candidate-targets", o.candidateTargets, "how many of the best-ranked eligible targets get a candidate first, the others only once all of those said no (0: every eligible target at once)")
 	f.DurationVar(&o.delegateRecreateDelay, "delegate-recreate-delay", o.delegateRecreateDelay, "target side: how long a deleted delegate (restartPolicy Always) stays gone, once its source's heartbeat Lease has expired, before it is created again; counted from the later of the deletion and the expiry")
 	f.StringSliceVar(&o.followAllowedKinds, "follow-allowed-kinds", o.followAllowedKinds, "namespaced kinds a pod may ask to take along to its targets with "+v1alpha1.Prefix+"follow (Kind names, comma-separated)")
+	f.BoolVar(&o.followServices, "follow-services", o.followServices, "copy the Services that select proxies into the targets where their delegates run, so that delegates resolve them there")
+	f.BoolVar(&o.serviceLoadBalancers, "service-load-balancers", o.serviceLoadBalancers, "keep a followed LoadBalancer Service a LoadBalancer in the targets (each target then provisions its own load balancer); false: its copies are ClusterIP Services")
 	addWebhookFlags(f, &o.webhook)
 
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -406,6 +414,8 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		Source:       mgr.GetClient(),
 		SourceAPI:    mgr.GetAPIReader(),
 		Mapper:       mgr.GetRESTMapper(),
+
+		ServiceLoadBalancers: o.serviceLoadBalancers,
 	})
 	if err != nil {
 		return err
@@ -473,6 +483,12 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	syncer := &follow.SyncController{Follower: follower, Registry: reg, Spec: openSpec}
 	if err := syncer.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the follow sync: %w", err)
+	}
+	if o.followServices {
+		services := &follow.ServiceController{Follower: follower, Registry: reg}
+		if err := services.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the Service follower: %w", err)
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -79,24 +80,8 @@ func desiredCopy(src *unstructured.Unstructured, sourceName string) *unstructure
 	out.SetNamespace(src.GetNamespace())
 	out.SetName(src.GetName())
 
-	labels := map[string]string{}
-	for k, v := range src.GetLabels() {
-		if !ours(k) {
-			labels[k] = v
-		}
-	}
-	labels[v1alpha1.LabelParentCluster] = sourceName
-	out.SetLabels(labels)
-
-	annotations := map[string]string{}
-	for k, v := range src.GetAnnotations() {
-		if !ours(k) && !targetOwnedAnnotation(gk, k) {
-			annotations[k] = v
-		}
-	}
-	annotations[v1alpha1.AnnotationParentName] = src.GetName()
-	annotations[v1alpha1.AnnotationParentNamespace] = src.GetNamespace()
-	out.SetAnnotations(annotations)
+	out.SetLabels(copyLabels(src, sourceName))
+	out.SetAnnotations(copyAnnotations(gk, src))
 
 	if fields, ok := exactFields[gk]; ok {
 		for _, f := range fields {
@@ -117,6 +102,34 @@ func desiredCopy(src *unstructured.Unstructured, sourceName string) *unstructure
 		unstructured.RemoveNestedField(out.Object, "spec", "volumeName")
 	}
 	return out
+}
+
+// copyLabels are a copy's labels: src's but fleetlet's, and this source's
+// parent-cluster label.
+func copyLabels(src metav1.Object, sourceName string) map[string]string {
+	labels := map[string]string{}
+	for k, v := range src.GetLabels() {
+		if !ours(k) {
+			labels[k] = v
+		}
+	}
+	labels[v1alpha1.LabelParentCluster] = sourceName
+	return labels
+}
+
+// copyAnnotations are a copy's annotations: src's but fleetlet's and
+// those that belong to the cluster an object lives in, and the parent
+// annotations naming src.
+func copyAnnotations(gk schema.GroupKind, src metav1.Object) map[string]string {
+	annotations := map[string]string{}
+	for k, v := range src.GetAnnotations() {
+		if !ours(k) && !targetOwnedAnnotation(gk, k) {
+			annotations[k] = v
+		}
+	}
+	annotations[v1alpha1.AnnotationParentName] = src.GetName()
+	annotations[v1alpha1.AnnotationParentNamespace] = src.GetNamespace()
+	return annotations
 }
 
 // mergeInto returns existing, a copy in a target, updated to desired: its

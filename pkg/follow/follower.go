@@ -69,6 +69,10 @@ type Options struct {
 	// allow-list in the source: their API group, version and scope.
 	// Required.
 	Mapper meta.RESTMapper
+	// ServiceLoadBalancers keeps a followed LoadBalancer Service a
+	// LoadBalancer in the targets (--service-load-balancers): each target
+	// then provisions its own. Off, its copies are ClusterIP Services.
+	ServiceLoadBalancers bool
 	// Logger defaults to ctrl.Log.WithName("follow").
 	Logger logr.Logger
 }
@@ -309,7 +313,7 @@ func (f *Follower) check(it item, src, existing *unstructured.Unstructured) (sat
 	return false, nil
 }
 
-func (f *Follower) clash(it item, existing *unstructured.Unstructured) *Refusal {
+func (f *Follower) clash(it item, existing metav1.Object) *Refusal {
 	who := "was not created by fleetlet"
 	if other := existing.GetLabels()[v1alpha1.LabelParentCluster]; other != "" {
 		who = fmt.Sprintf("belongs to the source %q", other)

@@ -69,7 +69,7 @@
 // themselves are created by the chaperon controller, impersonating the
 // source's ServiceAccount, so the identity may create pods — never update or
 // delete them), read access to pods, their logs and streams, Events, and the
-// ConfigMaps, Secrets and ServiceAccounts it follows — never
+// ConfigMaps, Secrets, ServiceAccounts and Services it follows — never
 // serviceaccounts/token, never anything outside
 // the namespaces it was admitted to except reading Namespaces and the
 // ClusterSummary.

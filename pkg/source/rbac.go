@@ -93,6 +93,13 @@ func SourceRules() []rbacv1.PolicyRule {
 			Resources: []string{"configmaps", "secrets", "serviceaccounts"},
 			Verbs:     readWrite,
 		},
+		// Followed Services: a Service that selects delegates here is
+		// copied where they run, and removed when none is left.
+		{
+			APIGroups: []string{""},
+			Resources: []string{"services"},
+			Verbs:     readWrite,
+		},
 	}
 }
 

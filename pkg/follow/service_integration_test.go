@@ -1,0 +1,140 @@
+package follow_test
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/follow"
+)
+
+func webService(typ corev1.ServiceType) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.ServiceSpec{
+			Type:     typ,
+			Selector: map[string]string{"app": "web"},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+}
+
+// TestEnsureService: on real API servers, a copy of every Service type
+// passes validation, takes its own cluster IP in the target, is updated
+// without a write when nothing changed and with one when a port did, is
+// recreated when it becomes headless, and is removed by RemoveService.
+func TestEnsureService(t *testing.T) {
+	for _, typ := range []corev1.ServiceType{corev1.ServiceTypeClusterIP, corev1.ServiceTypeNodePort, corev1.ServiceTypeLoadBalancer} {
+		t.Run(string(typ), func(t *testing.T) {
+			f := setup(t)
+			ctx := context.Background()
+			fl := f.follower(t)
+			src := webService(typ)
+			f.create(t, f.source, src)
+
+			if err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
+				t.Fatal(err)
+			}
+			var cp corev1.Service
+			if !f.get(t, f.target, "web", &cp) {
+				t.Fatal("no copy in the target")
+			}
+			if cp.Labels[v1alpha1.LabelParentCluster] != sourceName {
+				t.Errorf("copy labels %v: no parent-cluster %s", cp.Labels, sourceName)
+			}
+			if cp.Spec.ClusterIP == "" || cp.Spec.ClusterIP == src.Spec.ClusterIP {
+				t.Errorf("copy cluster IP %q, source %q: the target allocates its own", cp.Spec.ClusterIP, src.Spec.ClusterIP)
+			}
+			wantType := typ
+			if typ == corev1.ServiceTypeLoadBalancer {
+				wantType = corev1.ServiceTypeClusterIP
+			}
+			if cp.Spec.Type != wantType || cp.Spec.Ports[0].Port != 80 || cp.Spec.Selector["app"] != "web" {
+				t.Errorf("copy spec %+v: want type %s, port 80, selector app=web", cp.Spec, wantType)
+			}
+
+			rv := cp.ResourceVersion
+			if err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
+				t.Fatal(err)
+			}
+			f.get(t, f.target, "web", &cp)
+			if cp.ResourceVersion != rv {
+				t.Errorf("an up-to-date copy was written again (resourceVersion %s → %s)", rv, cp.ResourceVersion)
+			}
+
+			src.Spec.Ports[0].Port = 81
+			if err := f.source.Update(ctx, src); err != nil {
+				t.Fatal(err)
+			}
+			if err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
+				t.Fatal(err)
+			}
+			ip := cp.Spec.ClusterIP
+			f.get(t, f.target, "web", &cp)
+			if cp.Spec.Ports[0].Port != 81 || cp.Spec.ClusterIP != ip {
+				t.Errorf("after a port change: port %d cluster IP %s; want 81 and the same IP %s", cp.Spec.Ports[0].Port, cp.Spec.ClusterIP, ip)
+			}
+
+			if removed, err := fl.RemoveService(ctx, f.target, "t1", f.ns, "web"); err != nil || !removed {
+				t.Fatalf("RemoveService: removed %v, %v", removed, err)
+			}
+			if f.get(t, f.target, "web", &corev1.Service{}) {
+				t.Error("the copy is still there")
+			}
+		})
+	}
+}
+
+// TestEnsureServiceHeadless: a headless Service stays headless in the
+// target, and a Service that becomes headless in the source (a new
+// Service of the same name) has its copy recreated.
+func TestEnsureServiceHeadless(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	fl := f.follower(t)
+	src := webService(corev1.ServiceTypeClusterIP)
+	f.create(t, f.source, src)
+	if err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.source.Delete(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	headless := webService(corev1.ServiceTypeClusterIP)
+	headless.Spec.ClusterIP = corev1.ClusterIPNone
+	f.create(t, f.source, headless)
+	if err := fl.EnsureService(ctx, f.target, "t1", headless); err != nil {
+		t.Fatal(err)
+	}
+	var cp corev1.Service
+	if !f.get(t, f.target, "web", &cp) || cp.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Fatalf("copy cluster IP %q, want None", cp.Spec.ClusterIP)
+	}
+}
+
+// TestServiceClash: a Service of the same name that this source did not
+// create is refused (Clash) and left untouched, and RemoveService does not
+// delete it.
+func TestServiceClash(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	fl := f.follower(t)
+	src := webService(corev1.ServiceTypeClusterIP)
+	f.create(t, f.source, src)
+	theirs := webService(corev1.ServiceTypeClusterIP)
+	theirs.Spec.Ports[0].Port = 9000
+	f.create(t, f.target, theirs)
+
+	refusal(t, fl.EnsureService(ctx, f.target, "t1", src), follow.ReasonClash)
+	if removed, err := fl.RemoveService(ctx, f.target, "t1", f.ns, "web"); err != nil || removed {
+		t.Fatalf("RemoveService of a foreign Service: removed %v, %v", removed, err)
+	}
+	var cur corev1.Service
+	if !f.get(t, f.target, "web", &cur) || cur.ResourceVersion != theirs.ResourceVersion {
+		t.Error("the target's own Service was written or deleted")
+	}
+}
