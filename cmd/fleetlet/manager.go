@@ -473,7 +473,7 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		return fmt.Errorf("setting up the feedback controller: %w", err)
 	}
 	collector, err := gc.New(gc.Options{SourceName: o.clusterName, Targets: gc.RegistryTargets(reg), Interval: o.gcInterval,
-		Collectors: follower.Collectors()})
+		Collectors: append(follower.Collectors(), follower.ServiceCollector())})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package follow_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/follow"
+	"github.com/fleetlet/fleetlet/pkg/gc"
+	"github.com/fleetlet/fleetlet/pkg/target"
 )
 
 func webService(typ corev1.ServiceType) *corev1.Service {
@@ -136,5 +139,56 @@ func TestServiceClash(t *testing.T) {
 	var cur corev1.Service
 	if !f.get(t, f.target, "web", &cur) || cur.ResourceVersion != theirs.ResourceVersion {
 		t.Error("the target's own Service was written or deleted")
+	}
+}
+
+// TestServiceCollector: a copy whose Service is gone from the source (the
+// manager was not running when it was deleted) is collected; a copy whose
+// Service exists stays, as does another source's Service.
+func TestServiceCollector(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	fl := f.follower(t)
+	kept, deleted := webService(corev1.ServiceTypeClusterIP), webService(corev1.ServiceTypeClusterIP)
+	deleted.Name = "old"
+	for _, s := range []*corev1.Service{kept, deleted} {
+		f.create(t, f.source, s)
+		if err := fl.EnsureService(ctx, f.target, "gc-t", s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	others := webService(corev1.ServiceTypeClusterIP)
+	others.Name, others.Labels = "others", map[string]string{v1alpha1.LabelParentCluster: "other-source"}
+	f.create(t, f.target, others)
+	if err := f.source.Delete(ctx, deleted); err != nil {
+		t.Fatal(err)
+	}
+	g, err := gc.New(gc.Options{
+		SourceName: sourceName,
+		Targets:    testTargets{testTarget{key: target.Key{Name: "gc-t"}, c: f.target}},
+		Reader:     f.source, APIReader: f.source,
+		MinAge:     time.Minute,
+		Collectors: []gc.Collector{fl.ServiceCollector()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := g.Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Deleted) != 1 || rep.Deleted[0].Name != "old" || rep.Deleted[0].Reason != gc.ReasonSourceGone {
+		t.Errorf("deleted %v, want the copy of old (SourceGone)", rep.Deleted)
+	}
+	// Deleted in the foreground: without a garbage collector in this
+	// control plane, it stays with its deletion timestamp.
+	for name, want := range map[string]bool{"web": true, "old": false, "others": true} {
+		var svc corev1.Service
+		if got := f.get(t, f.target, name, &svc) && svc.DeletionTimestamp == nil; got != want {
+			t.Errorf("Service %s exists and is not being deleted = %t after a pass, want %t", name, got, want)
+		}
+	}
+	if got := objects(t, "gc-t", "Service"); got != 1 {
+		t.Errorf("fleetlet_follow_objects{gc-t,Service} = %v, want 1", got)
 	}
 }

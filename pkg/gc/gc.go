@@ -112,6 +112,9 @@ const (
 	// record stands and names another target (a loser the elector could
 	// not delete, or created by a crashed election after the record).
 	ReasonLostElection Reason = "LostElection"
+	// ReasonSourceGone: a copy whose source object (a followed Service)
+	// no longer exists in the source.
+	ReasonSourceGone Reason = "SourceGone"
 )
 
 // Parent names the proxy pod a remote object belongs to, from its
