@@ -11,7 +11,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -222,4 +226,191 @@ func hasHostname(slices []discoveryv1.EndpointSlice, hostname string) bool {
 		}
 	}
 	return false
+}
+
+// fleetletSliceIPs lists the addresses of fleetlet's EndpointSlices for a
+// Service in a cluster, sorted.
+func fleetletSliceIPs(t *testing.T, ctx context.Context, cluster, ns, service string) ([]string, error) {
+	t.Helper()
+	slices, err := kube(t, cluster).DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{
+		LabelSelector: discoveryv1.LabelServiceName + "=" + service + "," + discoveryv1.LabelManagedBy + "=" + v1alpha1.EndpointSliceManagedBy})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready != nil && *e.Conditions.Ready {
+				out = append(out, e.Addresses...)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// delegateIPs are the pod IPs the targets report for the delegates of a
+// Deployment's proxies, by cluster.
+func delegateIPs(t *testing.T, ctx context.Context, ns, app string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	list, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		for c, ds := range delegatesOf(t, ctx, &list.Items[i]) {
+			for _, d := range ds {
+				if d.Status.PodIP != "" && podReady(&d) {
+					out[c] = append(out[c], d.Status.PodIP)
+				}
+			}
+		}
+	}
+	for c := range out {
+		sort.Strings(out[c])
+	}
+	return out
+}
+
+// TestGlobalServices: a Service annotated global is refused with an Event
+// while pod networks are not declared routable, and no slice is made; once
+// they are (--routable-pod-networks), each target holding its copy has a
+// fleetlet EndpointSlice listing exactly the ready delegates of the other
+// clusters, by the pod IPs the targets report; after a drain of one
+// cluster's delegates, the other's slice follows.
+func TestGlobalServices(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	ns := enabledNamespace(t, "global", sb.ClusterNames()[1:]...)
+	src := kube(t, sandbox.SourceCluster)
+	east, west := sb.ClusterNames()[1], sb.ClusterNames()[2]
+	svc := service("g", map[string]string{"tier": "global"}, false)
+	svc.Annotations = map[string]string{v1alpha1.AnnotationGlobal: "true"}
+	if _, err := src.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deployment(t, ns, "g-east", 2, inCluster(east, map[string]string{"tier": "global"}))
+	deployment(t, ns, "g-west", 2, inCluster(west, map[string]string{"tier": "global"}))
+	waitDeploymentRunning(t, ns, "g-east", 2, 3*time.Minute)
+	waitDeploymentRunning(t, ns, "g-west", 2, 3*time.Minute)
+
+	eventually(t, time.Minute, "a GlobalServiceRefused Event on Service g", func(ctx context.Context) (bool, string) {
+		evs, err := src.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Service,involvedObject.name=g"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "GlobalServiceRefused" && strings.Contains(e.Message, "routable") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d Events, none GlobalServiceRefused", len(evs.Items))
+	})
+	for _, c := range []string{east, west} {
+		if ips, err := fleetletSliceIPs(t, ctx, c, ns, "g"); err != nil || len(ips) > 0 {
+			t.Errorf("fleetlet slices in %s without routable networks: %v %v", c, ips, err)
+		}
+	}
+
+	// The Multi-Cluster Services API installed: a ServiceExport makes its
+	// Service global as the annotation does (seen when the manager starts).
+	installServiceExportCRD(t, ctx)
+	if _, err := src.CoreV1().Services(ns).Create(ctx, service("h", map[string]string{"tier": "global"}, false), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	export := &unstructured.Unstructured{}
+	export.SetAPIVersion("multicluster.x-k8s.io/v1alpha1")
+	export.SetKind("ServiceExport")
+	export.SetNamespace(ns)
+	export.SetName("h")
+	if err := ctrlClient(t, sandbox.SourceCluster).Create(ctx, export); err != nil {
+		t.Fatal(err)
+	}
+
+	restartManager(t, "--routable-pod-networks=true")
+	t.Cleanup(func() { restartManager(t) })
+	slicesList := func(what string, want map[string][]string) time.Duration {
+		return eventually(t, 2*time.Minute, what, func(ctx context.Context) (bool, string) {
+			for c, ips := range want {
+				got, err := fleetletSliceIPs(t, ctx, c, ns, "g")
+				if err != nil {
+					return false, err.Error()
+				}
+				if strings.Join(got, ",") != strings.Join(ips, ",") {
+					return false, fmt.Sprintf("%s's slices list %v, want %v", c, got, ips)
+				}
+			}
+			return true, ""
+		})
+	}
+	eastIPs, westIPs := delegateIPs(t, ctx, ns, "g-east")[east], delegateIPs(t, ctx, ns, "g-west")[west]
+	if len(eastIPs) != 2 || len(westIPs) != 2 {
+		t.Fatalf("delegate IPs: %s %v, %s %v; want 2 each", east, eastIPs, west, westIPs)
+	}
+	took := slicesList("each cluster's slice listing the other's delegates", map[string][]string{east: westIPs, west: eastIPs})
+	t.Logf("slices listed the other cluster's delegates %s after the restart", took.Round(time.Millisecond))
+	if got, err := fleetletSliceIPs(t, ctx, east, ns, "h"); err != nil || strings.Join(got, ",") != strings.Join(westIPs, ",") {
+		t.Errorf("the exported Service h: %s's slices list %v (%v), want %v", east, got, err, westIPs)
+	}
+
+	// The west delegates drained (their replacements cannot go anywhere
+	// else): east's slice follows, west keeps no copy.
+	node := "fleetlet-" + west
+	t.Cleanup(func() { _, _ = kubectl(t, "--context", sandbox.SourceCluster, "uncordon", node) })
+	if out, err := kubectl(t, "--context", sandbox.SourceCluster, "drain", node, "--ignore-daemonsets", "--pod-selector=app=g-west", "--timeout=2m"); err != nil {
+		t.Fatalf("kubectl drain %s: %v\n%s", node, err, out)
+	}
+	drained := time.Now()
+	slicesList("east's slice empty after the drain of "+west, map[string][]string{east: nil})
+	t.Logf("east's slice followed the drain in %s", time.Since(drained).Round(time.Millisecond))
+	eventually(t, time.Minute, "no copy of g left in "+west, func(ctx context.Context) (bool, string) {
+		got := strings.Join(serviceCopies(t, ctx, ns, "g"), ",")
+		return got == east, "copies in " + got
+	})
+}
+
+// installServiceExportCRD installs, in the source, a CRD with the MCS
+// API's ServiceExport kind (multicluster.x-k8s.io/v1alpha1), as
+// sigs.k8s.io/mcs-api names it, and waits until it is served. It stays:
+// the restarted managers watch it.
+func installServiceExportCRD(t *testing.T, ctx context.Context) {
+	t.Helper()
+	cfg, err := sb.RESTConfig(sandbox.SourceCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "serviceexports.multicluster.x-k8s.io"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "multicluster.x-k8s.io",
+			Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "serviceexports", Singular: "serviceexport", Kind: "ServiceExport", ListKind: "ServiceExportList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1alpha1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr.To(true)}},
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+			}},
+		},
+	}
+	if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the ServiceExport CRD established", func(ctx context.Context) (bool, string) {
+		cur, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range cur.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, "not established"
+	})
 }

@@ -100,6 +100,12 @@ type managerOptions struct {
 	// LoadBalancer one a LoadBalancer there.
 	followServices       bool
 	serviceLoadBalancers bool
+	// routablePodNetworks: pod IPs are routable between the clusters, so
+	// global Services may list delegates of other clusters.
+	routablePodNetworks bool
+	// hidePodIPs are the targets whose delegates' pod IPs are not
+	// published on proxies ("*": every target but self targets).
+	hidePodIPs []string
 
 	webhook webhookOptions
 }
@@ -206,6 +212,8 @@ func newManagerCommand() *cobra.Command {
 	f.StringSliceVar(&o.followAllowedKinds, "follow-allowed-kinds", o.followAllowedKinds, "namespaced kinds a pod may ask to take along to its targets with "+v1alpha1.Prefix+"follow (Kind names, comma-separated)")
 	f.BoolVar(&o.followServices, "follow-services", o.followServices, "copy the Services that select proxies into the targets where their delegates run, so that delegates resolve them there")
 	f.BoolVar(&o.serviceLoadBalancers, "service-load-balancers", o.serviceLoadBalancers, "keep a followed LoadBalancer Service a LoadBalancer in the targets (each target then provisions its own load balancer); false: its copies are ClusterIP Services")
+	f.BoolVar(&o.routablePodNetworks, "routable-pod-networks", o.routablePodNetworks, "pod IPs are routable between this cluster's targets (a flat or routed pod network): Services annotated "+v1alpha1.AnnotationGlobal+"=true then get, in each target holding their copy, an EndpointSlice of their ready delegates in the other clusters; false: the annotation is refused with an Event")
+	f.StringSliceVar(&o.hidePodIPs, "hide-pod-ips", o.hidePodIPs, "targets (ClusterTarget names, namespace/name of Targets, or * for all) whose pod network overlaps this cluster's: their delegates' pod IPs are not published on proxies, so that nothing here routes to an address that is another pod's (self targets always publish theirs)")
 	addWebhookFlags(f, &o.webhook)
 
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -469,6 +477,7 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		return fmt.Errorf("setting up the proxy reconciler: %w", err)
 	}
 	fb = feedback.New(reg)
+	fb.HidePodIPs = hidden(o.hidePodIPs)
 	if err := fb.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the feedback controller: %w", err)
 	}
@@ -485,10 +494,23 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		return fmt.Errorf("setting up the follow sync: %w", err)
 	}
 	if o.followServices {
-		services := &follow.ServiceController{Follower: follower, Registry: reg}
+		services := &follow.ServiceController{Follower: follower, Registry: reg, RoutablePodNetworks: o.routablePodNetworks}
 		if err := services.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the Service follower: %w", err)
 		}
 	}
 	return nil
+}
+
+// hidden is the feedback controller's HidePodIPs of --hide-pod-ips: nil
+// when it names no target.
+func hidden(targets []string) func(target.Key) bool {
+	if len(targets) == 0 {
+		return nil
+	}
+	set := map[string]bool{}
+	for _, t := range targets {
+		set[strings.TrimSpace(t)] = true
+	}
+	return func(k target.Key) bool { return set["*"] || set[k.String()] }
 }

@@ -10,8 +10,11 @@
 // each cluster answered by verb and resource (apiserver_request_total),
 // requests fleetlet's own processes made (rest_client_requests_total) and
 // CPU by process (/proc), and the source manager's workqueue depths
-// (sampled every second); --out writes it as JSON too. It reports; it
-// asserts nothing. Run it with `make bench`.
+// (sampled every second); --out writes it as JSON too, and a PNG plot per
+// mode of the pods Running over time beside it. With
+// --global-service-pods it then times a global Service's EndpointSlices
+// following new delegates. It reports; it asserts nothing. Run it with
+// `make bench`.
 package main
 
 import (
@@ -48,6 +51,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "write the results as JSON to this file too")
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "bound on each run")
 	flag.IntVar(&o.workers, "workers", 16, "parallel creators")
+	flag.IntVar(&o.globalPods, "global-service-pods", 0, "after the runs, time N delegates of a global Service placed in the last cluster, from Ready there to listed in cluster-2's fleetlet EndpointSlice (the managers then run with --routable-pod-networks)")
 	flag.Func("manager-arg", "one more argument for every fleetlet manager, to compare a setting (repeatable; e.g. --manager-arg=--candidate-targets=1)", func(v string) error {
 		o.managerArgs = append(o.managerArgs, v)
 		return nil
@@ -61,6 +65,7 @@ func main() {
 
 type options struct {
 	pods, runs, clusters, workers int
+	globalPods                    int
 	rate                          float64
 	dir, binDir, out              string
 	timeout, pacedFor             time.Duration
@@ -163,6 +168,9 @@ func run(o options) error {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
+	if o.globalPods > 0 {
+		o.managerArgs = append(o.managerArgs, "--routable-pod-networks=true")
+	}
 	// Both runs' pods stay until the end: the nodes take far more pods
 	// than kubelet's default 250, so that neither run is refused for room.
 	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: binDir, Clusters: clusters, NodePods: "2000", DieWithParent: true, Out: os.Stderr, ManagerArgs: o.managerArgs})
@@ -250,7 +258,15 @@ func run(o options) error {
 			runs = append(runs, run)
 		}
 	}
-	return report(os.Stdout, runs, modes, o)
+	if err := report(os.Stdout, runs, modes, o); err != nil {
+		return err
+	}
+	if o.globalPods > 0 {
+		g, err := measureGlobalService(ctx, clients, names, ns, o.globalPods, timeout)
+		fmt.Println(g)
+		return err
+	}
+	return nil
 }
 
 // measure creates n pods with workers creators and records, per pod, the time

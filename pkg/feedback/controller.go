@@ -44,6 +44,13 @@ const (
 // ChaperonSource brings the proxy back on every change of a chaperon or
 // delegate), so nothing polls.
 type Reconciler struct {
+	// HidePodIPs says of a target that its delegates' pod IPs must not
+	// be published on their proxies (status.podIP and podIPs stay empty):
+	// its pod network overlaps the source's, and an address there may be
+	// another pod's here, so that nothing in the source (a Service's
+	// endpoints) routes to it. Never of a self target. nil hides none.
+	HidePodIPs func(target.Key) bool
+
 	client   client.Client
 	registry *target.Registry
 	recorder events.EventRecorder
@@ -169,7 +176,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if d.status != nil {
-		if err := r.writeStatus(ctx, &proxy, d.status); err != nil {
+		if err := r.writeStatus(ctx, &proxy, d.status, r.HidePodIPs != nil && !cl.Self() && r.HidePodIPs(key)); err != nil {
 			if apierrors.IsConflict(err) {
 				return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
 			}
@@ -256,9 +263,12 @@ func deletedRecord(pc *v1alpha1.PodChaperon) bool {
 
 // writeStatus writes the translated status through the status subresource,
 // with the proxy's resourceVersion as precondition, when it changes
-// anything.
-func (r *Reconciler) writeStatus(ctx context.Context, proxy *corev1.Pod, delegate *corev1.PodStatus) error {
+// anything; without the delegate's pod IPs when hideIPs.
+func (r *Reconciler) writeStatus(ctx context.Context, proxy *corev1.Pod, delegate *corev1.PodStatus, hideIPs bool) error {
 	want := Translate(proxy, delegate, r.hostIP(ctx, proxy.Spec.NodeName))
+	if hideIPs {
+		want.PodIP, want.PodIPs = "", nil
+	}
 	if statusEqual(&proxy.Status, &want) {
 		return nil
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/feedback"
 	"github.com/fleetlet/fleetlet/pkg/naming"
+	"github.com/fleetlet/fleetlet/pkg/target"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
@@ -190,4 +191,25 @@ func TestProxyMarkedNotReadyByAnotherWriterIsCorrected(t *testing.T) {
 		return h.source.Status().Update(ctx, &cur)
 	}))
 	h.waitProxy(t, p, "Ready again", ready)
+}
+
+// A target whose pod network overlaps the source's (--hide-pod-ips): its
+// delegates' proxies run and are Ready without their pod IPs, so that
+// nothing in the source routes to an address that is another pod's here.
+func TestHiddenPodIPsAreNotPublished(t *testing.T) {
+	h := startWith(t, func(fb *feedback.Reconciler) {
+		fb.HidePodIPs = func(k target.Key) bool { return k.Name == "overlapping" }
+	})
+	ns := h.namespace(t, "hidden-")
+	key := h.connect(t, ns, "overlapping", "", metav1.ConditionTrue, v1alpha1.ReasonConnected)
+	h.virtualNode(t, key)
+	p, _, _ := h.runningProxy(t, ns, "web-1", key, corev1.RestartPolicyAlways)
+	h.waitProxy(t, p, "Ready", func(p *corev1.Pod) bool {
+		c := condition(p, corev1.PodReady)
+		return c != nil && c.Status == corev1.ConditionTrue
+	})
+	require.NoError(t, h.source.Get(context.Background(), client.ObjectKeyFromObject(p), p))
+	assert.Empty(t, p.Status.PodIP, "the delegate's pod IP %s was published", delegateIP)
+	assert.Empty(t, p.Status.PodIPs)
+	assert.Equal(t, corev1.PodRunning, p.Status.Phase)
 }

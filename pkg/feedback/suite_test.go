@@ -69,7 +69,11 @@ type harness struct {
 }
 
 // start runs a manager against the source until the test ends.
-func start(t *testing.T) *harness {
+func start(t *testing.T) *harness { t.Helper(); return startWith(t, nil) }
+
+// startWith is start with the feedback reconciler's settings changed by
+// configure.
+func startWith(t *testing.T, configure func(*feedback.Reconciler)) *harness {
 	t.Helper()
 	testenv.Need(t, sourceEnv)
 	scheme := testenv.Scheme()
@@ -114,6 +118,9 @@ func start(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	fb := feedback.New(reg)
+	if configure != nil {
+		configure(fb)
+	}
 	if err := fb.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}

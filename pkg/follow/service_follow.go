@@ -19,27 +19,31 @@ import (
 // source did not create is a clash: a *Refusal, and that Service is left
 // untouched; so is a target that does not let this source manage
 // Services (ReasonForbidden). A copy whose headless-ness changed is
-// recreated (a cluster IP never changes). Conflicts are retried.
-func (f *Follower) EnsureService(ctx context.Context, target client.Client, targetName string, src *corev1.Service) error {
-	err := f.ensureService(ctx, target, targetName, src)
+// recreated (a cluster IP never changes). Conflicts are retried. It
+// returns the copy as the target holds it.
+func (f *Follower) EnsureService(ctx context.Context, target client.Client, targetName string, src *corev1.Service) (*corev1.Service, error) {
+	cp, err := f.ensureService(ctx, target, targetName, src)
 	f.countError(targetName, err)
-	return err
+	return cp, err
 }
 
-func (f *Follower) ensureService(ctx context.Context, target client.Client, targetName string, src *corev1.Service) error {
+func (f *Follower) ensureService(ctx context.Context, target client.Client, targetName string, src *corev1.Service) (*corev1.Service, error) {
 	it := item{gvk: coreV1.WithKind(KindService), name: src.Name, what: KindService + " " + src.Name}
 	want := ServiceCopy(src, f.opts.SourceName, f.opts.ServiceLoadBalancers)
 	log := f.opts.Logger.WithValues("target", targetName, "kind", KindService, "object", klog.KObj(src))
+	var cp *corev1.Service
 	err := retry.OnError(conflictBackoff, retriable, func() error {
 		var existing corev1.Service
 		err := target.Get(ctx, types.NamespacedName{Namespace: src.Namespace, Name: src.Name}, &existing)
 		switch {
 		case apierrors.IsNotFound(err):
 			log.V(1).Info("Creating a copy")
-			if err := target.Create(ctx, want.DeepCopy()); err != nil {
+			created := want.DeepCopy()
+			if err := target.Create(ctx, created); err != nil {
 				return err
 			}
 			f.addCount(targetName, KindService, src.Namespace, 1)
+			cp = created
 			return nil
 		case err != nil:
 			return err
@@ -57,6 +61,7 @@ func (f *Follower) ensureService(ctx context.Context, target client.Client, targ
 		}
 		next := keepAllocated(want, &existing)
 		if upToDate(&existing, next) {
+			cp = &existing
 			return nil
 		}
 		updated := existing.DeepCopy()
@@ -68,19 +73,23 @@ func (f *Follower) ensureService(ctx context.Context, target client.Client, targ
 		}
 		updated.Spec = next.Spec
 		log.V(1).Info("Updating a copy")
-		return target.Update(ctx, updated)
+		if err := target.Update(ctx, updated); err != nil {
+			return err
+		}
+		cp = updated
+		return nil
 	})
 	if err != nil {
 		var refusal *Refusal
 		if errors.As(err, &refusal) {
-			return err
+			return nil, err
 		}
 		if r := unavailable(it, err); r != nil {
-			return r
+			return nil, r
 		}
-		return fmt.Errorf("copying Service %s to %s: %w", klog.KObj(src), targetName, err)
+		return nil, fmt.Errorf("copying Service %s to %s: %w", klog.KObj(src), targetName, err)
 	}
-	return nil
+	return cp, nil
 }
 
 // RemoveService deletes this source's copy of a Service in a target, if

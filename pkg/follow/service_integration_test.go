@@ -2,16 +2,21 @@ package follow_test
 
 import (
 	"context"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/follow"
 	"github.com/fleetlet/fleetlet/pkg/gc"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/target"
 )
 
@@ -39,7 +44,7 @@ func TestEnsureService(t *testing.T) {
 			src := webService(typ)
 			f.create(t, f.source, src)
 
-			if err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
+			if _, err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
 				t.Fatal(err)
 			}
 			var cp corev1.Service
@@ -61,7 +66,7 @@ func TestEnsureService(t *testing.T) {
 			}
 
 			rv := cp.ResourceVersion
-			if err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
+			if _, err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
 				t.Fatal(err)
 			}
 			f.get(t, f.target, "web", &cp)
@@ -73,7 +78,7 @@ func TestEnsureService(t *testing.T) {
 			if err := f.source.Update(ctx, src); err != nil {
 				t.Fatal(err)
 			}
-			if err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
+			if _, err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
 				t.Fatal(err)
 			}
 			ip := cp.Spec.ClusterIP
@@ -101,7 +106,7 @@ func TestEnsureServiceHeadless(t *testing.T) {
 	fl := f.follower(t)
 	src := webService(corev1.ServiceTypeClusterIP)
 	f.create(t, f.source, src)
-	if err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
+	if _, err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.source.Delete(ctx, src); err != nil {
@@ -110,7 +115,7 @@ func TestEnsureServiceHeadless(t *testing.T) {
 	headless := webService(corev1.ServiceTypeClusterIP)
 	headless.Spec.ClusterIP = corev1.ClusterIPNone
 	f.create(t, f.source, headless)
-	if err := fl.EnsureService(ctx, f.target, "t1", headless); err != nil {
+	if _, err := fl.EnsureService(ctx, f.target, "t1", headless); err != nil {
 		t.Fatal(err)
 	}
 	var cp corev1.Service
@@ -132,7 +137,8 @@ func TestServiceClash(t *testing.T) {
 	theirs.Spec.Ports[0].Port = 9000
 	f.create(t, f.target, theirs)
 
-	refusal(t, fl.EnsureService(ctx, f.target, "t1", src), follow.ReasonClash)
+	_, err := fl.EnsureService(ctx, f.target, "t1", src)
+	refusal(t, err, follow.ReasonClash)
 	if removed, err := fl.RemoveService(ctx, f.target, "t1", f.ns, "web"); err != nil || removed {
 		t.Fatalf("RemoveService of a foreign Service: removed %v, %v", removed, err)
 	}
@@ -153,7 +159,7 @@ func TestServiceCollector(t *testing.T) {
 	deleted.Name = "old"
 	for _, s := range []*corev1.Service{kept, deleted} {
 		f.create(t, f.source, s)
-		if err := fl.EnsureService(ctx, f.target, "gc-t", s); err != nil {
+		if _, err := fl.EnsureService(ctx, f.target, "gc-t", s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -191,4 +197,83 @@ func TestServiceCollector(t *testing.T) {
 	if got := objects(t, "gc-t", "Service"); got != 1 {
 		t.Errorf("fleetlet_follow_objects{gc-t,Service} = %v, want 1", got)
 	}
+}
+
+// TestEnsureSlices: on a real API server, a global Service's slices are
+// created owned by the copy, updated when a delegate goes, and deleted when
+// none is left elsewhere; an EndpointSlice of the same name that is not
+// this source's is a clash and is left untouched.
+func TestEnsureSlices(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	fl := f.follower(t)
+	src := webService(corev1.ServiceTypeClusterIP)
+	f.create(t, f.source, src)
+	cp, err := fl.EnsureService(ctx, f.target, "t1", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	here := target.Key{Name: "t1"}
+	elsewhere := func(name, ip string) corev1.Pod {
+		rec := proxyRecord("t2", name)
+		return corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: map[string]string{"app": "web"}, Finalizers: []string{v1alpha1.FinalizerDelegate}},
+			Status: corev1.PodStatus{PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}, Conditions: []corev1.PodCondition{
+				{Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue, Message: rec},
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+			}},
+		}
+	}
+	two := []corev1.Pod{elsewhere("web-0", "10.9.0.1"), elsewhere("web-1", "10.9.0.2")}
+	listed := func() []string {
+		var list discoveryv1.EndpointSliceList
+		if err := f.target.List(ctx, &list, client.InNamespace(f.ns), client.MatchingLabels{discoveryv1.LabelServiceName: "web"}); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range list.Items {
+			if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != cp.UID {
+				t.Errorf("slice %s owners %v, want the copy %s", s.Name, s.OwnerReferences, cp.UID)
+			}
+			for _, e := range s.Endpoints {
+				out = append(out, e.Addresses...)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	if err := fl.EnsureSlices(ctx, f.target, "t1", cp, follow.GlobalSlices(src, two, here, sourceName)); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(); strings.Join(got, ",") != "10.9.0.1,10.9.0.2" {
+		t.Fatalf("slices list %v, want both delegates elsewhere", got)
+	}
+	if err := fl.EnsureSlices(ctx, f.target, "t1", cp, follow.GlobalSlices(src, two[1:], here, sourceName)); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(); strings.Join(got, ",") != "10.9.0.2" {
+		t.Fatalf("after one went, slices list %v", got)
+	}
+	if err := fl.EnsureSlices(ctx, f.target, "t1", cp, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(); len(got) != 0 {
+		t.Fatalf("with no delegate elsewhere, slices list %v", got)
+	}
+
+	want := follow.GlobalSlices(src, two, here, sourceName)
+	theirs := want[0].DeepCopy()
+	theirs.Labels = map[string]string{discoveryv1.LabelServiceName: "web"}
+	f.create(t, f.target, theirs)
+	refusal(t, fl.EnsureSlices(ctx, f.target, "t1", cp, want), follow.ReasonClash)
+	var cur discoveryv1.EndpointSlice
+	if !f.get(t, f.target, theirs.Name, &cur) || cur.ResourceVersion != theirs.ResourceVersion {
+		t.Error("the target's own EndpointSlice was written or deleted")
+	}
+}
+
+// proxyRecord is the Elected condition's message naming a ClusterTarget
+// and a chaperon.
+func proxyRecord(targetName, chaperon string) string {
+	return proxy.Record{TargetName: targetName, Chaperon: chaperon}.Message()
 }

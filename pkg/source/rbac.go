@@ -94,10 +94,16 @@ func SourceRules() []rbacv1.PolicyRule {
 			Verbs:     readWrite,
 		},
 		// Followed Services: a Service that selects delegates here is
-		// copied where they run, and removed when none is left.
+		// copied where they run, and removed when none is left; a global
+		// one gets EndpointSlices of its delegates in other clusters.
 		{
 			APIGroups: []string{""},
 			Resources: []string{"services"},
+			Verbs:     readWrite,
+		},
+		{
+			APIGroups: []string{"discovery.k8s.io"},
+			Resources: []string{"endpointslices"},
 			Verbs:     readWrite,
 		},
 	}

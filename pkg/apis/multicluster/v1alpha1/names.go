@@ -64,6 +64,17 @@ const (
 	// target, as "kind/name,…".
 	AnnotationFollow = Prefix + "follow"
 
+	// AnnotationGlobal set to "true" on a Service makes it global: each
+	// target holding its copy also gets an EndpointSlice of the ready
+	// delegates it selects in the other clusters (only where the operator
+	// declares pod networks routable between clusters).
+	AnnotationGlobal = Prefix + "global"
+
+	// EndpointSliceManagedBy is the endpointslice.kubernetes.io/managed-by
+	// value of the EndpointSlices fleetlet keeps for global Services: the
+	// target's own EndpointSlice controller leaves them alone.
+	EndpointSliceManagedBy = "endpointslice." + GroupName
+
 	// ConditionElected is the proxy pod condition that records the
 	// election: True naming the chosen target and chaperon, or False with
 	// the reason for each cluster.

@@ -24,6 +24,7 @@ func TestNames(t *testing.T) {
 		"AnnotationSourceSpec":       {v1alpha1.AnnotationSourceSpec, "multicluster.fleetlet.io/source-spec"},
 		"AnnotationClusterSelector":  {v1alpha1.AnnotationClusterSelector, "multicluster.fleetlet.io/cluster-selector"},
 		"AnnotationFollow":           {v1alpha1.AnnotationFollow, "multicluster.fleetlet.io/follow"},
+		"AnnotationGlobal":           {v1alpha1.AnnotationGlobal, "multicluster.fleetlet.io/global"},
 		"ConditionElected":           {string(v1alpha1.ConditionElected), "multicluster.fleetlet.io/Elected"},
 		"LabelParentUID":             {v1alpha1.LabelParentUID, "multicluster.fleetlet.io/parent-uid"},
 		"LabelParentCluster":         {v1alpha1.LabelParentCluster, "multicluster.fleetlet.io/parent-cluster"},
