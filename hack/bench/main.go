@@ -37,6 +37,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/sandbox"
+	"github.com/fleetlet/fleetlet/pkg/target"
 )
 
 func main() {
@@ -168,9 +169,20 @@ func run(o options) error {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	if o.globalPods > 0 {
-		o.managerArgs = append(o.managerArgs, "--routable-pod-networks=true")
+	// The managers probe their targets (and renew their heartbeats) as
+	// the chart does, not as the sandbox's fast e2e settings do (every
+	// 3 s, 2 s to answer): a target
+	// slowed by the burst is not called NotReady, and its proxies are not
+	// evicted, for answering late. --manager-arg comes after, and wins.
+	managerArgs := []string{
+		"--target-probe-interval=" + target.DefaultProbeInterval.String(),
+		"--target-probe-timeout=" + target.DefaultProbeTimeout.String(),
+		"--source-heartbeat-duration=" + target.DefaultHeartbeatDuration.String(),
 	}
+	if o.globalPods > 0 {
+		managerArgs = append(managerArgs, "--routable-pod-networks=true")
+	}
+	o.managerArgs = append(managerArgs, o.managerArgs...)
 	// Both runs' pods stay until the end: the nodes take far more pods
 	// than kubelet's default 250, so that neither run is refused for room.
 	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: binDir, Clusters: clusters, NodePods: "2000", DieWithParent: true, Out: os.Stderr, ManagerArgs: o.managerArgs})
@@ -231,6 +243,8 @@ func run(o options) error {
 		modes = append(modes, mode{Name: "paced", Pods: max(1, int(o.rate*o.pacedFor.Seconds())), Rate: o.rate})
 	}
 	var runs []benchRun
+	var cleanErr error
+measuring:
 	for i := range o.runs {
 		for _, md := range modes {
 			// Alternated: neither path always runs on a cluster the
@@ -252,7 +266,10 @@ func run(o options) error {
 					run.Direct = m
 				}
 				if err := clean(ctx, clients, []string{ns, directNS}); err != nil {
-					return err
+					// What was measured is reported, then why it stopped.
+					cleanErr = err
+					runs = append(runs, run)
+					break measuring
 				}
 			}
 			runs = append(runs, run)
@@ -260,6 +277,9 @@ func run(o options) error {
 	}
 	if err := report(os.Stdout, runs, modes, o); err != nil {
 		return err
+	}
+	if cleanErr != nil {
+		return fmt.Errorf("stopped after the run above: %w", cleanErr)
 	}
 	if o.globalPods > 0 {
 		g, err := measureGlobalService(ctx, clients, names, ns, o.globalPods, timeout)

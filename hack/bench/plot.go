@@ -31,8 +31,9 @@ func plotRunning(file string, runs []benchRun, md mode) error {
 	p.Title.Text = fmt.Sprintf("%s, %d pods: pods Running since the first create", md, md.Pods)
 	p.X.Label.Text = "seconds"
 	p.Y.Label.Text = "pods Running"
-	p.Legend.Top = true
-	p.Legend.Left = true
+	// Bottom right: both curves rise from the bottom left.
+	p.Legend.Top = false
+	p.Legend.Left = false
 	p.Add(plotter.NewGrid())
 	for _, r := range runs {
 		if r.Mode != md {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/fleetlet/fleetlet/pkg/sandbox"
 )
@@ -83,6 +84,9 @@ func (p path) measure(ctx context.Context, sb *sandbox.Sandbox, clients map[stri
 	return m, nil
 }
 
+// cleanBackoff paces the tries of a deletion of a run's pods.
+var cleanBackoff = wait.Backoff{Steps: 6, Duration: 2 * time.Second, Factor: 2}
+
 // clean deletes the runs' pods in every cluster and waits until they are
 // gone (proxies, delegates and direct pods), so that the next run starts
 // on empty clusters.
@@ -90,7 +94,13 @@ func clean(ctx context.Context, clients map[string]kubernetes.Interface, namespa
 	began := time.Now()
 	for _, cs := range clients {
 		for _, ns := range namespaces {
-			if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
+			// Thousands of pods in one call may outlast the API server's
+			// request timeout: what it deleted stays deleted, and the
+			// next try deletes the rest.
+			err := retry.OnError(cleanBackoff, func(error) bool { return ctx.Err() == nil }, func() error {
+				return cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{})
+			})
+			if err != nil {
 				return fmt.Errorf("deleting the pods of %s: %w", ns, err)
 			}
 		}

@@ -101,6 +101,20 @@ func measureGlobalService(ctx context.Context, clients map[string]kubernetes.Int
 				}
 			}
 		})
+	// The observer holds the Service's copy, hence its slices, only with
+	// a delegate of its own: one first, and its copy there, before the
+	// measured pods.
+	anchor := benchPod("global-anchor", ns, "bench-global", "true")
+	anchor.Annotations = map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region=" + observer}
+	if _, err := create(ctx, src, anchor); err != nil {
+		return globalService{}, err
+	}
+	if err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := clients[observer].CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		return globalService{}, fmt.Errorf("no copy of the global Service in %s: %w", observer, err)
+	}
 	fmt.Fprintf(os.Stderr, "global Service: %d delegates in %s, watched from %s\n", n, in, observer)
 	for i := range n {
 		p := benchPod(fmt.Sprintf("global-%03d", i), ns, "bench-global", "true")

@@ -20,6 +20,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/summary"
 	"github.com/fleetlet/fleetlet/pkg/target"
 )
 
@@ -93,9 +94,27 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 }
 
 // headedProxies lists the proxies still gated that are pinned or elected
-// to a node.
-func (r *Reconciler) headedProxies(ctx context.Context, node client.Object) []reconcile.Request {
-	return requeued(requeueNodeAllocatable, r.proxiesBy(ctx, client.MatchingFields{indexer.HeadedProxy.Field: node.GetName()}))
+// to a node whose allocatable changed, and that fit there now: the others
+// wait for more room (their own timer looks again), so that an elected
+// proxy raising the node's allocatable brings back the few it makes room
+// for, not every proxy headed there. Before every pod there is counted,
+// all of them.
+func (r *Reconciler) headedProxies(ctx context.Context, obj client.Object) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.HeadedProxy.Field: obj.GetName()}); err != nil {
+		return nil
+	}
+	node, isNode := obj.(*corev1.Node)
+	used, active, counted := r.usage.of(obj.GetName())
+	out := make([]reconcile.Request, 0, len(pods.Items))
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if isNode && counted && !fitsNode(node.Status.Allocatable, used, active, summary.PodRequests(p)) {
+			continue
+		}
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+	}
+	return requeued(requeueNodeAllocatable, out)
 }
 
 // proxiesBy lists pods from the cache by an index, as requests.

@@ -1,13 +1,18 @@
 package elector
 
 import (
+	"context"
+	"sort"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/indexer"
 )
 
 func usagePod(uid, node, cpu string, phase corev1.PodPhase) *corev1.Pod {
@@ -122,5 +127,42 @@ func TestUngatedProxiesTakeRoom(t *testing.T) {
 	h.OnUpdate(ungated, bound)
 	if _, n, _ := u.of("n1"); n != 1 {
 		t.Fatalf("bound: %d pods, want it counted once", n)
+	}
+}
+
+// TestHeadedProxiesThatFit: a virtual node's allocatable growing brings
+// back the gated proxies headed there that fit now, not every one headed
+// there; before the usage is counted, all of them. Before: every headed
+// proxy on every change (5.8 passes per pod in a 1,000-pod burst).
+func TestHeadedProxiesThatFit(t *testing.T) {
+	pinned := func(name, cpu string) *corev1.Pod {
+		p := usagePod(name, "", cpu, corev1.PodPending)
+		p.Namespace, p.Name = "team", name
+		p.Finalizers = []string{v1alpha1.FinalizerDelegate}
+		p.Spec.NodeSelector = map[string]string{corev1.LabelHostname: "fleetlet-t"}
+		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateElection}}
+		return p
+	}
+	small, big := pinned("small", "500m"), pinned("big", "2")
+	c := fake.NewClientBuilder().WithObjects(small, big).
+		WithIndex(&corev1.Pod{}, indexer.HeadedProxy.Field, indexer.HeadedProxy.Extract).Build()
+	r := &Reconciler{client: c, usage: newNodeUsage()}
+	node := &corev1.Node{}
+	node.Name = "fleetlet-t"
+	node.Status.Allocatable = rl("cpu", "1", "pods", "10")
+	names := func() []string {
+		var out []string
+		for _, req := range r.headedProxies(context.Background(), node) {
+			out = append(out, req.Name)
+		}
+		sort.Strings(out)
+		return out
+	}
+	if got := names(); strings.Join(got, ",") != "big,small" {
+		t.Fatalf("usage not counted yet: %v, want both", got)
+	}
+	r.usage.synced = func() bool { return true }
+	if got := names(); strings.Join(got, ",") != "small" {
+		t.Fatalf("1 CPU allocatable: %v, want only the proxy that fits", got)
 	}
 }
