@@ -64,9 +64,9 @@ type ServiceController struct {
 // Ready is looked at again.
 const serviceRetry = 10 * time.Second
 
-// SetupWithManager registers the controller: Services, and the proxies
-// whose labels, election or existence changed, as the Services that select
-// them.
+// SetupWithManager registers the controller: Services, the proxies whose
+// labels, election or existence changed, as the Services that select them,
+// and the targets that came or turned Ready, as the Services they may hold.
 func (c *ServiceController) SetupWithManager(mgr ctrl.Manager) error {
 	if c.Follower == nil || c.Registry == nil {
 		return errors.New("follow: the Service controller needs a follower and the target registry")
@@ -102,6 +102,7 @@ func (c *ServiceController) SetupWithManager(mgr ctrl.Manager) error {
 				c.enqueueSelecting(ctx, q, e.Object)
 			},
 		}).
+		WatchesRawSource(c.Registry.TargetChangeSource(c.servicesFor)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(c)
 }
@@ -135,6 +136,32 @@ func delegateTarget(p *corev1.Pod) (target.Key, bool) {
 		return target.Key{}, false
 	}
 	return target.Key{Namespace: r.TargetNamespace, Name: r.TargetName}, true
+}
+
+// servicesFor are the Services a target that came, was reconnected or
+// turned Ready may hold or need a copy of: every Service with a selector
+// in its namespace (all of them for a ClusterTarget). A pass that ran while
+// the target was absent (the manager's start: its controllers start while
+// the registry still connects the targets) or not Ready skipped it.
+func (c *ServiceController) servicesFor(ctx context.Context, ch target.Change) []reconcile.Request {
+	if !ch.Health() || !ch.After.Ready {
+		return nil
+	}
+	var services corev1.ServiceList
+	opts := []client.ListOption{client.UnsafeDisableDeepCopy}
+	if ch.Key.Namespace != "" {
+		opts = append(opts, client.InNamespace(ch.Key.Namespace))
+	}
+	if err := c.client.List(ctx, &services, opts...); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range services.Items {
+		if selectorOf(&services.Items[i]) != nil {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&services.Items[i])})
+		}
+	}
+	return out
 }
 
 // enqueueSelecting adds the Services of the pods' namespace that select

@@ -25,9 +25,9 @@ type holding struct {
 	ensured time.Time
 }
 
-// heldCopies are, per Service and target, what may be there; a Service
-// without an entry is unknown everywhere (after a start), and every
-// target is looked at.
+// heldCopies are, per Service and target, what may be there; a target
+// without an entry for a Service (after a start, or a target that came
+// since) is unknown, and is looked at.
 type heldCopies struct {
 	mu        sync.Mutex
 	byService map[types.NamespacedName]map[target.Key]holding
@@ -40,10 +40,13 @@ func (h *heldCopies) known(key types.NamespacedName) bool {
 	return ok
 }
 
-func (h *heldCopies) get(key types.NamespacedName, tk target.Key) holding {
+// get is what a target may hold of a Service; seen is false when it has
+// not been looked at since the start or since it came.
+func (h *heldCopies) get(key types.NamespacedName, tk target.Key) (v holding, seen bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.byService[key][tk]
+	v, seen = h.byService[key][tk]
+	return v, seen
 }
 
 func (h *heldCopies) set(key types.NamespacedName, tk target.Key, v holding) {

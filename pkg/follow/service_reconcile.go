@@ -42,8 +42,7 @@ func (c *ServiceController) Reconcile(ctx context.Context, req reconcile.Request
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	unknown := !c.held.known(st.key)
-	if unknown && len(st.need) == 0 && !c.namespaceMayHold(ctx, st.key.Namespace) {
+	if len(st.need) == 0 && !c.held.known(st.key) && !c.namespaceMayHold(ctx, st.key.Namespace) {
 		return reconcile.Result{}, nil
 	}
 	var errs []error
@@ -53,8 +52,11 @@ func (c *ServiceController) Reconcile(ctx context.Context, req reconcile.Request
 		if cl.Self() || (tk.Namespace != "" && tk.Namespace != st.key.Namespace) {
 			continue
 		}
-		h := c.held.get(st.key, tk)
-		if !st.need[tk] && !unknown && !h.copy && !h.slices {
+		// A target not looked at since the start (or since it came) may
+		// hold anything of this Service.
+		h, seen := c.held.get(st.key, tk)
+		unknown := !seen
+		if !st.need[tk] && seen && !h.copy && !h.slices {
 			continue
 		}
 		if !cl.Health().Ready {
