@@ -2,11 +2,18 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
@@ -67,5 +74,208 @@ func TestDisconnectDrainsTheTarget(t *testing.T) {
 	}
 	if len(left.Items) > 0 || len(delegatesIn(t, ctx, gone, ns)) > 0 {
 		t.Errorf("left in %s after disconnect: %d PodChaperons, delegates %v", gone, len(left.Items), delegatesIn(t, ctx, gone, ns))
+	}
+}
+
+// A target's kubeconfig Secret lost for a while (deleted, then restored)
+// doubles nothing: the target stays known, so its virtual node goes
+// NotReady and the StatefulSet's db-0 there is evicted, but db-0 stays
+// Terminating while its delegate may still run (the target cannot be
+// asked); no second db-0 exists until the Secret is back and the first
+// delegate is confirmed gone. Before: the target left the registry, the
+// proxy's finalizer went at once, and a second db-0 ran beside the first.
+func TestKubeconfigSecretLossDoublesNothing(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "secret-loss", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	src := kube(t, sandbox.SourceCluster)
+	lost := sb.ClusterNames()[2]
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"},
+					Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region=" + lost}},
+				Spec: podSpec("100m"),
+			},
+		},
+	}
+	sts.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)}}
+	if _, err := src.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var db0 *corev1.Pod
+	eventually(t, 2*time.Minute, "db-0 Running in "+lost, func(ctx context.Context) (bool, string) {
+		p, err := src.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		db0 = p
+		return p.Status.Phase == corev1.PodRunning && p.Spec.NodeName == "fleetlet-"+lost, string(p.Status.Phase) + " on " + p.Spec.NodeName
+	})
+	// Every delegate of a db-0 in any cluster, whichever proxy it stands for.
+	dbDelegates := func(ctx context.Context) []string {
+		var out []string
+		for _, c := range sb.ClusterNames() {
+			pods, err := kube(t, c).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelParentCluster})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pods.Items {
+				if p.Annotations[v1alpha1.AnnotationParentName] == "db-0" && p.DeletionTimestamp == nil {
+					out = append(out, c+"/"+p.Name)
+				}
+			}
+		}
+		return out
+	}
+
+	var ct v1alpha1.ClusterTarget
+	cc := ctrlClient(t, sandbox.SourceCluster)
+	if err := cc.Get(ctx, client.ObjectKey{Name: lost}, &ct); err != nil {
+		t.Fatal(err)
+	}
+	ref := ct.Spec.KubeconfigSecret
+	secret, err := src.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := func() {
+		kept := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: secret.Namespace, Name: secret.Name, Labels: secret.Labels}, Type: secret.Type, Data: secret.Data}
+		if _, err := src.CoreV1().Secrets(ref.Namespace).Create(context.Background(), kept, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Errorf("restoring Secret %s/%s: %v", ref.Namespace, ref.Name, err)
+		}
+	}
+	restored := false
+	t.Cleanup(func() {
+		if !restored {
+			restore()
+		}
+	})
+	if err := src.CoreV1().Secrets(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lostAt := time.Now()
+	eventually(t, 2*time.Minute, "db-0 evicted from "+lost+" and kept while its delegate may run", func(ctx context.Context) (bool, string) {
+		if d := dbDelegates(ctx); len(d) > 1 {
+			t.Fatalf("db-0 runs twice: %v", d)
+		}
+		p, err := src.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if p.UID != db0.UID {
+			t.Fatalf("a second db-0 was created while the first one's delegate could not be confirmed gone")
+		}
+		return p.DeletionTimestamp != nil, "not evicted yet"
+	})
+	t.Logf("db-0 evicted %s after the Secret went", time.Since(lostAt).Round(100*time.Millisecond))
+	// It stays so: nothing can tell whether its delegate still runs.
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if d := dbDelegates(ctx); len(d) > 1 {
+			t.Fatalf("db-0 runs twice: %v", d)
+		}
+		p, err := src.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+		if err != nil || p.UID != db0.UID {
+			t.Fatalf("db-0 finalized while its target could not be asked: %v (uid %v)", err, p)
+		}
+		time.Sleep(2 * time.Second)
+	}
+
+	restore()
+	restored = true
+	eventually(t, 3*time.Minute, "a new db-0 Running with one delegate once the Secret is back", func(ctx context.Context) (bool, string) {
+		d := dbDelegates(ctx)
+		if len(d) > 1 {
+			t.Fatalf("db-0 runs twice: %v", d)
+		}
+		p, err := src.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.UID != db0.UID && p.Status.Phase == corev1.PodRunning && len(d) == 1, fmt.Sprintf("uid %s phase %s, delegates %v", p.UID, p.Status.Phase, d)
+	})
+	eventually(t, time.Minute, lost+" Ready again", func(ctx context.Context) (bool, string) {
+		if err := cc.Get(ctx, client.ObjectKey{Name: lost}, &ct); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(ct.Status.Conditions, v1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", c)
+	})
+}
+
+// --secret-namespaces (chart manager.secretNamespaces): the manager
+// watches and reads Secrets only in the listed namespaces and its own.
+// The targets stay connected when their kubeconfig Secrets are there; a
+// pod using a Secret of a listed namespace runs; one using a Secret of a
+// namespace not listed gets Elected=False naming the setting, and nothing
+// of it reaches a target.
+func TestSecretNamespaces(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	src := kube(t, sandbox.SourceCluster)
+	listed := enabledNamespace(t, "secrets-in", sb.ClusterNames()[1:]...)
+	unlisted := enabledNamespace(t, "secrets-out", sb.ClusterNames()[1:]...)
+	cc := ctrlClient(t, sandbox.SourceCluster)
+	var targets v1alpha1.ClusterTargetList
+	if err := cc.List(ctx, &targets); err != nil {
+		t.Fatal(err)
+	}
+	namespaces := []string{listed}
+	for _, ct := range targets.Items {
+		if ref := ct.Spec.KubeconfigSecret; ref != nil && !slices.Contains(namespaces, ref.Namespace) {
+			namespaces = append(namespaces, ref.Namespace)
+		}
+	}
+	restartManager(t, "--secret-namespaces="+strings.Join(namespaces, ","))
+	t.Cleanup(func() { restartManager(t) })
+
+	usesSecret := func(ns string) *corev1.Pod {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}, StringData: map[string]string{"password": "x"}}
+		if _, err := src.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns,
+			Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region in (cluster-2,cluster-3)"}},
+			Spec: podSpec("10m")}
+		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "password"}}}}
+		var err error
+		if p, err = src.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	in, out := usesSecret(listed), usesSecret(unlisted)
+	eventually(t, 2*time.Minute, "the pod whose Secret is in a listed namespace Running", func(ctx context.Context) (bool, string) {
+		p, err := src.CoreV1().Pods(listed).Get(ctx, in.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == corev1.PodRunning, string(p.Status.Phase)
+	})
+	eventually(t, time.Minute, "Elected=False naming --secret-namespaces on the other", func(ctx context.Context) (bool, string) {
+		p, err := src.CoreV1().Pods(unlisted).Get(ctx, out.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := electedCondition(p)
+		return c != nil && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "--secret-namespaces"), fmt.Sprintf("%+v", c)
+	})
+	for _, c := range sb.ClusterNames()[1:] {
+		if _, err := kube(t, c).CoreV1().Secrets(unlisted).Get(ctx, "creds", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the unlisted namespace's Secret in %s: %v, want NotFound", c, err)
+		}
+	}
+	if err := cc.List(ctx, &targets); err != nil {
+		t.Fatal(err)
+	}
+	for _, ct := range targets.Items {
+		if c := meta.FindStatusCondition(ct.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+			t.Errorf("ClusterTarget %s not Ready with its Secret's namespace listed: %+v", ct.Name, c)
+		}
 	}
 }

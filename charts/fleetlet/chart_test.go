@@ -319,6 +319,11 @@ func TestValuesRefused(t *testing.T) {
 			want:   []string{"at '/manager'", "additional properties 'replica' not allowed"},
 		},
 		{
+			name:   "a Secret namespace that is not a namespace name",
+			values: "manager:\n  secretNamespaces: [Team_A]\n",
+			want:   []string{"at '/manager/secretNamespaces/0'"},
+		},
+		{
 			name:   "unknown top-level key",
 			values: "sheduler: {}\n",
 			want:   []string{"additional properties 'sheduler' not allowed"},
@@ -668,6 +673,39 @@ func TestManagerRBAC(t *testing.T) {
 	cluster, ns = rulesFor(t, objs, managerSA)
 	if !allows(ns["b"], "", "serviceaccounts", "impersonate", "fleetlet-source-x") || allows(cluster, "", "pods", "impersonate-on:serviceaccount:create", "") {
 		t.Error("legacy impersonation is not granted as documented")
+	}
+}
+
+// manager.secretNamespaces: no cluster-wide right on Secrets, Roles in the
+// listed namespaces and the release namespace, and the manager told so.
+func TestManagerSecretNamespaces(t *testing.T) {
+	objs := mustRender(t, "manager:\n  secretNamespaces: [team-a, team-b]\n")
+	cluster, ns := rulesFor(t, objs, managerSA)
+	for _, verb := range []string{"get", "list", "watch"} {
+		if allows(cluster, "", "secrets", verb, "") {
+			t.Errorf("the manager may %s Secrets cluster-wide", verb)
+		}
+		for _, n := range []string{"team-a", "team-b", releaseNS} {
+			if !allows(ns[n], "", "secrets", verb, "") {
+				t.Errorf("the manager may not %s Secrets in %s", verb, n)
+			}
+		}
+		if allows(ns["team-c"], "", "secrets", verb, "") {
+			t.Errorf("the manager may %s Secrets in a namespace not listed", verb)
+		}
+	}
+	args := find[*appsv1.Deployment](t, objs, managerSA).Spec.Template.Spec.Containers[0].Args
+	if !slices.Contains(args, "--secret-namespaces=team-a,team-b") {
+		t.Errorf("manager args %v lack --secret-namespaces=team-a,team-b", args)
+	}
+	// By default: the cluster-wide read, and no such flag.
+	objs = mustRender(t, "")
+	cluster, _ = rulesFor(t, objs, managerSA)
+	if !allows(cluster, "", "secrets", "watch", "") {
+		t.Error("by default the manager may not watch Secrets in every namespace")
+	}
+	if args := find[*appsv1.Deployment](t, objs, managerSA).Spec.Template.Spec.Containers[0].Args; slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--secret-namespaces") }) {
+		t.Errorf("manager args %v have --secret-namespaces by default", args)
 	}
 }
 

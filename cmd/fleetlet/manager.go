@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -65,6 +65,7 @@ type managerOptions struct {
 	heartbeatDuration   time.Duration
 	summaryStaleAfter   time.Duration
 	allowedTargetHosts  []string
+	secretNamespaces    []string
 
 	nodeLeaseDuration  time.Duration
 	nodeStatusInterval time.Duration
@@ -187,6 +188,7 @@ func newManagerCommand() *cobra.Command {
 	f.IntVar(&o.targetProbeFailures, "target-probe-failure-threshold", o.targetProbeFailures, "how many probes in a row must fail before a Ready target is called NotReady")
 	f.DurationVar(&o.heartbeatDuration, "source-heartbeat-duration", o.heartbeatDuration, "duration of the heartbeat Lease this source renews in each target")
 	f.StringSliceVar(&o.allowedTargetHosts, "allowed-target-hosts", nil, "the API servers a Target's kubeconfig may name: host names, *.suffix, IP addresses, CIDRs (comma-separated); empty allows any https host")
+	f.StringSliceVar(&o.secretNamespaces, "secret-namespaces", nil, "the only namespaces whose Secrets the manager reads and watches (comma-separated; its own --namespace is always one): those of Targets' kubeconfig Secrets and of the enabled namespaces whose proxies reference Secrets; empty: every namespace")
 	f.DurationVar(&o.summaryStaleAfter, "target-summary-stale-after", o.summaryStaleAfter, "how long a target's ClusterSummary may go unrenewed (its fleetlet down) before the target gets SummaryStale and no new election")
 	f.DurationVar(&o.nodeLeaseDuration, "node-lease-duration", o.nodeLeaseDuration, "duration of the virtual nodes' Leases in kube-node-lease")
 	f.DurationVar(&o.nodeStatusInterval, "node-status-interval", o.nodeStatusInterval, "how often the virtual nodes' status is refreshed when nothing changed")
@@ -241,6 +243,11 @@ func (o *managerOptions) validate() error {
 	}
 	if _, err := target.ParseHostAllowList(o.allowedTargetHosts); err != nil {
 		errs = append(errs, fmt.Errorf("--allowed-target-hosts: %w", err))
+	}
+	for _, ns := range o.secretNamespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--secret-namespaces: %q is not a namespace name: %s", ns, strings.Join(msgs, "; ")))
+		}
 	}
 	if o.electorWorkers < 1 {
 		errs = append(errs, fmt.Errorf("--elector-workers must be at least 1, got %d", o.electorWorkers))
@@ -336,10 +343,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 			// Secrets are read when needed, never cached with their data.
 			DisableFor: []client.Object{&corev1.Secret{}},
 		}},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			// Only the sources' heartbeat Leases are read from the cache.
-			&coordinationv1.Lease{}: chaperon.HeartbeatLeaseCache(),
-		}},
+		Cache: cache.Options{ByObject: o.cacheByObject()},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
@@ -424,6 +428,7 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		Mapper:       mgr.GetRESTMapper(),
 
 		ServiceLoadBalancers: o.serviceLoadBalancers,
+		SecretNamespaces:     o.secretNamespacesWithOwn(),
 	})
 	if err != nil {
 		return err
@@ -437,6 +442,7 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	}
 	reg, err := target.New(target.Options{
 		AllowedHosts:          allowed,
+		SecretNamespaces:      o.secretNamespacesWithOwn(),
 		SourceName:            o.clusterName,
 		ProbeInterval:         o.targetProbeInterval,
 		ProbeTimeout:          o.targetProbeTimeout,

@@ -2,8 +2,11 @@ package main
 
 import (
 	"strings"
+
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestManagerOptionsValidate(t *testing.T) {
@@ -19,6 +22,7 @@ func TestManagerOptionsValidate(t *testing.T) {
 		{name: "bad kubelet ports", mutate: func(o *managerOptions) { o.kubeletAPI.ports = "10250-70000" }, wantErr: "--kubelet-ports"},
 		{name: "kubelet cert files without key", mutate: func(o *managerOptions) { o.kubeletAPI.serving, o.kubeletAPI.certFile = "files", "tls.crt" }, wantErr: "--kubelet-tls-private-key-file"},
 		{name: "kubelet cert file with csr", mutate: func(o *managerOptions) { o.kubeletAPI.certFile = "tls.crt" }, wantErr: "--kubelet-serving-certificate=files"},
+		{name: "a Secret namespace that is no namespace name", mutate: func(o *managerOptions) { o.secretNamespaces = []string{"team-a", "Team_B"} }, wantErr: "--secret-namespaces"},
 		{name: "kubelet serving source", mutate: func(o *managerOptions) { o.kubeletAPI.serving = "acme" }, wantErr: "--kubelet-serving-certificate"},
 	}
 	for _, tc := range tests {
@@ -59,5 +63,36 @@ func TestManagerFlagsExposeTimeouts(t *testing.T) {
 	}
 	if err := cmd.Flags().Parse([]string{"--cluster-name=a", "--target-probe-interval=3s"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// --secret-namespaces: the manager's cache watches Secrets there and in its
+// own namespace only; without it, everywhere.
+func TestSecretNamespacesRestrictTheCache(t *testing.T) {
+	o := defaultManagerOptions()
+	o.namespace = "fleetlet-system"
+	if got := o.secretNamespacesWithOwn(); got != nil {
+		t.Errorf("secret namespaces by default = %v, want none (every namespace)", got)
+	}
+	for obj := range o.cacheByObject() {
+		if _, ok := obj.(*corev1.Secret); ok {
+			t.Error("the cache restricts Secrets by default")
+		}
+	}
+	o.secretNamespaces = []string{"team-b", "fleetlet-system", "team-a"}
+	if got := strings.Join(o.secretNamespacesWithOwn(), ","); got != "fleetlet-system,team-a,team-b" {
+		t.Errorf("secret namespaces = %s, want fleetlet-system,team-a,team-b", got)
+	}
+	found := false
+	for obj, by := range o.cacheByObject() {
+		if _, ok := obj.(*corev1.Secret); ok {
+			found = true
+			if len(by.Namespaces) != 3 || by.Namespaces["team-a"].LabelSelector != nil {
+				t.Errorf("Secrets cached in %v, want the three namespaces", by.Namespaces)
+			}
+		}
+	}
+	if !found {
+		t.Error("the cache does not restrict Secrets")
 	}
 }

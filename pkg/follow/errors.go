@@ -26,7 +26,8 @@ const (
 	ReasonClusterScoped Reason = "ClusterScoped"
 	// ReasonForbidden: the target does not let this source read or write
 	// that kind in the namespace (an allowed kind its fleetlet-source role
-	// does not grant), or does not serve the kind.
+	// does not grant), or does not serve the kind; or the source does not
+	// let fleetlet read the object (Secrets outside --secret-namespaces).
 	ReasonForbidden Reason = "Forbidden"
 	// ReasonMalformed: the follow annotation cannot be parsed, or names a
 	// kind ambiguously; refused for every target.

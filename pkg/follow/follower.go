@@ -73,6 +73,10 @@ type Options struct {
 	// LoadBalancer in the targets (--service-load-balancers): each target
 	// then provisions its own. Off, its copies are ClusterIP Services.
 	ServiceLoadBalancers bool
+	// SecretNamespaces, when not empty, are the only namespaces whose
+	// Secrets fleetlet reads (--secret-namespaces): a pod referencing a
+	// Secret elsewhere is refused (ReasonForbidden) without a read.
+	SecretNamespaces []string
 	// Logger defaults to ctrl.Log.WithName("follow").
 	Logger logr.Logger
 }
@@ -246,7 +250,15 @@ func (f *Follower) ensure(ctx context.Context, target client.Client, targetName 
 		// every candidate's: a missing one or a clash filters the target
 		// now rather than after its election.
 		checkOnly := it.gvk.GroupKind() == secretGK && stage < StageDelegate
+		if it.gvk.GroupKind() == secretGK && len(f.opts.SecretNamespaces) > 0 && !slices.Contains(f.opts.SecretNamespaces, proxy.Namespace) {
+			return &Refusal{Object: it.what, Reason: ReasonForbidden, Message: fmt.Sprintf(
+				"fleetlet reads no Secret in namespace %s (the manager's --secret-namespaces, chart value manager.secretNamespaces, leaves it out; the cluster admin can add it)", proxy.Namespace)}
+		}
 		src, err := f.readSource(ctx, it.gvk, proxy.Namespace, it.name)
+		if apierrors.IsForbidden(err) {
+			return &Refusal{Object: it.what, Reason: ReasonForbidden, Message: fmt.Sprintf(
+				"fleetlet may not read it in the source (where the manager reads Secrets only in some namespaces, --secret-namespaces, chart value manager.secretNamespaces, the cluster admin can add this one): %v", err)}
+		}
 		if err != nil {
 			return err
 		}

@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -585,5 +587,50 @@ func TestConcurrentEnsure(t *testing.T) {
 		if got, want := followersOf(obj), entries(pods...); got != want {
 			t.Errorf("%s followers %q, want %q", name, got, want)
 		}
+	}
+}
+
+// A referenced Secret that fleetlet may not read in the source (its RBAC,
+// or the manager's --secret-namespaces, leaves the namespace out) is a
+// Forbidden refusal that says which setting decides, not an error retried
+// forever.
+func TestSourceSecretNotReadable(t *testing.T) {
+	f := setup(t)
+	f.sourceObjects(t)
+	cfg := rest.CopyConfig(sourceEnv.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "no-rights"}
+	fl, err := follow.New(follow.Options{
+		SourceName: sourceName, AllowedKinds: []string{"ConfigMap", "Secret", "ServiceAccount"},
+		Source: f.source, SourceAPI: newClient(t, cfg), Mapper: f.source.RESTMapper(),
+		Logger: testr.New(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := f.proxy(t, "web-0", nil)
+	r := refusal(t, fl.Ensure(context.Background(), f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageDelegate), follow.ReasonForbidden)
+	if r.Object != "Secret creds" || !strings.Contains(r.Message, "--secret-namespaces") {
+		t.Errorf("refusal %q: %q, want Secret creds naming --secret-namespaces", r.Object, r.Message)
+	}
+	if f.get(t, f.target, "creds", &corev1.Secret{}) {
+		t.Error("the Secret was copied")
+	}
+	// With --secret-namespaces leaving the namespace out, the same refusal
+	// without a read, whatever the manager's rights.
+	fl, err = follow.New(follow.Options{
+		SourceName: sourceName, AllowedKinds: []string{"ConfigMap", "Secret", "ServiceAccount"},
+		Source: f.source, SourceAPI: f.source, Mapper: f.source.RESTMapper(),
+		SecretNamespaces: []string{"fleetlet-system", "elsewhere"},
+		Logger:           testr.New(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = refusal(t, fl.Ensure(context.Background(), f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageDelegate), follow.ReasonForbidden)
+	if r.Object != "Secret creds" || !strings.Contains(r.Message, "--secret-namespaces") {
+		t.Errorf("refusal %q: %q, want Secret creds naming --secret-namespaces", r.Object, r.Message)
+	}
+	if f.get(t, f.target, "creds", &corev1.Secret{}) {
+		t.Error("the Secret was copied")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -73,6 +74,10 @@ type Options struct {
 	// AllowedHosts are the API servers Targets may name; empty allows
 	// any https host.
 	AllowedHosts HostAllowList
+	// SecretNamespaces, when not empty, are the only namespaces whose
+	// Secrets the manager may read (--secret-namespaces): a Target whose
+	// kubeconfig Secret lives elsewhere is refused without a read.
+	SecretNamespaces []string
 	// OnDelegateEvent, when set, makes the per-namespace chaperon caches
 	// watch the Events about pods there too, and calls it for every Event
 	// added or updated. The Events are not filtered: the callee looks the
@@ -566,6 +571,10 @@ func (r *Registry) connectionFor(ctx context.Context, key Key, spec *v1alpha1.Ta
 	dataKey := ref.Key
 	if dataKey == "" {
 		dataKey = v1alpha1.DefaultKubeconfigKey
+	}
+	if len(r.opts.SecretNamespaces) > 0 && !slices.Contains(r.opts.SecretNamespaces, ns) {
+		return conn, v1alpha1.ReasonKubeconfigSecretNotFound, fmt.Sprintf(
+			"Secret %s/%s is in a namespace whose Secrets fleetlet does not read (the manager's --secret-namespaces, chart value manager.secretNamespaces); the cluster admin can add it", ns, ref.Name), nil
 	}
 	var secret corev1.Secret
 	if err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, &secret); err != nil {

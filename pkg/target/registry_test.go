@@ -527,3 +527,39 @@ func TestAllowedTargetHosts(t *testing.T) {
 		f.waitReady(t, "here", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 	})
 }
+
+// With --secret-namespaces, a Target whose kubeconfig Secret lives in a
+// namespace not listed is refused without a read, saying which setting
+// decides; a ClusterTarget whose Secret is in a listed namespace connects.
+func TestSecretNamespaces(t *testing.T) {
+	ctx := context.Background()
+	testenv.Need(t, sourceEnv)
+	admin, err := client.New(sourceEnv.Config, client.Options{Scheme: testenv.Scheme()})
+	require.NoError(t, err)
+	listed := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "secrets-"}}
+	require.NoError(t, admin.Create(ctx, listed))
+	f := start(t, func(o *target.Options) { o.SecretNamespaces = []string{"fleetlet-system", listed.Name} })
+	ensureSummary(t, f.target)
+	kubeconfig := testenv.Kubeconfig(t, targetEnv.Config, "default", "")
+
+	f.putSecret(t, "c", kubeconfig)
+	f.createTarget(t, "unlisted", "c")
+	msg := f.waitReady(t, "unlisted", metav1.ConditionFalse, v1alpha1.ReasonKubeconfigSecretNotFound)
+	require.Contains(t, msg, "--secret-namespaces")
+	if _, ok := f.registry.Get(target.Key{Namespace: f.ns, Name: "unlisted"}); ok {
+		t.Error("a Target whose Secret is in a namespace not listed is connected")
+	}
+
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: listed.Name, Name: "c"}, Data: map[string][]byte{"config": kubeconfig}}
+	require.NoError(t, admin.Create(ctx, s))
+	ct := &v1alpha1.ClusterTarget{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "listed-"},
+		Spec:       v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Namespace: listed.Name, Name: "c"}},
+	}
+	require.NoError(t, admin.Create(ctx, ct))
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), ct) })
+	testenv.EventuallyTrue(t, waitTimeout, "the ClusterTarget whose Secret is in a listed namespace connected", func(context.Context) bool {
+		_, ok := f.registry.Get(target.Key{Name: ct.Name})
+		return ok
+	})
+}
