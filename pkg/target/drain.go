@@ -143,7 +143,51 @@ func (r *Registry) drainStep(ctx context.Context, key Key, cl *Cluster, connecte
 	if len(names) > 0 {
 		return len(names), reasonDrainWaiting, fmt.Sprintf("waiting for %d PodChaperons to be gone there: %s", len(names), firstFew(names))
 	}
+	// A pod the target's chaperon controller made from a stale cache after
+	// its chaperon went is collected there by the garbage collector (its
+	// owner is gone); the drain ends once nothing of this source is left.
+	pods, err := r.podsOf(ctx, key, cl)
+	if err != nil {
+		return -1, reasonDrainUnreachable, err.Error()
+	}
+	if len(pods) > 0 {
+		return len(pods), reasonDrainWaiting, fmt.Sprintf("waiting for the target's garbage collector to delete %d pods of this source whose PodChaperons are gone: %s", len(pods), firstFew(pods))
+	}
 	return 0, "", ""
+}
+
+// podsOf names this source's pods in a target, in the namespaces
+// chaperonsOf looks at.
+func (r *Registry) podsOf(ctx context.Context, key Key, cl *Cluster) ([]string, error) {
+	namespaces, err := r.drainNamespaces(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, ns := range namespaces {
+		var list corev1.PodList
+		err := cl.Client().List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelParentCluster: r.opts.SourceName})
+		if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing this source's pods in namespace %s there: %v", ns, err)
+		}
+		for i := range list.Items {
+			out = append(out, ns+"/"+list.Items[i].Name)
+		}
+	}
+	return out, nil
+}
+
+// drainNamespaces are the namespaces of a target where this source's
+// objects may be: a namespaced Target's own, or every one where proxies
+// may be.
+func (r *Registry) drainNamespaces(ctx context.Context, key Key) ([]string, error) {
+	if key.Namespace != "" {
+		return []string{key.Namespace}, nil
+	}
+	return proxy.Namespaces(ctx, r.client)
 }
 
 // chaperonsOf lists this source's chaperons in a target, namespace by
@@ -151,12 +195,9 @@ func (r *Registry) drainStep(ctx context.Context, key Key, cl *Cluster, connecte
 // admitted to it): a namespaced Target's own, or every one where proxies
 // may be. A namespace the source may not read there holds none of them.
 func (r *Registry) chaperonsOf(ctx context.Context, key Key, cl *Cluster) ([]v1alpha1.PodChaperon, error) {
-	namespaces := []string{key.Namespace}
-	if key.Namespace == "" {
-		var err error
-		if namespaces, err = proxy.Namespaces(ctx, r.client); err != nil {
-			return nil, err
-		}
+	namespaces, err := r.drainNamespaces(ctx, key)
+	if err != nil {
+		return nil, err
 	}
 	var out []v1alpha1.PodChaperon
 	for _, ns := range namespaces {
