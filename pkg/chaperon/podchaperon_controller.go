@@ -241,6 +241,11 @@ func (r *PodChaperonReconciler) sync(ctx context.Context, ch *v1alpha1.PodChaper
 		// The pod was created and deleted: it stays gone, unless it is a
 		// delegate whose source is unreachable (see afterDeletion).
 		out, ch = r.afterDeletion(ctx, ch, deletedAt(ch))
+	case isDeletedRecord(ch) && recreatedSince(ch, pod):
+		// This controller created it again after the deletion, and the
+		// record of that was not written (a conflict): written now, or
+		// the source would take its delegate for gone.
+		out = outcome{cond: heldConditionFor(ch, pod), pod: pod}
 	case isDeletedRecord(ch):
 		// A pod of that name that is not ours, or a chaperon being
 		// deleted: nothing is created again.
@@ -410,6 +415,14 @@ func nodeName(ch *v1alpha1.PodChaperon, pod *corev1.Pod) string {
 func wasCreated(ch *v1alpha1.PodChaperon) bool {
 	c := meta.FindStatusCondition(ch.Status.Conditions, v1alpha1.ConditionPodCreated)
 	return c != nil && (c.Status == metav1.ConditionTrue || c.Reason == ReasonPodDeleted)
+}
+
+// recreatedSince reports whether pod is one ch holds, alive and created
+// at or after the deletion ch records: only this controller creates such a
+// pod, when it creates a delegate again.
+func recreatedSince(ch *v1alpha1.PodChaperon, pod *corev1.Pod) bool {
+	return ch.DeletionTimestamp.IsZero() && pod != nil && isHeldBy(pod, ch) && pod.DeletionTimestamp.IsZero() &&
+		!pod.CreationTimestamp.Time.Before(deletedAt(ch))
 }
 
 // isDeletedRecord reports whether ch records that its pod was deleted.

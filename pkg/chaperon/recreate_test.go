@@ -358,6 +358,33 @@ func TestReconcileRecreation(t *testing.T) {
 			wantNodeName: "node-1",
 		},
 		{
+			// The recreation's status write conflicted, and the pass
+			// from the API server that followed saw the record of the
+			// deletion and the new pod. Before: left PodDeleted, so the
+			// source, back, deleted the proxy of a running delegate.
+			name:     "a pod it holds created after the deletion record: recorded as held",
+			chaperon: chaperon().condAt(metav1.ConditionFalse, ReasonPodDeleted, deletedLongAgo, "earlier").obj(),
+			objects: []client.Object{ns, src, expired, func() client.Object {
+				p := heldPod(chaperon().obj(), "pod-uid", "node-1", corev1.PodRunning)
+				p.CreationTimestamp = metav1.NewTime(deletedLongAgo.Add(time.Second))
+				return p
+			}()},
+			wantStatus: metav1.ConditionTrue, wantReason: ReasonPodCreated, wantMessage: "(uid pod-uid)",
+			wantPods:     map[string]types.UID{testName: "pod-uid"},
+			wantNodeName: "node-1",
+		},
+		{
+			name:     "a pod it holds older than the deletion record (a cache behind): the record stands",
+			chaperon: chaperon().condAt(metav1.ConditionFalse, ReasonPodDeleted, deletedLongAgo, "earlier").obj(),
+			objects: []client.Object{ns, src, expired, func() client.Object {
+				p := heldPod(chaperon().obj(), "pod-uid", "node-1", corev1.PodRunning)
+				p.CreationTimestamp = metav1.NewTime(deletedLongAgo.Add(-time.Minute))
+				return p
+			}()},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonPodDeleted, wantMessage: "earlier",
+			wantPods: map[string]types.UID{testName: "pod-uid"},
+		},
+		{
 			name:       "a recreated pod deleted again while the source is still away: PodDeleted, counted from now",
 			chaperon:   chaperon().condAt(metav1.ConditionTrue, ReasonDelegateRecreated, deletedLongAgo, "Pod x (uid pod-uid) created again").obj(),
 			objects:    []client.Object{ns, src, expired},
