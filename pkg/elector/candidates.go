@@ -19,6 +19,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/follow"
+	"github.com/fleetlet/fleetlet/pkg/placement"
 	"github.com/fleetlet/fleetlet/pkg/target"
 	"github.com/fleetlet/fleetlet/pkg/vnode"
 )
@@ -31,9 +32,15 @@ type targetState struct {
 	eligible bool
 	reason   string
 	chaperon *v1alpha1.PodChaperon
+	// score ranks the target by the pod's preferences; spec is the user's
+	// spec as the candidate there carries it (placement.Placement.NodeSpec).
+	score int64
+	spec  *corev1.PodSpec
 }
 
-func (r *Reconciler) targets(ctx context.Context, pod *corev1.Pod, clusters labels.Selector) []*targetState {
+// targets is every target's view for the proxy: eligible when the target
+// may take it and the pod's cluster-level constraints admit it.
+func (r *Reconciler) targets(ctx context.Context, pod *corev1.Pod, userSpec *corev1.PodSpec, clusters labels.Selector, pl placement.Placement) []*targetState {
 	var out []*targetState
 	for _, cl := range r.registry.List() {
 		key := cl.Key()
@@ -45,6 +52,14 @@ func (r *Reconciler) targets(ctx context.Context, pod *corev1.Pod, clusters labe
 			ts.node = &node
 		}
 		ts.eligible, ts.reason = Eligible(pod, TargetView{Namespace: key.Namespace, Name: key.Name, Ready: h.Ready, Reason: h.Reason, Draining: cl.Draining(), SummaryStale: cl.SummaryStale(), Node: ts.node}, clusters)
+		ts.spec = userSpec
+		if ts.node != nil {
+			if ts.eligible {
+				ts.eligible, ts.reason = pl.Admits(ts.node.Labels)
+			}
+			ts.score = pl.Score(ts.node.Labels)
+			ts.spec = pl.NodeSpec(userSpec, ts.node.Labels)
+		}
 		if key.Namespace != "" && key.Namespace != pod.Namespace {
 			continue
 		}
@@ -88,8 +103,8 @@ func answer(pc *v1alpha1.PodChaperon) (answerKind, string) {
 // ensureCandidate makes sure the target has the proxy's chaperon; it returns
 // it, or nil and why not. A target whose pending candidate was trimmed in
 // a round still running gets no new one.
-func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, userSpec *corev1.PodSpec, refs follow.RefSet, ts *targetState) (*v1alpha1.PodChaperon, string) {
-	want := Chaperon(CandidateInput{Proxy: pod, Spec: userSpec, SourceName: r.opts.SourceName, Self: ts.cluster.Self()})
+func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, refs follow.RefSet, ts *targetState) (*v1alpha1.PodChaperon, string) {
+	want := Chaperon(CandidateInput{Proxy: pod, Spec: ts.spec, SourceName: r.opts.SourceName, Self: ts.cluster.Self()})
 	var got v1alpha1.PodChaperon
 	err := ts.cluster.Chaperons(pod.Namespace).Get(ctx, client.ObjectKeyFromObject(want), &got)
 	if err == nil {
@@ -208,7 +223,7 @@ func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []
 	byKey := map[string]*targetState{}
 	for _, s := range states {
 		if s.chaperon != nil {
-			offers = append(offers, Offer{Target: s.key.String(), FreeShare: FreeShareAfter(s.cluster.Summary(), requests)})
+			offers = append(offers, Offer{Target: s.key.String(), Score: s.score, FreeShare: FreeShareAfter(s.cluster.Summary(), requests)})
 			byKey[s.key.String()] = s
 		}
 	}

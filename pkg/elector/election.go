@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -20,10 +21,17 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/crashpoint"
 	"github.com/fleetlet/fleetlet/pkg/follow"
+	"github.com/fleetlet/fleetlet/pkg/placement"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/summary"
 	"github.com/fleetlet/fleetlet/pkg/target"
 )
+
+// preferredDeadlineFactor stretches the election deadline while a target
+// the pod prefers (a higher placement score than every offer) has not
+// answered: a preference is not lost to a faster cluster, and a preferred
+// cluster that does not answer holds the pod up only this long.
+const preferredDeadlineFactor = 5
 
 // elect creates candidates in every eligible target, and elects one when
 // they have answered.
@@ -54,7 +62,7 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 			return reconcile.Result{}, r.setNotElected(ctx, pod, reasonFollowRefused, err.Error(), EventFollowRefused)
 		}
 	}
-	states := r.targets(ctx, pod, clusters)
+	states := r.targets(ctx, pod, userSpec, clusters, placement.Split(userSpec))
 	requests := summary.PodRequests(&corev1.Pod{Spec: *userSpec})
 	r.narrow(ctx, pod, states, requests)
 
@@ -67,7 +75,7 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts.chaperon, ts.reason = r.ensureCandidate(ctx, pod, userSpec, refs, ts)
+			ts.chaperon, ts.reason = r.ensureCandidate(ctx, pod, refs, ts)
 			if ts.chaperon == nil {
 				ts.eligible = false
 			}
@@ -78,6 +86,8 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 	var offers []Offer
 	var inflight map[string]corev1.ResourceList
 	answered, eligible := 0, 0
+	// pendingScore is the best score of the targets yet to answer.
+	pendingScore := int64(math.MinInt64)
 	byKey := map[string]*targetState{}
 	for _, ts := range states {
 		byKey[ts.key.String()] = ts
@@ -86,12 +96,14 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		}
 		eligible++
 		switch a, msg := answer(ts.chaperon); a {
+		case answerPending:
+			pendingScore = max(pendingScore, ts.score)
 		case answerReserved:
 			answered++
 			if inflight == nil {
 				inflight = r.inflight(ctx)
 			}
-			offers = append(offers, Offer{Target: ts.key.String(), FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), inflight[ts.key.String()]), requests)})
+			offers = append(offers, Offer{Target: ts.key.String(), Score: ts.score, FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), inflight[ts.key.String()]), requests)})
 		case answerUnschedulable, answerRejected:
 			answered++
 			ts.reason = msg
@@ -106,10 +118,16 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 			r.firstReservation[pod.UID] = first
 		}
 		r.mu.Unlock()
-		if wait := r.opts.ElectionDeadline - r.clock.Since(first); answered < eligible && wait > 0 {
+		winner := Rank(pod.UID, offers)[0]
+		deadline := r.opts.ElectionDeadline
+		if pendingScore > winner.Score {
+			// A target the pod prefers has not answered yet: it may still
+			// take the pod, so its answer is worth a longer wait.
+			deadline *= preferredDeadlineFactor
+		}
+		if wait := deadline - r.clock.Since(first); answered < eligible && wait > 0 {
 			return r.requeueAfter(pod, requeueAwaitingAnswers, wait), nil
 		}
-		winner := Rank(pod.UID, offers)[0]
 		ts := byKey[winner.Target]
 		log.V(2).Info("Electing a candidate", "target", winner.Target, "chaperon", ts.chaperon.Name, "offers", len(offers), "eligible", eligible)
 		recorded, err := r.recordElection(ctx, pod, ts)

@@ -53,15 +53,24 @@ func FreeShareAfter(summary *v1alpha1.ClusterSummaryStatus, pod corev1.ResourceL
 type Offer struct {
 	// Target is the target's key (namespace/name or name).
 	Target string
+	// Score is the weight of the pod's preferred terms the target meets
+	// at the cluster level (placement.Placement.Score).
+	Score int64
 	// FreeShare is FreeShareAfter for the pod.
 	FreeShare float64
 }
 
-// Rank orders offers best first: the most free share after the pod, ties
-// broken by hash(pod UID, target), so that equal clusters share the load.
+// Rank orders offers best first: the highest score of the pod's
+// preferences, then the most free share after the pod, ties broken by
+// hash(pod UID, target), so that equal clusters share the load. A
+// preferred cluster thus gets the pod while it can run it; once it cannot
+// (no offer from it), the next one does.
 func Rank(uid types.UID, offers []Offer) []Offer {
 	out := append([]Offer(nil), offers...)
 	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Score != out[j].Score {
+			return out[i].Score > out[j].Score
+		}
 		if out[i].FreeShare != out[j].FreeShare {
 			return out[i].FreeShare > out[j].FreeShare
 		}

@@ -46,7 +46,7 @@ func TestFreeShareAfter(t *testing.T) {
 }
 
 func TestRankPrefersFreeShareThenSpreadsTies(t *testing.T) {
-	got := Rank("uid", []Offer{{"small-full", 0.1}, {"big-empty", 0.9}, {"mid", 0.5}})
+	got := Rank("uid", []Offer{{Target: "small-full", FreeShare: 0.1}, {Target: "big-empty", FreeShare: 0.9}, {Target: "mid", FreeShare: 0.5}})
 	if got[0].Target != "big-empty" || got[1].Target != "mid" || got[2].Target != "small-full" {
 		t.Errorf("Rank = %v", got)
 	}
@@ -54,7 +54,7 @@ func TestRankPrefersFreeShareThenSpreadsTies(t *testing.T) {
 	// target wins some.
 	wins := map[string]int{}
 	for i := range 300 {
-		r := Rank(types.UID(fmt.Sprintf("pod-%d", i)), []Offer{{"a", 0.5}, {"b", 0.5}, {"c", 0.5}})
+		r := Rank(types.UID(fmt.Sprintf("pod-%d", i)), []Offer{{Target: "a", FreeShare: 0.5}, {Target: "b", FreeShare: 0.5}, {Target: "c", FreeShare: 0.5}})
 		wins[r[0].Target]++
 	}
 	for _, tgt := range []string{"a", "b", "c"} {
@@ -63,10 +63,23 @@ func TestRankPrefersFreeShareThenSpreadsTies(t *testing.T) {
 		}
 	}
 	// Deterministic for one pod.
-	a := Rank("same", []Offer{{"a", 0.5}, {"b", 0.5}})
-	b := Rank("same", []Offer{{"b", 0.5}, {"a", 0.5}})
+	a := Rank("same", []Offer{{Target: "a", FreeShare: 0.5}, {Target: "b", FreeShare: 0.5}})
+	b := Rank("same", []Offer{{Target: "b", FreeShare: 0.5}, {Target: "a", FreeShare: 0.5}})
 	if a[0] != b[0] {
 		t.Errorf("Rank depends on input order: %v vs %v", a, b)
+	}
+}
+
+// A preferred cluster (a higher score) wins over more free room; among
+// equal scores free share decides.
+func TestRankPrefersScoreThenFreeShare(t *testing.T) {
+	got := Rank("uid", []Offer{
+		{Target: "cloud", Score: 0, FreeShare: 0.9},
+		{Target: "on-prem", Score: 80, FreeShare: 0.1},
+		{Target: "edge", Score: 80, FreeShare: 0.3},
+	})
+	if got[0].Target != "edge" || got[1].Target != "on-prem" || got[2].Target != "cloud" {
+		t.Errorf("Rank = %v, want edge, on-prem, cloud", got)
 	}
 }
 

@@ -1,0 +1,155 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/sandbox"
+)
+
+// nodeAffinity sets a Deployment's node affinity.
+func nodeAffinity(na *corev1.NodeAffinity) func(*appsv1.Deployment) {
+	return func(d *appsv1.Deployment) {
+		d.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: na}
+	}
+}
+
+// cpu sets the CPU request of a Deployment's container.
+func cpu(q string) func(*appsv1.Deployment) {
+	return func(d *appsv1.Deployment) {
+		d.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(q)
+	}
+}
+
+// byCluster counts a Deployment's live proxies by the cluster of their
+// virtual node.
+func byCluster(t *testing.T, ctx context.Context, ns, selector string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for node, ps := range proxiesOn(t, ctx, ns, selector) {
+		out[clusterOfNode(node)] += len(ps)
+	}
+	return out
+}
+
+// A required node affinity on multicluster.fleetlet.io/cluster chooses the
+// cluster, and is left out of the candidate (no real node carries that
+// label: before, such a pod was unschedulable in every target); a term
+// that no cluster meets gets Elected=False saying so.
+func TestRequiredClusterAffinity(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "required", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	west := sb.ClusterNames()[2]
+	sel := deployment(t, ns, "pinned", 3, nodeAffinity(&corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: v1alpha1.LabelCluster, Operator: corev1.NodeSelectorOpIn, Values: []string{west}}},
+		}}},
+	}))
+	waitDeploymentRunning(t, ns, "pinned", 3, 2*time.Minute)
+	if got := byCluster(t, ctx, ns, sel); got[west] != 3 {
+		t.Errorf("replicas by cluster %v, want 3 in %s", got, west)
+	}
+	var pcs v1alpha1.PodChaperonList
+	if err := ctrlClient(t, west).List(ctx, &pcs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, pc := range pcs.Items {
+		for _, term := range pc.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, r := range term.MatchExpressions {
+				if r.Key == v1alpha1.LabelCluster {
+					t.Errorf("the candidate %s carries the cluster-level requirement %v", pc.Name, r)
+				}
+			}
+		}
+	}
+
+	deployment(t, ns, "nowhere", 1, nodeAffinity(&corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: v1alpha1.LabelCluster, Operator: corev1.NodeSelectorOpIn, Values: []string{"cluster-9"}}},
+		}}},
+	}))
+	src := kube(t, sandbox.SourceCluster)
+	eventually(t, time.Minute, "Elected=False naming the node affinity", func(ctx context.Context) (bool, string) {
+		pods, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=nowhere"})
+		if err != nil || len(pods.Items) != 1 {
+			return false, fmt.Sprintf("%v %v", err, pods)
+		}
+		c := electedCondition(&pods.Items[0])
+		return c != nil && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "no required node affinity term matches the cluster"), fmt.Sprintf("%+v", c)
+	})
+}
+
+// A preference for a region with the bare key (Admiralty #201:
+// topology.kubernetes.io/region, which every node of a cluster shares)
+// ranks the clusters: every replica goes to the preferred cluster while it
+// has room, and only the rest spills over to the next.
+func TestPreferredClusterSpillsOver(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "prefer", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	preferred := sb.ClusterNames()[1]
+	// 15 CPUs of a 32-CPU node: two per node, six in a cluster of three.
+	const replicas = 9
+	sel := deployment(t, ns, "burst", replicas, notSource("burst"), cpu("15"), nodeAffinity(&corev1.NodeAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+			Weight:     100,
+			Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "topology.kubernetes.io/region", Operator: corev1.NodeSelectorOpIn, Values: []string{preferred}}}},
+		}},
+	}))
+	waitDeploymentRunning(t, ns, "burst", replicas, 3*time.Minute)
+	got := byCluster(t, ctx, ns, sel)
+	t.Logf("replicas by cluster: %v", got)
+	// The preferred cluster took all it could: none of its nodes has room
+	// for one more.
+	room := nodesWithRoom(t, ctx, preferred, resource.MustParse("15"))
+	if got[preferred] == 0 || (got[preferred] < replicas && len(room) > 0) {
+		t.Errorf("%d of %d replicas in the preferred %s while its nodes %v have room for one more", got[preferred], replicas, preferred, room)
+	}
+	if got[preferred]+got[sb.ClusterNames()[2]] != replicas {
+		t.Errorf("replicas by cluster %v, want them all in %s and %s", got, preferred, sb.ClusterNames()[2])
+	}
+}
+
+// nodesWithRoom names a cluster's nodes with at least cpu unrequested.
+func nodesWithRoom(t *testing.T, ctx context.Context, cluster string, cpu resource.Quantity) []string {
+	t.Helper()
+	k := kube(t, cluster)
+	nodes, err := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := k.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]int64{}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			used[p.Spec.NodeName] += c.Resources.Requests.Cpu().MilliValue()
+		}
+	}
+	var out []string
+	for _, n := range nodes.Items {
+		if n.Labels[v1alpha1.LabelNodeType] == v1alpha1.NodeTypeVirtualKubelet {
+			continue
+		}
+		if n.Status.Allocatable.Cpu().MilliValue()-used[n.Name] >= cpu.MilliValue() {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
