@@ -103,14 +103,16 @@ func (d *drainFixture) waitDraining(t *testing.T, reason, mentions string) {
 func (d *drainFixture) waitGone(t *testing.T) {
 	t.Helper()
 	testenv.EventuallyTrue(t, waitTimeout, "the Target gone", func(context.Context) bool { return d.get(t) == nil })
-	if _, ok := d.registry.Get(d.key); ok {
-		t.Error("the drained target's connection is still live")
-	}
-	d.nodes.mu.Lock()
-	defer d.nodes.mu.Unlock()
-	if d.nodes.removed[vnode.TargetKey{Namespace: d.key.Namespace, Name: d.key.Name}] == 0 {
-		t.Error("the drained target's virtual node was not removed")
-	}
+	// The finalizer goes first, then the connection and the node (drain):
+	// the Target may be gone a moment before them.
+	testenv.EventuallyTrue(t, waitTimeout, "the drained target's connection closed and its virtual node removed", func(context.Context) bool {
+		if _, ok := d.registry.Get(d.key); ok {
+			return false
+		}
+		d.nodes.mu.Lock()
+		defer d.nodes.mu.Unlock()
+		return d.nodes.removed[vnode.TargetKey{Namespace: d.key.Namespace, Name: d.key.Name}] > 0
+	})
 }
 
 // Deleting a Target drains it: the finalizer holds it while a proxy is
