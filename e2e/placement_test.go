@@ -153,3 +153,66 @@ func nodesWithRoom(t *testing.T, ctx context.Context, cluster string, cpu resour
 	}
 	return out
 }
+
+// A topology spread over multicluster.fleetlet.io/cluster (maxSkew 1,
+// DoNotSchedule) spreads a 9-replica Deployment created at once 3/3/3: the
+// choices of one burst are made one at a time, each counting the ones
+// before it, not from a cache that has seen none of them.
+func TestSpreadOverClusters(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "spread9", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	const replicas = 9
+	sel := deployment(t, ns, "even", replicas, func(d *appsv1.Deployment) {
+		d.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: v1alpha1.LabelCluster, WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "even"}},
+		}}
+	})
+	waitDeploymentRunning(t, ns, "even", replicas, 3*time.Minute)
+	got := byCluster(t, ctx, ns, sel)
+	t.Logf("replicas by cluster: %v", got)
+	for _, c := range sb.ClusterNames() {
+		if got[c] != replicas/len(sb.ClusterNames()) {
+			t.Errorf("replicas by cluster %v, want %d in each", got, replicas/len(sb.ClusterNames()))
+			break
+		}
+	}
+}
+
+// A required pod anti-affinity over clusters puts one replica in each; the
+// fourth of 4 over 3 clusters stays Pending, Elected=False naming the
+// constraint.
+func TestAntiAffinityOverClusters(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "apart", sb.ClusterNames()[1:]...)
+	sel := deployment(t, ns, "apart", 4, func(d *appsv1.Deployment) {
+		d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey:   v1alpha1.LabelCluster,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "apart"}},
+			}},
+		}}
+	})
+	src := kube(t, sandbox.SourceCluster)
+	eventually(t, 2*time.Minute, "3 replicas Running, one per cluster, and the fourth refused naming the anti-affinity", func(ctx context.Context) (bool, string) {
+		pods, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, err.Error()
+		}
+		running, refused := map[string]int{}, 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && strings.HasPrefix(p.Spec.NodeName, "fleetlet-") {
+				running[clusterOfNode(p.Spec.NodeName)]++
+			}
+			if c := electedCondition(&p); c != nil && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "pod anti-affinity over "+v1alpha1.LabelCluster) {
+				refused++
+			}
+		}
+		ok := refused == 1 && len(running) == 3
+		for _, n := range running {
+			ok = ok && n == 1
+		}
+		return ok, fmt.Sprintf("running by cluster %v, %d refused", running, refused)
+	})
+}

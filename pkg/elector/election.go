@@ -62,7 +62,8 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 			return reconcile.Result{}, r.setNotElected(ctx, pod, reasonFollowRefused, err.Error(), EventFollowRefused)
 		}
 	}
-	states := r.targets(ctx, pod, userSpec, clusters, placement.Split(userSpec))
+	pl := placement.Split(userSpec, pod.Labels)
+	states := r.targets(ctx, pod, userSpec, clusters, pl)
 	requests := summary.PodRequests(&corev1.Pod{Spec: *userSpec})
 	r.narrow(ctx, pod, states, requests)
 
@@ -128,9 +129,26 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		if wait := deadline - r.clock.Since(first); answered < eligible && wait > 0 {
 			return r.requeueAfter(pod, requeueAwaitingAnswers, wait), nil
 		}
+		unlock := func() {}
+		if pl.CountsPeers() {
+			// Spread or anti-affinity over clusters: one such choice at a
+			// time, each counting the ones before it.
+			r.peers.mu.Lock()
+			unlock = r.peers.mu.Unlock
+			fitting := r.fitPeers(ctx, pod, pl, states, byKey, offers)
+			if len(fitting) == 0 {
+				unlock()
+				return r.requeueAfter(pod, requeuePeers, r.opts.RetryInterval), r.setNotElected(ctx, pod, reasonNoClusters, reasons(states), EventNotSchedulable)
+			}
+			winner = Rank(pod.UID, fitting)[0]
+		}
 		ts := byKey[winner.Target]
 		log.V(2).Info("Electing a candidate", "target", winner.Target, "chaperon", ts.chaperon.Name, "offers", len(offers), "eligible", eligible)
 		recorded, err := r.recordElection(ctx, pod, ts)
+		if err == nil && pl.CountsPeers() {
+			r.peers.note(pod.UID, ts.key, r.clock.Now())
+		}
+		unlock()
 		if err != nil {
 			if apierrors.IsConflict(err) {
 				// The proxy changed since it was read: decide again on

@@ -56,12 +56,16 @@ type Offer struct {
 	// Score is the weight of the pod's preferred terms the target meets
 	// at the cluster level (placement.Placement.Score).
 	Score int64
+	// Crowding is how many of the pod's peers its soft spread constraints
+	// over clusters find in the target's domain.
+	Crowding int64
 	// FreeShare is FreeShareAfter for the pod.
 	FreeShare float64
 }
 
 // Rank orders offers best first: the highest score of the pod's
-// preferences, then the most free share after the pod, ties broken by
+// preferences, then the fewest peers its soft spread over clusters counts
+// there, then the most free share after the pod, ties broken by
 // hash(pod UID, target), so that equal clusters share the load. A
 // preferred cluster thus gets the pod while it can run it; once it cannot
 // (no offer from it), the next one does.
@@ -70,6 +74,9 @@ func Rank(uid types.UID, offers []Offer) []Offer {
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Score != out[j].Score {
 			return out[i].Score > out[j].Score
+		}
+		if out[i].Crowding != out[j].Crowding {
+			return out[i].Crowding < out[j].Crowding
 		}
 		if out[i].FreeShare != out[j].FreeShare {
 			return out[i].FreeShare > out[j].FreeShare

@@ -144,6 +144,9 @@ type Reconciler struct {
 	chaperonWrites proxy.Writes
 	// timers are the proxies' pending timed requeues (requeue.go).
 	timers timers
+	// peers serializes and remembers the choices of pods whose spread or
+	// anti-affinity is over clusters (peers.go).
+	peers peerLedger
 }
 
 // New returns the elector.

@@ -22,6 +22,7 @@ const (
 	requeueConflict         = "conflict"           // the record met a newer proxy
 	requeueSafety           = "safety"             // candidates deciding: the slow resync after a lost event
 	requeueNoCluster        = "no-cluster"         // no target can run it: tried again
+	requeuePeers            = "peers"              // spread or anti-affinity over clusters allows no offer now
 	requeuePreviousDelegate = "previous-delegate"  // a re-election waits for the old delegate to be gone
 	requeueAwaitingBind     = "awaiting-bind"      // the marked winner not bound and started yet
 	requeueAwaitingRoom     = "awaiting-room"      // elected, its virtual node shows no room for it yet

@@ -10,9 +10,10 @@
 // is evaluated at both levels: it ranks the targets and still applies
 // inside the target.
 //
-// This package covers the node selector and node affinity. Topology spread
-// and pod (anti-)affinity over clusters need counts of proxies per cluster
-// and are not split here yet: they stay node-level, as before.
+// Topology spread constraints and required pod anti-affinity terms whose
+// topologyKey is a cluster key count this source's proxies per cluster
+// (Fits, Crowding: peers.go). Pod affinity, preferred pod anti-affinity and
+// terms that name other namespaces stay node-level.
 package placement
 
 import (
@@ -65,6 +66,10 @@ type Placement struct {
 	required []splitTerm
 	// preferred are the preferred node affinity terms, each split.
 	preferred []splitPreferred
+	// spread and apart are the topology spread constraints and required
+	// pod anti-affinity terms over clusters (peers.go).
+	spread []Spread
+	apart  []Apart
 }
 
 // splitTerm is one node selector term: its cluster-level requirements and
@@ -82,10 +87,12 @@ type splitPreferred struct {
 	splitTerm
 }
 
-// Split reads the node constraints of the user's spec (the proxy's with the
-// sealed source-spec restored).
-func Split(spec *corev1.PodSpec) Placement {
+// Split reads the placement constraints of the user's spec (the proxy's
+// with the sealed source-spec restored); podLabels are the pod's, for
+// matchLabelKeys.
+func Split(spec *corev1.PodSpec, podLabels map[string]string) Placement {
 	var p Placement
+	p.splitPeers(spec, podLabels)
 	for k, v := range spec.NodeSelector {
 		if IsClusterRequirement(corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{v}}) {
 			if p.selector == nil {
@@ -194,10 +201,14 @@ func (p Placement) Score(node map[string]string) int64 {
 // virtual nodes), and of the required terms only those the target's
 // cluster-level part admits. spec is not changed.
 func (p Placement) NodeSpec(spec *corev1.PodSpec, node map[string]string) *corev1.PodSpec {
-	if len(p.selector) == 0 && !p.hasClusterTerms() {
+	if len(p.selector) == 0 && !p.hasClusterTerms() && !p.CountsPeers() {
 		return spec
 	}
 	out := spec.DeepCopy()
+	dropPeers(out)
+	if out.Affinity != nil && *out.Affinity == (corev1.Affinity{}) {
+		out.Affinity = nil
+	}
 	for k := range p.selector {
 		delete(out.NodeSelector, k)
 	}

@@ -146,7 +146,7 @@ func TestAdmitsAndNodeSpec(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tc.spec.DeepCopy()
-			p := placement.Split(tc.spec)
+			p := placement.Split(tc.spec, nil)
 			if ok, why := p.Admits(eu); ok != tc.admitsEU {
 				t.Errorf("admits cluster-2 = %t (%s), want %t", ok, why, tc.admitsEU)
 			}
@@ -182,7 +182,7 @@ func TestScore(t *testing.T) {
 		corev1.PreferredSchedulingTerm{Weight: 5, Preference: term(req("type", corev1.NodeSelectorOpIn, "virtual-kubelet"))},
 		corev1.PreferredSchedulingTerm{Weight: 3, Preference: corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{req("metadata.name", corev1.NodeSelectorOpIn, "n1")}}},
 	)
-	p := placement.Split(spec)
+	p := placement.Split(spec, nil)
 	if got := p.Score(eu); got != 85 {
 		t.Errorf("score of cluster-2 (region eu shared) = %d, want 85", got)
 	}
@@ -195,7 +195,7 @@ func TestScore(t *testing.T) {
 	if len(terms) != 2 || terms[0].Weight != 80 || terms[0].Preference.MatchExpressions[0].Key != regionKey || terms[1].Weight != 3 {
 		t.Errorf("candidate's preferred terms %+v, want the region's (80) and the field's (3)", terms)
 	}
-	if got := placement.Split(&corev1.PodSpec{}).Score(eu); got != 0 {
+	if got := placement.Split(&corev1.PodSpec{}, nil).Score(eu); got != 0 {
 		t.Errorf("score without preferences = %d", got)
 	}
 }
