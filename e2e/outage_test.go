@@ -285,22 +285,7 @@ func TestTargetOutageMovesReplicas(t *testing.T) {
 	down := clusterOfNode(node)
 	on3 := proxiesOn(t, ctx, ns, sel)[node]
 	// A StatefulSet's pod in the same cluster: it must never run twice.
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"},
-					Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region=" + down}},
-				Spec: podSpec("100m"),
-			},
-		},
-	}
-	sts.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)}}
-	if _, err := src.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	singleDB(t, ctx, ns, down)
 	var db0 *corev1.Pod
 	eventually(t, 2*time.Minute, "db-0 Running in "+down, func(ctx context.Context) (bool, string) {
 		p, err := src.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
@@ -455,4 +440,27 @@ func TestSourceOutageTargetRecreatesDelegates(t *testing.T) {
 		}
 		return all == total && total == 4, fmt.Sprintf("%d delegates in the targets for %d proxies", all, total)
 	})
+}
+
+// singleDB creates a one-replica StatefulSet db in ns, its pod kept in one
+// cluster and tolerating a NotReady node for 5 s only: db-0 must never
+// run twice.
+func singleDB(t *testing.T, ctx context.Context, ns, cluster string) {
+	t.Helper()
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "db"},
+					Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region=" + cluster}},
+				Spec: podSpec("100m"),
+			},
+		},
+	}
+	sts.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)}}
+	if _, err := kube(t, sandbox.SourceCluster).AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
