@@ -18,7 +18,7 @@ SANDBOX_DIR ?= $(CURDIR)/.sandbox
 TEST_TIMEOUT ?= 30m
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all build cluster-bins fleetlet-bins chart image image-push version test e2e bench unit lint demo demo-down generate verify diagrams clean help
+.PHONY: all build cluster-bins kueue fleetlet-bins chart image image-push version test e2e bench unit lint demo demo-down generate verify diagrams clean help
 
 # `make` alone prints the help.
 .DEFAULT_GOAL := help
@@ -51,6 +51,12 @@ FLEETLET_BUILD := env CGO_ENABLED=0 go build -trimpath
 fleetlet-bins: ## Build fleetlet's own commands, stamped with the version.
 	@hack/step.sh "building fleetlet's commands ($(VERSION))" $(FLEETLET_BUILD) -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
+kueue: $(BIN)/.kueue ## Build the Kueue manager (and copy its CRDs and webhooks) from its own tools module, hack/kueue: the e2e suite runs it in the sandbox's source.
+
+$(BIN)/.kueue: hack/kueue/go.mod hack/kueue/go.sum hack/build-kueue.sh
+	BIN=$(BIN) hack/build-kueue.sh
+	touch $@
+
 chart: cluster-bins ## Package the Helm chart into bin/fleetlet-VERSION.tgz (version and appVersion: the binaries' version).
 	@rm -f $(BIN)/fleetlet-*.tgz
 	@hack/step.sh "packaging the chart" $(BIN)/helm package charts/fleetlet --version $(VERSION) --app-version $(VERSION) --destination $(BIN)
@@ -73,10 +79,10 @@ image-push: image ## Push the image index to REGISTRY/fleetlet:VERSION (credenti
 version: ## Print the version the build stamps.
 	@echo $(VERSION) $(COMMIT)
 
-test: build image ## Run unit and integration tests, then the e2e suite alone, against real control planes.
+test: build kueue image ## Run unit and integration tests, then the e2e suite alone, against real control planes.
 	BIN=$(BIN) TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
 
-e2e: build ## Run the end-to-end suite only (a 3-cluster fleetlet sandbox).
+e2e: build kueue ## Run the end-to-end suite only (a 3-cluster fleetlet sandbox).
 	FLEETLET_BIN_DIR=$(BIN) go test -count=1 -timeout $(TEST_TIMEOUT) -v ./e2e/...
 
 bench: build ## Benchmark fleetlet against the same pods created directly in the targets: bursts of PODS (1,000), paced at RATE pods/s (10) for a minute, RUNS (3) times.

@@ -2,10 +2,14 @@ package elector
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
@@ -93,5 +97,37 @@ func Eligible(proxy *corev1.Pod, t TargetView, clusters labels.Selector) (ok boo
 	if !clusters.Matches(labels.Set(t.Node.Labels)) {
 		return false, "cluster-selector does not match"
 	}
+	if ok, why := bindable(proxy, t.Node); !ok {
+		return false, why
+	}
 	return true, ""
+}
+
+// bindable tells whether the source scheduler could bind the proxy, as it
+// is, to the virtual node once pinned there: its own nodeSelector (the
+// hostname pin aside) and required node affinity must match the virtual
+// node. The webhook leaves only type=virtual-kubelet there, but another
+// controller may add more to a gated pod (Kueue writes its flavor's node
+// labels when it lifts its gate), and none of it can be taken back: a
+// label the virtual nodes do not carry would leave the proxy pinned and
+// never bound, so no candidate is made for it at all.
+func bindable(proxy *corev1.Pod, node *corev1.Node) (bool, string) {
+	p := &corev1.Pod{Spec: corev1.PodSpec{Affinity: proxy.Spec.Affinity, NodeSelector: maps.Clone(proxy.Spec.NodeSelector)}}
+	delete(p.Spec.NodeSelector, corev1.LabelHostname)
+	ok, err := nodeaffinity.GetRequiredNodeAffinity(p).Match(node)
+	if err == nil && ok {
+		return true, ""
+	}
+	var missing []string
+	for _, k := range slices.Sorted(maps.Keys(p.Spec.NodeSelector)) {
+		if v := p.Spec.NodeSelector[k]; node.Labels[k] != v {
+			missing = append(missing, k+"="+v)
+		}
+	}
+	what := "its required node affinity"
+	if len(missing) > 0 {
+		what = "nodeSelector " + strings.Join(missing, ",")
+	}
+	return false, fmt.Sprintf("the proxy's own %s (set after its creation, by a Kueue flavor for instance) does not match virtual node %s: "+
+		"the proxy is bound to a virtual node, so only cluster-level labels can be added to it, not node-level ones", what, node.Name)
 }

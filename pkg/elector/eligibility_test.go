@@ -10,6 +10,13 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 )
 
+// withSelector sets a proxy's own nodeSelector, as another controller
+// (Kueue lifting its gate) may after creation.
+func withSelector(p *corev1.Pod, sel map[string]string) *corev1.Pod {
+	p.Spec.NodeSelector = sel
+	return p
+}
+
 func TestEligible(t *testing.T) {
 	proxyTolerations := []corev1.Toleration{
 		{Key: v1alpha1.TaintKeyProvider, Operator: corev1.TolerationOpEqual, Value: v1alpha1.TaintValueProvider, Effect: corev1.TaintEffectNoSchedule},
@@ -22,6 +29,8 @@ func TestEligible(t *testing.T) {
 		n := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: "fleetlet-cluster-3", Labels: map[string]string{
 				"target.multicluster.fleetlet.io/topology.kubernetes.io.region": "cluster-3",
+				v1alpha1.LabelCluster:  "cluster-3",
+				v1alpha1.LabelNodeType: v1alpha1.NodeTypeVirtualKubelet,
 			}},
 			Spec: corev1.NodeSpec{Taints: []corev1.Taint{v1alpha1.VirtualNodeTaint()}},
 		}
@@ -51,6 +60,14 @@ func TestEligible(t *testing.T) {
 		})}, wantOK: true},
 		{name: "selector matches", pod: proxy(map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region=cluster-3"}), view: TargetView{Name: "cluster-3", Ready: true, Node: node(nil)}, wantOK: true},
 		{name: "selector does not match", pod: proxy(map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region in (cluster-2)"}), view: TargetView{Name: "cluster-3", Ready: true, Node: node(nil)}, wantReason: "cluster-selector"},
+		{name: "a cluster-level nodeSelector added to the proxy (a Kueue flavor) that the node carries", pod: withSelector(proxy(nil), map[string]string{
+			v1alpha1.LabelNodeType: v1alpha1.NodeTypeVirtualKubelet, v1alpha1.LabelCluster: "cluster-3"}), view: TargetView{Name: "cluster-3", Ready: true, Node: node(nil)}, wantOK: true},
+		{name: "a cluster-level nodeSelector added to the proxy that names another cluster", pod: withSelector(proxy(nil), map[string]string{
+			v1alpha1.LabelCluster: "cluster-2"}), view: TargetView{Name: "cluster-3", Ready: true, Node: node(nil)}, wantReason: "multicluster.fleetlet.io/cluster=cluster-2"},
+		{name: "a node-level nodeSelector added to the proxy (a Kueue flavor's instance type)", pod: withSelector(proxy(nil), map[string]string{
+			v1alpha1.LabelNodeType: v1alpha1.NodeTypeVirtualKubelet, "instance-type": "spot"}), view: TargetView{Name: "cluster-3", Ready: true, Node: node(nil)}, wantReason: "node-level"},
+		{name: "the hostname pin is no bar", pod: withSelector(proxy(nil), map[string]string{corev1.LabelHostname: "fleetlet-cluster-2"}),
+			view: TargetView{Name: "cluster-3", Ready: true, Node: node(nil)}, wantOK: true},
 		{name: "namespaced Target of another namespace: silently not a target", pod: proxy(nil), view: TargetView{Namespace: "other", Name: "t", Ready: true, Node: node(nil)}},
 	}
 	for _, tc := range tests {

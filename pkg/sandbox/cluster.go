@@ -134,6 +134,11 @@ func prepareCluster(o Options, c *ClusterState) error {
 		}
 	}
 
+	if runsKueue(o, c) {
+		if err := writeKueueFiles(c, ca); err != nil {
+			return err
+		}
+	}
 	if err := os.WriteFile(filepath.Join(c.DataDir, schedulerConfigFile), []byte(schedulerConfig(c)), 0o644); err != nil {
 		return err
 	}

@@ -43,6 +43,10 @@ type Options struct {
 	StopGracePeriod time.Duration
 	// NoFleetlet starts bare clusters: no fleetlet manager, no targets.
 	NoFleetlet bool
+	// Kueue runs a Kueue manager (bin/kueue) against the source cluster,
+	// with its CRDs and webhooks: a quota system whose flavors may name
+	// clusters. Off by default.
+	Kueue bool
 	// ManagerArgs are more arguments for every cluster's fleetlet manager
 	// (the bench's --manager-arg, to compare settings).
 	ManagerArgs []string
@@ -151,6 +155,13 @@ func (o Options) Validate() error {
 	for _, b := range bins {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
 			errs = append(errs, fmt.Errorf("binary %s not found in %s (run `make build`): %w", b, o.BinDir, err))
+		}
+	}
+	if o.Kueue {
+		for _, f := range []string{binKueue, filepath.Join(kueueConfigDir, "webhooks.yaml")} {
+			if _, err := os.Stat(filepath.Join(o.BinDir, f)); err != nil {
+				errs = append(errs, fmt.Errorf("%s not found in %s (run `make kueue`): %w", f, o.BinDir, err))
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -153,16 +152,7 @@ func (s *Sandbox) installFleetlet(ctx context.Context, c *ClusterState) error {
 	}
 	for _, crd := range crds {
 		if err := s.waitFor(ctx, c, "CRD "+crd.Name+" to be established", nil, func(ctx context.Context) error {
-			got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			for _, cond := range got.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return nil
-				}
-			}
-			return fmt.Errorf("CRD %s not established", crd.Name)
+			return crdEstablished(ctx, ext, crd.Name)
 		}); err != nil {
 			return err
 		}

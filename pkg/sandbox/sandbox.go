@@ -410,6 +410,12 @@ func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState, install boo
 		if err := s.startComponent(ctx, c, schedulerComponent, started); err != nil {
 			return err
 		}
+		if runsKueue(s.opts, c) {
+			s.step(c, start, "starting Kueue")
+			if err := s.startKueue(ctx, c, install, started); err != nil {
+				return fmt.Errorf("%s: kueue: %w", c.Name, err)
+			}
+		}
 	}
 	fmt.Fprintf(s.opts.Out, "%s ready in %s (%s, %d nodes)\n", c.Name, time.Since(start).Round(100*time.Millisecond), c.APIServerURL, s.opts.Nodes)
 	return nil
@@ -535,7 +541,7 @@ func (s *Sandbox) StartComponentWith(ctx context.Context, cluster, name string, 
 }
 
 func componentNamed(name string) (component, error) {
-	all := append(components[:len(components):len(components)], fleetletComponent, standbyComponent, schedulerComponent)
+	all := append(components[:len(components):len(components)], fleetletComponent, standbyComponent, schedulerComponent, kueueComponent)
 	var names []string
 	for _, c := range all {
 		if c.name == name {

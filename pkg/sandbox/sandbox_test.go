@@ -108,7 +108,7 @@ func TestFreePortsAreDistinctAndFree(t *testing.T) {
 	got := portsFrom(ports[:portsPerCluster])
 	want := Ports{EtcdClient: ports[0], EtcdPeer: ports[1], APIServer: ports[2], ControllerManager: ports[3], Scheduler: ports[4],
 		FleetletMetrics: ports[5], FleetletHealth: ports[6], KwokServer: ports[7], FleetletWebhook: ports[8], FleetletScheduler: ports[9],
-		StandbyMetrics: ports[10], StandbyHealth: ports[11]}
+		StandbyMetrics: ports[10], StandbyHealth: ports[11], KueueWebhook: ports[12], KueueMetrics: ports[13], KueueHealth: ports[14]}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("portsFrom (-want,+got):\n%s", diff)
 	}

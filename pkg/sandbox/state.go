@@ -42,6 +42,7 @@ type Settings struct {
 	NodeMonitorGracePeriod string `json:"nodeMonitorGracePeriod"`
 	CompleteAfter          string `json:"completeAfter"`
 	NoFleetlet             bool   `json:"noFleetlet,omitempty"`
+	Kueue                  bool   `json:"kueue,omitempty"`
 	// ManagerArgs are the managers' extra arguments.
 	ManagerArgs []string `json:"managerArgs,omitempty"`
 }
@@ -94,6 +95,11 @@ type Ports struct {
 	// replica, started only on demand (ComponentManagerStandby).
 	StandbyMetrics int `json:"standbyMetrics"`
 	StandbyHealth  int `json:"standbyHealth"`
+	// KueueWebhook, KueueMetrics and KueueHealth are the Kueue manager's
+	// (Options.Kueue; the source only).
+	KueueWebhook int `json:"kueueWebhook,omitempty"`
+	KueueMetrics int `json:"kueueMetrics,omitempty"`
+	KueueHealth  int `json:"kueueHealth,omitempty"`
 }
 
 // Cluster returns the named cluster.
@@ -130,6 +136,7 @@ func settingsFrom(o Options) Settings {
 		NodeMonitorGracePeriod: o.NodeMonitorGracePeriod.String(),
 		CompleteAfter:          o.CompleteAfter.String(),
 		NoFleetlet:             o.NoFleetlet,
+		Kueue:                  o.Kueue,
 		ManagerArgs:            o.ManagerArgs,
 	}
 }
@@ -144,6 +151,7 @@ func (s *State) options(base Options) (Options, error) {
 	o.NodeCPU, o.NodeMemory, o.NodePods = s.Settings.NodeCPU, s.Settings.NodeMemory, s.Settings.NodePods
 	o.TolerationSeconds = s.Settings.TolerationSeconds
 	o.NoFleetlet = s.Settings.NoFleetlet
+	o.Kueue = s.Settings.Kueue
 	o.ManagerArgs = s.Settings.ManagerArgs
 	var err error
 	if o.NodeMonitorGracePeriod, err = time.ParseDuration(s.Settings.NodeMonitorGracePeriod); err != nil {
