@@ -59,6 +59,13 @@ spec:
 kind: LocalQueue
 metadata: {name: q, namespace: %s}
 spec: {clusterQueue: %s}`, ns, ns))
+	createObjects(t, docs...)
+}
+
+// createObjects creates the objects of YAML documents in the source and
+// deletes them after the test.
+func createObjects(t *testing.T, docs ...string) {
+	t.Helper()
 	c := ctrlClient(t, sandbox.SourceCluster)
 	var created []*unstructured.Unstructured
 	for _, d := range docs {
@@ -90,11 +97,11 @@ func kueueNamespace(t *testing.T, prefix string, targets ...string) string {
 	return ns
 }
 
-// queuedJob creates a Job of n pods of one CPU each in Kueue's queue q;
-// each pod runs for `runs`.
-func queuedJob(t *testing.T, ns, name string, n int32, runs time.Duration) {
+// queuedJob creates a Job of n pods of cpu each in Kueue's queue q; each
+// pod runs for `runs`.
+func queuedJob(t *testing.T, ns, name string, n int32, cpu string, runs time.Duration) {
 	t.Helper()
-	spec := podSpec("1")
+	spec := podSpec(cpu)
 	spec.RestartPolicy = corev1.RestartPolicyNever
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"kueue.x-k8s.io/queue-name": "q"}},
@@ -176,10 +183,10 @@ func TestKueueFlavorsAreClusters(t *testing.T) {
 	ns := kueueNamespace(t, "kueue", two, three)
 	ctx := context.Background()
 	src := kube(t, sandbox.SourceCluster)
-	kueueQueues(t, ns, map[string]string{two: "6", three: "2"}, two, three)
+	kueueQueues(t, ns, map[string]string{two: "9", three: "2"}, two, three)
 
-	// First: 6 pods of one CPU, the whole of cluster-2's quota.
-	queuedJob(t, ns, "first", 6, 40*time.Second)
+	// First: 6 pods of 1.5 CPUs, the whole of cluster-2's quota.
+	queuedJob(t, ns, "first", 6, "1500m", 40*time.Second)
 	took := eventually(t, 2*time.Minute, "the first Job's 6 pods Running", func(ctx context.Context) (bool, string) {
 		got := runningIn(t, ctx, ns, "batch.kubernetes.io/job-name=first")
 		return got[two] == 6, fmt.Sprintf("running by cluster %v", got)
@@ -189,9 +196,9 @@ func TestKueueFlavorsAreClusters(t *testing.T) {
 		t.Errorf("chaperons of the first Job by cluster %v, want 6 in %s only", got, two)
 	}
 
-	// Second: no flavor has 6 CPUs left. A plain pod of 3 CPUs fits
-	// none either.
-	queuedJob(t, ns, "second", 6, 5*time.Second)
+	// Second: 6 pods of one CPU; no flavor has 6 CPUs left. A plain pod of
+	// 3 CPUs fits none either.
+	queuedJob(t, ns, "second", 6, "1", 5*time.Second)
 	plain := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: ns, Labels: map[string]string{"kueue.x-k8s.io/queue-name": "q", "app": "plain"}},
 		Spec:       podSpec("3"),
@@ -247,8 +254,8 @@ func TestKueueFlavorsAreClusters(t *testing.T) {
 			fmt.Sprintf("phase %s on %q, gates %v, nodeSelector %v", p.Status.Phase, p.Spec.NodeName, gateNames(p), p.Spec.NodeSelector)
 	})
 
-	// The first finishes: the second is admitted (first in the queue) to
-	// cluster-2, completes, and the plain pod then gets cluster-2's flavor.
+	// The first finishes: the second and the plain pod (6 + 3 CPUs) are
+	// admitted to cluster-2 and run there.
 	took = eventually(t, 3*time.Minute, "the second Job's 6 pods Running in "+two, func(ctx context.Context) (bool, string) {
 		got := runningIn(t, ctx, ns, "batch.kubernetes.io/job-name=second")
 		return got[two] == 6, fmt.Sprintf("running by cluster %v", got)
@@ -257,7 +264,7 @@ func TestKueueFlavorsAreClusters(t *testing.T) {
 	if got := chaperonsOf(t, ctx, ns, "batch.kubernetes.io/job-name", "second"); got[two] != 6 || len(got) != 1 {
 		t.Errorf("chaperons of the second Job by cluster %v, want 6 in %s only", got, two)
 	}
-	took = eventually(t, 3*time.Minute, "the plain pod Running in "+two, func(ctx context.Context) (bool, string) {
+	took = eventually(t, time.Minute, "the plain pod Running in "+two, func(ctx context.Context) (bool, string) {
 		p, err := src.CoreV1().Pods(ns).Get(ctx, "plain", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -265,6 +272,54 @@ func TestKueueFlavorsAreClusters(t *testing.T) {
 		return p.Status.Phase == corev1.PodRunning && clusterOfNode(p.Spec.NodeName) == two,
 			fmt.Sprintf("phase %s on %q, gates %v, nodeSelector %v", p.Status.Phase, p.Spec.NodeName, gateNames(p), p.Spec.NodeSelector)
 	})
-	t.Logf("the plain pod ran in %s %s after the second Job", two, took.Round(time.Second))
+	t.Logf("the plain pod ran in %s %s after the second Job did", two, took.Round(time.Second))
 
+	// A flavor with a node-level label, on the plain-pod path: Kueue
+	// writes it onto the proxy, where it can never be taken off, and no
+	// virtual node carries it: Elected=False says so, and nothing is
+	// pinned or made in any cluster.
+	createObjects(t, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: %[1]s-spot}
+spec:
+  nodeLabels: {instance-type: spot}`, ns), fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: %[1]s-spot}
+spec:
+  namespaceSelector:
+    matchLabels: {kubernetes.io/metadata.name: %[1]s}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: %[1]s-spot
+      resources:
+      - {name: cpu, nominalQuota: "4"}
+      - {name: memory, nominalQuota: 64Gi}`, ns), fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: spot, namespace: %[1]s}
+spec: {clusterQueue: %[1]s-spot}`, ns))
+	spot := small.DeepCopy()
+	spot.Name, spot.Labels["app"], spot.Labels["kueue.x-k8s.io/queue-name"] = "spot", "spot", "spot"
+	if _, err := src.CoreV1().Pods(ns).Create(ctx, spot, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "Elected=False naming the node-level flavor label", func(ctx context.Context) (bool, string) {
+		p, err := src.CoreV1().Pods(ns).Get(ctx, "spot", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := electedCondition(p)
+		return c != nil && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "instance-type=spot") && strings.Contains(c.Message, "node-level"),
+			fmt.Sprintf("gates %v, nodeSelector %v, elected %+v", gateNames(p), p.Spec.NodeSelector, c)
+	})
+	p, err := src.CoreV1().Pods(ns).Get(ctx, "spot", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Spec.NodeSelector[corev1.LabelHostname] != "" || p.Spec.NodeName != "" {
+		t.Errorf("the proxy with a node-level flavor label was pinned or bound: nodeSelector %v, node %q", p.Spec.NodeSelector, p.Spec.NodeName)
+	}
+	if got := chaperonsOf(t, ctx, ns, "app", "spot"); len(got) > 0 {
+		t.Errorf("chaperons of the proxy with a node-level flavor label: %v", got)
+	}
 }
