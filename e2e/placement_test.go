@@ -216,3 +216,56 @@ func TestAntiAffinityOverClusters(t *testing.T) {
 		return ok, fmt.Sprintf("running by cluster %v, %d refused", running, refused)
 	})
 }
+
+// A required pod affinity over clusters keeps a group in one cluster: a
+// Deployment whose pods select themselves starts in some cluster and
+// every replica of the same burst follows the first (the election counts
+// the ones chosen just before); a second Deployment that selects the first
+// goes where it runs; a third that selects pods running nowhere is
+// refused, Elected=False naming the constraint.
+func TestAffinityOverClusters(t *testing.T) {
+	need(t)
+	ns := enabledNamespace(t, "together", sb.ClusterNames()[1:]...)
+	ctx := context.Background()
+	affinity := func(app string) func(*appsv1.Deployment) {
+		return func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+					TopologyKey:   v1alpha1.LabelCluster,
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+				}},
+			}}
+		}
+	}
+	group := deployment(t, ns, "group", 4, affinity("group"))
+	waitDeploymentRunning(t, ns, "group", 4, 2*time.Minute)
+	got := byCluster(t, ctx, ns, group)
+	t.Logf("group by cluster: %v", got)
+	if len(got) != 1 {
+		t.Fatalf("group by cluster %v, want all 4 in one", got)
+	}
+	var home string
+	for c := range got {
+		home = c
+	}
+	follower := deployment(t, ns, "follower", 2, affinity("group"))
+	waitDeploymentRunning(t, ns, "follower", 2, 2*time.Minute)
+	if got := byCluster(t, ctx, ns, follower); got[home] != 2 {
+		t.Errorf("follower by cluster %v, want both in %s with the group", got, home)
+	}
+	orphan := deployment(t, ns, "orphan", 1, affinity("nobody"))
+	src := kube(t, sandbox.SourceCluster)
+	eventually(t, time.Minute, "the orphan refused, naming the pod affinity", func(ctx context.Context) (bool, string) {
+		pods, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: orphan})
+		if err != nil || len(pods.Items) != 1 {
+			return false, fmt.Sprintf("%d pods, %v", len(pods.Items), err)
+		}
+		p := pods.Items[0]
+		c := electedCondition(&p)
+		if c == nil {
+			return false, "no Elected condition, node " + p.Spec.NodeName
+		}
+		return c.Status == corev1.ConditionFalse && p.Spec.NodeName == "" &&
+			strings.Contains(c.Message, "pod affinity over "+v1alpha1.LabelCluster+": no pod matching app=nobody"), c.Message
+	})
+}

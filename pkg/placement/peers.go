@@ -30,6 +30,16 @@ type Apart struct {
 	Selector labels.Selector
 }
 
+// Together is a required pod affinity term over clusters: the pod goes to a
+// domain of Key that holds a pod it selects. Self is whether the pod matches
+// the term itself: then, as in kube-scheduler, it may start the group when
+// no selected pod runs anywhere.
+type Together struct {
+	Key      string
+	Selector labels.Selector
+	Self     bool
+}
+
 // Peers counts, per domain (a value of key on the virtual nodes), this
 // source's live proxies in the pod's namespace that sel selects and that
 // run or are headed there.
@@ -54,19 +64,41 @@ func (p *Placement) splitPeers(spec *corev1.PodSpec, podLabels map[string]string
 		p.spread = append(p.spread, Spread{Key: c.TopologyKey, MaxSkew: c.MaxSkew, MinDomains: min,
 			Hard: c.WhenUnsatisfiable != corev1.ScheduleAnyway, Selector: sel})
 	}
-	if spec.Affinity == nil || spec.Affinity.PodAntiAffinity == nil {
+	if spec.Affinity == nil {
 		return
 	}
-	for _, t := range spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-		if !IsClusterKey(t.TopologyKey) || len(t.Namespaces) > 0 || t.NamespaceSelector != nil {
-			continue
+	if pa := spec.Affinity.PodAntiAffinity; pa != nil {
+		for _, t := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
+			if overClusters(t) {
+				p.apart = append(p.apart, Apart{Key: t.TopologyKey, Selector: termSelector(t, podLabels)})
+			}
 		}
-		sel, err := selectorWithKeys(t.LabelSelector, t.MatchLabelKeys, podLabels)
-		if err != nil {
-			sel = labels.Nothing()
-		}
-		p.apart = append(p.apart, Apart{Key: t.TopologyKey, Selector: sel})
 	}
+	if pa := spec.Affinity.PodAffinity; pa != nil {
+		for _, t := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
+			if overClusters(t) {
+				sel := termSelector(t, podLabels)
+				p.together = append(p.together, Together{Key: t.TopologyKey, Selector: sel, Self: sel.Matches(labels.Set(podLabels))})
+			}
+		}
+	}
+}
+
+// overClusters tells whether a pod (anti-)affinity term is cluster-level:
+// its topologyKey is a cluster key and it counts pods of the pod's own
+// namespace only (the proxies the election sees).
+func overClusters(t corev1.PodAffinityTerm) bool {
+	return IsClusterKey(t.TopologyKey) && len(t.Namespaces) == 0 && t.NamespaceSelector == nil
+}
+
+// termSelector is a term's labelSelector with its matchLabelKeys; a
+// malformed one selects nothing.
+func termSelector(t corev1.PodAffinityTerm, podLabels map[string]string) labels.Selector {
+	sel, err := selectorWithKeys(t.LabelSelector, t.MatchLabelKeys, podLabels)
+	if err != nil {
+		return labels.Nothing()
+	}
+	return sel
 }
 
 func selectorWithKeys(ls *metav1.LabelSelector, keys []string, podLabels map[string]string) (labels.Selector, error) {
@@ -92,15 +124,18 @@ func selectorWithKeys(ls *metav1.LabelSelector, keys []string, podLabels map[str
 }
 
 // CountsPeers tells whether the pod has a constraint over clusters that
-// counts other pods (spread, anti-affinity): its election must see the
-// decisions made just before it.
-func (p Placement) CountsPeers() bool { return len(p.spread) > 0 || len(p.apart) > 0 }
+// counts other pods (spread, affinity, anti-affinity): its election must
+// see the decisions made just before it.
+func (p Placement) CountsPeers() bool {
+	return len(p.spread) > 0 || len(p.apart) > 0 || len(p.together) > 0
+}
 
 // Fits tells whether the pod may go to the target whose virtual node has
 // these labels, given the domains of the targets that may take it (per
 // key, their values) and its peers: every hard spread constraint keeps
-// its skew, every anti-affinity term finds its domain empty. If not, it
-// says which.
+// its skew, every anti-affinity term finds its domain empty, every
+// affinity term finds a selected pod there (or none anywhere, when the pod
+// selects itself). If not, it says which.
 func (p Placement) Fits(node map[string]string, domains map[string][]string, peers Peers) (bool, string) {
 	for _, a := range p.apart {
 		d, ok := node[a.Key]
@@ -109,6 +144,11 @@ func (p Placement) Fits(node map[string]string, domains map[string][]string, pee
 		}
 		if n := peers(a.Key, a.Selector)[d]; n > 0 {
 			return false, fmt.Sprintf("pod anti-affinity over %s: %d pod(s) matching %s already in %s", a.Key, n, a.Selector, d)
+		}
+	}
+	for _, t := range p.together {
+		if ok, why := t.fits(node, peers); !ok {
+			return false, why
 		}
 	}
 	for _, s := range p.spread {
@@ -127,6 +167,25 @@ func (p Placement) Fits(node map[string]string, domains map[string][]string, pee
 		}
 	}
 	return true, ""
+}
+
+func (t Together) fits(node map[string]string, peers Peers) (bool, string) {
+	counts := peers(t.Key, t.Selector)
+	d, ok := node[t.Key]
+	if ok && counts[d] > 0 {
+		return true, ""
+	}
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	if total == 0 && t.Self {
+		return true, ""
+	}
+	if !ok {
+		return false, fmt.Sprintf("pod affinity over %s: the cluster has no %s label", t.Key, t.Key)
+	}
+	return false, fmt.Sprintf("pod affinity over %s: no pod matching %s in %s (%d elsewhere)", t.Key, t.Selector, d, total)
 }
 
 // Crowding is how many matching pods the soft (ScheduleAnyway) spread
@@ -166,6 +225,9 @@ func (p Placement) Keys() []string {
 	for _, a := range p.apart {
 		seen[a.Key] = true
 	}
+	for _, t := range p.together {
+		seen[t.Key] = true
+	}
 	out := make([]string, 0, len(seen))
 	for k := range seen {
 		out = append(out, k)
@@ -174,8 +236,9 @@ func (p Placement) Keys() []string {
 	return out
 }
 
-// dropPeers removes the cluster-level spread constraints and anti-affinity
-// terms from a candidate's spec: they were evaluated over the clusters.
+// dropPeers removes the cluster-level spread constraints and required pod
+// (anti-)affinity terms from a candidate's spec: they were evaluated over
+// the clusters.
 func dropPeers(spec *corev1.PodSpec) {
 	var keep []corev1.TopologySpreadConstraint
 	for _, c := range spec.TopologySpreadConstraints {
@@ -184,18 +247,30 @@ func dropPeers(spec *corev1.PodSpec) {
 		}
 	}
 	spec.TopologySpreadConstraints = keep
-	if spec.Affinity == nil || spec.Affinity.PodAntiAffinity == nil {
+	a := spec.Affinity
+	if a == nil {
 		return
 	}
-	pa := spec.Affinity.PodAntiAffinity
-	var terms []corev1.PodAffinityTerm
-	for _, t := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
-		if !IsClusterKey(t.TopologyKey) || len(t.Namespaces) > 0 || t.NamespaceSelector != nil {
-			terms = append(terms, t)
+	if pa := a.PodAntiAffinity; pa != nil {
+		pa.RequiredDuringSchedulingIgnoredDuringExecution = nodeLevelTerms(pa.RequiredDuringSchedulingIgnoredDuringExecution)
+		if len(pa.RequiredDuringSchedulingIgnoredDuringExecution) == 0 && len(pa.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
+			a.PodAntiAffinity = nil
 		}
 	}
-	pa.RequiredDuringSchedulingIgnoredDuringExecution = terms
-	if len(terms) == 0 && len(pa.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
-		spec.Affinity.PodAntiAffinity = nil
+	if pa := a.PodAffinity; pa != nil {
+		pa.RequiredDuringSchedulingIgnoredDuringExecution = nodeLevelTerms(pa.RequiredDuringSchedulingIgnoredDuringExecution)
+		if len(pa.RequiredDuringSchedulingIgnoredDuringExecution) == 0 && len(pa.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
+			a.PodAffinity = nil
+		}
 	}
+}
+
+func nodeLevelTerms(terms []corev1.PodAffinityTerm) []corev1.PodAffinityTerm {
+	var keep []corev1.PodAffinityTerm
+	for _, t := range terms {
+		if !overClusters(t) {
+			keep = append(keep, t)
+		}
+	}
+	return keep
 }

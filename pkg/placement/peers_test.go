@@ -72,6 +72,27 @@ func TestFits(t *testing.T) {
 			reason: "pod anti-affinity over " + clusterKey,
 		},
 		{
+			name: "required affinity over clusters: only where a selected pod is",
+			spec: corev1.PodSpec{Affinity: &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{LabelSelector: web, TopologyKey: clusterKey}}}}},
+			counts: map[string]int{"cluster-3": 2}, fits2: false, fits3: true,
+			reason: "pod affinity over " + clusterKey + ": no pod matching app=web in cluster-2 (2 elsewhere)",
+		},
+		{
+			name: "required affinity over clusters, none anywhere, the pod selects itself: it starts the group",
+			spec: corev1.PodSpec{Affinity: &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{LabelSelector: web, TopologyKey: clusterKey}}}}},
+			counts: map[string]int{}, fits2: true, fits3: true,
+		},
+		{
+			name: "required affinity over clusters, none anywhere, the pod does not select itself: nowhere",
+			spec: corev1.PodSpec{Affinity: &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}, TopologyKey: clusterKey}}}}},
+			counts: map[string]int{}, fits2: false, fits3: false,
+			reason: "pod affinity over " + clusterKey + ": no pod matching app=db in cluster-2 (0 elsewhere)",
+		},
+		{
 			name: "an anti-affinity term on a node key stays in the target",
 			spec: corev1.PodSpec{Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{LabelSelector: web, TopologyKey: "kubernetes.io/hostname"}}}}},
@@ -100,15 +121,19 @@ func TestFits(t *testing.T) {
 	}
 }
 
-// The candidate loses the spread and anti-affinity over clusters and keeps
-// those inside the target.
+// The candidate loses the spread, affinity and anti-affinity over clusters
+// and keeps those inside the target.
 func TestNodeSpecDropsPeerConstraintsOverClusters(t *testing.T) {
 	zone := corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: zoneKey, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: web}
 	host := corev1.PodAffinityTerm{LabelSelector: web, TopologyKey: "kubernetes.io/hostname"}
 	spec := &corev1.PodSpec{
 		TopologySpreadConstraints: []corev1.TopologySpreadConstraint{spread(1, corev1.DoNotSchedule, nil), zone},
-		Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
-			{LabelSelector: web, TopologyKey: clusterKey}, host}}},
+		Affinity: &corev1.Affinity{
+			PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+				{LabelSelector: web, TopologyKey: clusterKey}, host}},
+			PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+				{LabelSelector: web, TopologyKey: clusterKey}}},
+		},
 	}
 	p := placement.Split(spec, nil)
 	if !p.CountsPeers() {
@@ -122,8 +147,19 @@ func TestNodeSpecDropsPeerConstraintsOverClusters(t *testing.T) {
 	if len(terms) != 1 || terms[0].TopologyKey != host.TopologyKey {
 		t.Errorf("candidate's anti-affinity %+v, want the host's only", terms)
 	}
+	if got.Affinity.PodAffinity != nil {
+		t.Errorf("candidate's pod affinity %+v, want none (it was over clusters only)", got.Affinity.PodAffinity)
+	}
+	if spec.Affinity.PodAffinity == nil {
+		t.Error("the user's pod affinity was removed from its spec")
+	}
 	if len(spec.TopologySpreadConstraints) != 2 {
 		t.Error("the user's spec was changed")
+	}
+	onlyAffinity := &corev1.PodSpec{Affinity: &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{LabelSelector: web, TopologyKey: clusterKey}}}}}
+	if !placement.Split(onlyAffinity, nil).CountsPeers() {
+		t.Error("a pod affinity over clusters does not count peers")
 	}
 	if placement.Split(&corev1.PodSpec{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{zone}}, nil).CountsPeers() {
 		t.Error("a zone spread counts peers over clusters")

@@ -10,9 +10,9 @@
 // is evaluated at both levels: it ranks the targets and still applies
 // inside the target.
 //
-// Topology spread constraints and required pod anti-affinity terms whose
-// topologyKey is a cluster key count this source's proxies per cluster
-// (Fits, Crowding: peers.go). Pod affinity, preferred pod anti-affinity and
+// Topology spread constraints and required pod affinity and anti-affinity
+// terms whose topologyKey is a cluster key count this source's proxies per
+// cluster (Fits, Crowding: peers.go). Preferred pod (anti-)affinity and
 // terms that name other namespaces stay node-level.
 package placement
 
@@ -66,10 +66,12 @@ type Placement struct {
 	required []splitTerm
 	// preferred are the preferred node affinity terms, each split.
 	preferred []splitPreferred
-	// spread and apart are the topology spread constraints and required
-	// pod anti-affinity terms over clusters (peers.go).
-	spread []Spread
-	apart  []Apart
+	// spread, apart and together are the topology spread constraints and
+	// the required pod anti-affinity and affinity terms over clusters
+	// (peers.go).
+	spread   []Spread
+	apart    []Apart
+	together []Together
 }
 
 // splitTerm is one node selector term: its cluster-level requirements and
