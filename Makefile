@@ -86,7 +86,7 @@ e2e: build kueue ## Run the end-to-end suite only (a 3-cluster fleetlet sandbox)
 	FLEETLET_BIN_DIR=$(BIN) go test -count=1 -timeout $(TEST_TIMEOUT) -v ./e2e/...
 
 bench: build ## Benchmark fleetlet against the same pods created directly in the targets: bursts of PODS (1,000), paced at RATE pods/s (10) for a minute, RUNS (3) times.
-	COMMIT=$(COMMIT) go run ./hack/bench --bin-dir $(BIN) --pods $${PODS:-1000} --runs $${RUNS:-3} --rate $${RATE:-10} --out $(BIN)/bench.json
+	COMMIT=$(COMMIT) go run ./hack/bench --bin-dir $(BIN) --pods $${PODS:-1000} --runs $${RUNS:-3} --rate $${RATE:-10} --placement-pods $${PLACEMENT_PODS:-100} --out $(BIN)/bench.json
 
 unit: ## Run the unit tests only (no binaries needed).
 	go test -short -count=1 -timeout 5m ./...

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,7 +35,7 @@ Every PodChaperon in this cluster is deleted. It is safe to run twice, and
 exits non-zero, naming what it could not do, when something is left.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctrl.SetLogger(textlogger.NewLogger(textlogger.NewConfig()))
+			ctrl.SetLogger(klog.NewKlogr()) // honours -v and -vmodule
 			cfg, err := restConfig(o.kubeconfig)
 			if err != nil {
 				return fmt.Errorf("loading the cluster configuration: %w", err)

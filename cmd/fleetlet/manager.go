@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -312,7 +311,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	ctrl.SetLogger(textlogger.NewLogger(textlogger.NewConfig()))
+	ctrl.SetLogger(klog.NewKlogr()) // honours -v and -vmodule
 	log := ctrl.Log.WithName("setup")
 	log.Info("fleetlet manager", version.Get().KeysAndValues()...)
 

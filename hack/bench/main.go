@@ -53,6 +53,7 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "bound on each run")
 	flag.IntVar(&o.workers, "workers", 16, "parallel creators")
 	flag.IntVar(&o.globalPods, "global-service-pods", 0, "after the runs, time N delegates of a global Service placed in the last cluster, from Ready there to listed in cluster-2's fleetlet EndpointSlice (the managers then run with --routable-pod-networks)")
+	flag.IntVar(&o.placementPods, "placement-pods", 0, "after the runs, time the election of N proxies paced at 5 a second without constraints, then with each kind of cluster-level constraint (spread, preferred cluster, pod affinity), and print the medians side by side")
 	flag.Func("manager-arg", "one more argument for every fleetlet manager, to compare a setting (repeatable; e.g. --manager-arg=--candidate-targets=1)", func(v string) error {
 		o.managerArgs = append(o.managerArgs, v)
 		return nil
@@ -66,7 +67,7 @@ func main() {
 
 type options struct {
 	pods, runs, clusters, workers int
-	globalPods                    int
+	globalPods, placementPods     int
 	rate                          float64
 	dir, binDir, out              string
 	timeout, pacedFor             time.Duration
@@ -227,7 +228,7 @@ func run(o options) error {
 	fmt.Fprintln(os.Stderr, "warming up")
 	warm, err := measure(ctx, "warm-up", len(names), workers, 0, timeout, func(i int) (kubernetes.Interface, string) {
 		return clients[sandbox.SourceCluster], ns
-	}, running)
+	}, nil, running)
 	if err != nil {
 		return err
 	}
@@ -281,6 +282,11 @@ measuring:
 	if cleanErr != nil {
 		return fmt.Errorf("stopped after the run above: %w", cleanErr)
 	}
+	if o.placementPods > 0 {
+		if err := measurePlacement(ctx, os.Stdout, clients, names, ns, o); err != nil {
+			return err
+		}
+	}
 	if o.globalPods > 0 {
 		g, err := measureGlobalService(ctx, clients, names, ns, o.globalPods, timeout)
 		fmt.Println(g)
@@ -291,8 +297,9 @@ measuring:
 
 // measure creates n pods with workers creators and records, per pod, the time
 // from just before its create call to the watch event showing it done.
+// shape, when not nil, adds to each bench pod (constraints, for instance).
 func measure(ctx context.Context, name string, n, workers int, rate float64, timeout time.Duration,
-	where func(i int) (kubernetes.Interface, string), done func(*corev1.Pod) bool) (result, error) {
+	where func(i int) (kubernetes.Interface, string), shape func(*corev1.Pod), done func(*corev1.Pod) bool) (result, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var mu sync.Mutex
@@ -360,7 +367,11 @@ func measure(ctx context.Context, name string, n, workers int, rate float64, tim
 				mu.Lock()
 				started[podName] = time.Now()
 				mu.Unlock()
-				tries, err := create(ctx, cs, benchPod(podName, ns, key, value))
+				pod := benchPod(podName, ns, key, value)
+				if shape != nil {
+					shape(pod)
+				}
+				tries, err := create(ctx, cs, pod)
 				mu.Lock()
 				retried += tries - 1
 				if err != nil {

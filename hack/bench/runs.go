@@ -65,7 +65,7 @@ func (p path) measure(ctx context.Context, sb *sandbox.Sandbox, clients map[stri
 		sampled = sampleQueues(watchCtx, sb, []string{"proxy", "feedback"})
 	}
 	before := take(ctx, sb, clients)
-	r, err := measure(ctx, p.name, md.Pods, o.workers, md.Rate, o.timeout, p.where, running)
+	r, err := measure(ctx, p.name, md.Pods, o.workers, md.Rate, o.timeout, p.where, nil, running)
 	if err != nil {
 		return measured{}, err
 	}
