@@ -53,7 +53,8 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 20*time.Minute, "bound on each run")
 	flag.IntVar(&o.workers, "workers", 16, "parallel creators")
 	flag.IntVar(&o.globalPods, "global-service-pods", 0, "after the runs, time N delegates of a global Service placed in the last cluster, from Ready there to listed in cluster-2's fleetlet EndpointSlice (the managers then run with --routable-pod-networks)")
-	flag.IntVar(&o.placementPods, "placement-pods", 0, "after the runs, time the election of N proxies paced at 5 a second without constraints, then with each kind of cluster-level constraint (spread, preferred cluster, pod affinity), and print the medians side by side")
+	flag.IntVar(&o.placementPods, "placement-pods", 0, "after the runs, time the election of N proxies paced at --placement-rate without constraints, then with each kind of cluster-level constraint (spread, preferred cluster, pod affinity), and print the medians side by side")
+	flag.Float64Var(&o.placementRate, "placement-rate", 2, "pods a second in the placement cases: slow enough that one election is timed, not a queue (on 2 cores, 5 a second already builds one)")
 	flag.Func("manager-arg", "one more argument for every fleetlet manager, to compare a setting (repeatable; e.g. --manager-arg=--candidate-targets=1)", func(v string) error {
 		o.managerArgs = append(o.managerArgs, v)
 		return nil
@@ -68,7 +69,7 @@ func main() {
 type options struct {
 	pods, runs, clusters, workers int
 	globalPods, placementPods     int
-	rate                          float64
+	rate, placementRate           float64
 	dir, binDir, out              string
 	timeout, pacedFor             time.Duration
 	managerArgs                   []string

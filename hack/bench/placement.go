@@ -16,10 +16,6 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/sandbox"
 )
 
-// placementRate paces the placement cases: slow enough that what is
-// timed is one election, not a queue behind a burst.
-const placementRate = 5
-
 // placementCase is one kind of cluster-level constraint put on every pod
 // of a case; the pod carries its case's bench-run label, which the
 // constraints that count peers select.
@@ -56,7 +52,7 @@ func elected(p *corev1.Pod) bool {
 }
 
 // measurePlacement times, for each placement case, the election of
-// o.placementPods proxies created at placementRate a second in namespace
+// o.placementPods proxies created at o.placementRate a second in namespace
 // ns of the source: from just before the create call to the watch event
 // showing Elected=True. It prints the medians beside the case without
 // constraints, and deletes each case's pods before the next.
@@ -64,10 +60,10 @@ func measurePlacement(ctx context.Context, w io.Writer, clients map[string]kuber
 	src := clients[sandbox.SourceCluster]
 	where := func(int) (kubernetes.Interface, string) { return src, ns }
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "election latency, %d proxies at %d/s\tp50\tp99\tp50 / no constraint\t\n", o.placementPods, placementRate)
+	fmt.Fprintf(tw, "election latency, %d proxies at %g/s\tp50\tp99\tp50 / no constraint\t\n", o.placementPods, o.placementRate)
 	var base time.Duration
 	for _, c := range placementCases(names) {
-		r, err := measure(ctx, c.name, o.placementPods, o.workers, placementRate, o.timeout, where, c.shape, elected)
+		r, err := measure(ctx, c.name, o.placementPods, o.workers, o.placementRate, o.timeout, where, c.shape, elected)
 		if err != nil {
 			return err
 		}
