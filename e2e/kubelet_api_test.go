@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/sandbox"
@@ -141,6 +143,39 @@ func kubeletGet(t *testing.T, port int32, path, token string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
+// tokenWith is a token of a new ServiceAccount of namespace ns that a
+// ClusterRole with rule is bound to; both go when the test ends.
+func tokenWith(t *testing.T, ns, name string, rule rbacv1.PolicyRule) string {
+	t.Helper()
+	ctx := context.Background()
+	src := kube(t, sandbox.SourceCluster)
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	if _, err := src.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Rules: []rbacv1.PolicyRule{rule}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}}
+	if _, err := src.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = src.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+	})
+	if _, err := src.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = src.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
+	tr, err := src.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
 // TestKubeletAPIThroughVirtualNodes: kubectl logs, exec, attach and
 // port-forward on a proxy reach its delegate through the virtual node's
 // kubelet API, which authenticates and authorizes its callers as a kubelet.
@@ -254,6 +289,44 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 			if want := sandbox.PortForwardReply + " GET /through-" + m[2] + "\n"; string(body) != want {
 				t.Errorf("port %s answered %q, want %q", m[2], body, want)
 			}
+		}
+	})
+
+	// Called as metrics-server calls a kubelet: directly, with the rights
+	// metrics-server's own role gives (nodes/metrics, nodes/stats). The
+	// sandbox's targets serve no metrics.k8s.io yet, so the proxy is left
+	// out and scrape_error says why (issue 20 adds metrics-server and the
+	// figures). The API server's node proxy cannot be used here: it
+	// refuses the nodes' loopback address.
+	t.Run("usage endpoints", func(t *testing.T) {
+		src := kube(t, sandbox.SourceCluster)
+		node, err := src.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := node.Status.DaemonEndpoints.KubeletEndpoint.Port
+		token := tokenWith(t, ns, "usage-reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/metrics", "nodes/stats"}, Verbs: []string{"get"}})
+		var text string
+		eventually(t, time.Minute, "/metrics/resource to allow the token", func(context.Context) (bool, string) {
+			code, body := kubeletGet(t, port, "/metrics/resource", token)
+			text = body
+			return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
+		})
+		for _, want := range []string{"# TYPE node_cpu_usage_seconds_total counter", "node_memory_working_set_bytes 0 ", "scrape_error 1"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("/metrics/resource of %s has no %q:\n%s", p.Spec.NodeName, want, text)
+			}
+		}
+		if strings.Contains(text, p.Name) {
+			t.Errorf("/metrics/resource reports %s with no usage to read:\n%s", p.Name, text)
+		}
+		code, raw := kubeletGet(t, port, "/stats/summary", token)
+		var sum statsv1alpha1.Summary
+		if err := json.Unmarshal([]byte(raw), &sum); code != http.StatusOK || err != nil || sum.Node.NodeName != p.Spec.NodeName || len(sum.Pods) != 0 {
+			t.Errorf("/stats/summary of %s: %d %v, %s", p.Spec.NodeName, code, err, raw)
+		}
+		if code, body := kubeletGet(t, port, "/pods", token); code != http.StatusForbidden {
+			t.Errorf("/pods with nodes/metrics and nodes/stats only: %d %s, want 403", code, body)
 		}
 	})
 

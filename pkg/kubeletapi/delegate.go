@@ -3,6 +3,7 @@ package kubeletapi
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	corev1 "k8s.io/api/core/v1"
@@ -43,6 +44,13 @@ type nodeHandlers struct {
 	node    string
 	source  client.Reader
 	targets Targets
+	// podMetrics reads the delegates' usage; counters keep the node's
+	// cumulative CPU counts (usage.go).
+	podMetrics podMetricsLister
+	counters   counters
+	// started is when this node's kubelet API began: the node's start in
+	// /stats/summary.
+	started time.Time
 }
 
 // delegateOf finds the delegate of proxy namespace/name, which must be

@@ -32,4 +32,17 @@
 // pods/log for container logs, pods/exec and pods/attach (WebSocket, with
 // SPDY as fallback) and pods/portforward (SPDY). An error from the target
 // is answered with its message.
+//
+// # Usage comes from the target's metrics.k8s.io
+//
+// /metrics/resource and /stats/summary report the proxies bound to the
+// node with their delegates' usage, read from the target's PodMetrics with
+// the Source's identity there (pods.metrics.k8s.io get and list, in the
+// admitted namespaces; never nodes/proxy, never the target's nodes). The
+// CPU rates of the samples are integrated into the cumulative seconds a
+// kubelet reports, per proxy container, so that a count never goes back
+// (not across a replaced delegate either); the node's figures are the sums
+// of its proxies'. A proxy whose target cannot be read, or whose delegate
+// has no sample newer than two minutes, is left out, and scrape_error is 1
+// while a target could not be read (usage.go).
 package kubeletapi

@@ -99,12 +99,15 @@ func (s *Server) Serve(ctx context.Context, node string) (int32, error) {
 	}
 	log := s.log.WithValues("node", node)
 	s.cfg.Certificates.Start(ctx, node)
-	h := &nodeHandlers{node: node, source: s.cfg.Source, targets: s.cfg.Targets}
+	h := &nodeHandlers{node: node, source: s.cfg.Source, targets: s.cfg.Targets, podMetrics: listPodMetrics, started: time.Now()}
 	mux := http.NewServeMux()
 	// Logs are served here rather than by virtual-kubelet's handler,
 	// which drops tailLines=0 and wraps every error in a 500-style
 	// message.
 	mux.HandleFunc(logsPrefix, h.serveLogs)
+	// Usage, from the delegates' PodMetrics in the target (usage.go).
+	mux.HandleFunc("GET /metrics/resource", h.serveResourceMetrics)
+	mux.HandleFunc("GET /stats/summary", h.serveSummary)
 	mux.Handle("/", api.PodHandler(api.PodHandlerConfig{
 		RunInContainer:        h.exec,
 		AttachToContainer:     h.attach,

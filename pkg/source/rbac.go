@@ -68,6 +68,14 @@ func SourceRules() []rbacv1.PolicyRule {
 			Resources: []string{"pods/log"},
 			Verbs:     []string{"get"},
 		},
+		// ... its /metrics/resource and /stats/summary (for metrics-server,
+		// `kubectl top` and autoscaling) from the delegates' PodMetrics:
+		// their usage, and nothing of the target's nodes.
+		{
+			APIGroups: []string{"metrics.k8s.io"},
+			Resources: []string{"pods"},
+			Verbs:     []string{"get", "list"},
+		},
 		// ... and `kubectl exec`, `attach` and `port-forward` by opening
 		// the same stream to the delegate: create for SPDY (a POST), get
 		// and create for a WebSocket (a GET, which the API server also

@@ -30,6 +30,7 @@ func TestRulesAreExactlyLeastPrivilege(t *testing.T) {
 				{APIGroups: []string{"multicluster.fleetlet.io"}, Resources: []string{"podchaperons/finalizers"}, Verbs: []string{"update"}},
 				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create"}},
 				{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
+				{APIGroups: []string{"metrics.k8s.io"}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
 				{APIGroups: []string{""}, Resources: []string{"pods/exec", "pods/attach", "pods/portforward"}, Verbs: []string{"get", "create"}},
 				{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
 				{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets", "serviceaccounts"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
