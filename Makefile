@@ -18,7 +18,7 @@ SANDBOX_DIR ?= $(CURDIR)/.sandbox
 TEST_TIMEOUT ?= 30m
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all build cluster-bins kueue fleetlet-bins chart image image-push version test e2e bench unit lint demo demo-down generate verify diagrams clean help
+.PHONY: all build cluster-bins kueue metrics-server fleetlet-bins chart image image-push version test e2e bench unit lint demo demo-down generate verify diagrams clean help
 
 # `make` alone prints the help.
 .DEFAULT_GOAL := help
@@ -55,6 +55,12 @@ kueue: $(BIN)/.kueue ## Build the Kueue manager (and copy its CRDs and webhooks)
 
 $(BIN)/.kueue: hack/kueue/go.mod hack/kueue/go.sum hack/build-kueue.sh
 	BIN=$(BIN) hack/build-kueue.sh
+	touch $@
+
+metrics-server: $(BIN)/.metrics-server ## Build metrics-server v0.8.0 from its own tools module, hack/metrics-server (not run by the tests yet: issue 20).
+
+$(BIN)/.metrics-server: hack/metrics-server/go.mod hack/metrics-server/go.sum hack/build-metrics-server.sh
+	BIN=$(BIN) hack/build-metrics-server.sh
 	touch $@
 
 chart: cluster-bins ## Package the Helm chart into bin/fleetlet-VERSION.tgz (version and appVersion: the binaries' version).
