@@ -183,10 +183,16 @@ func TestManagerOutageEvictsNothing(t *testing.T) {
 	ctx := context.Background()
 	sel := deployment(t, ns, "web", 6)
 	before := waitDeploymentRunning(t, ns, "web", 6, 3*time.Minute)
+	// The delegate is the pod in the cluster of the proxy's node: a
+	// loser's candidate elsewhere may not be gone yet (taking any
+	// cluster's made this test fail now and then).
 	delegatesBefore := map[types.UID]types.UID{}
 	for i := range before {
-		for _, ps := range delegatesOf(t, ctx, &before[i]) {
-			delegatesBefore[before[i].UID] = ps[0].UID
+		p := &before[i]
+		if ds := delegatesOf(t, ctx, p)[clusterOfNode(p.Spec.NodeName)]; len(ds) == 1 {
+			delegatesBefore[p.UID] = ds[0].UID
+		} else {
+			t.Fatalf("proxy %s on %s: %d pods there, want its delegate", p.Name, p.Spec.NodeName, len(ds))
 		}
 	}
 

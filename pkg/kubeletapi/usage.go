@@ -2,6 +2,7 @@ package kubeletapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -172,6 +173,11 @@ func (h *nodeHandlers) usage(ctx context.Context, now time.Time) nodeUsage {
 		}
 		uids[p.UID] = true
 		d, err := h.delegateOf(ctx, p.Namespace, p.Name)
+		var unreachable *unreachableError
+		if errors.As(err, &unreachable) {
+			out.errs = append(out.errs, err)
+			continue
+		}
 		if err != nil {
 			continue // no delegate yet: nothing to report
 		}

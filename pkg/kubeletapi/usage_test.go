@@ -72,9 +72,9 @@ func sample(name string, at time.Time, cpu, mem string) metricsv1beta1.PodMetric
 }
 
 // usageFixture: node fleetlet-cluster-2 holds web-1 and web-2 (fresh
-// samples), web-3 (a stale sample), web-4 (Pending) and web-5 (elected in
+// samples), web-3 (a stale sample), web-4 (Pending), web-5 (elected in
 // cluster-3, whose metrics cannot be read: a test stand-in for a target
-// out of reach).
+// out of reach) and web-6 (elected in cluster-9, not connected).
 func usageFixture(samples map[string][]metricsv1beta1.PodMetrics) *nodeHandlers {
 	const node = "fleetlet-cluster-2"
 	in2 := func(c string) *proxy.Record { return &proxy.Record{TargetName: "cluster-2", Chaperon: c} }
@@ -91,6 +91,7 @@ func usageFixture(samples map[string][]metricsv1beta1.PodMetrics) *nodeHandlers 
 			running(proxyPod("web-3", node, in2("web-3-d")), "u3", t0.Add(-time.Hour)),
 			pending,
 			running(proxyPod("web-5", node, &proxy.Record{TargetName: "cluster-3", Chaperon: "web-5-d"}), "u5", t0.Add(-time.Hour)),
+			running(proxyPod("web-6", node, &proxy.Record{TargetName: "cluster-9", Chaperon: "web-6-d"}), "u6", t0.Add(-time.Hour)),
 		),
 		podMetrics: func(_ context.Context, d delegate, ns string) ([]metricsv1beta1.PodMetrics, error) {
 			if d.config.Host == "https://cluster-3" {
@@ -117,8 +118,8 @@ func TestUsageLeavesOutWhatIsNotFresh(t *testing.T) {
 	if strings.Join(names, ",") != "web-1,web-2" {
 		t.Errorf("pods reported %v, want web-1 and web-2 only (web-3 stale, web-4 Pending, web-5 unreadable)", names)
 	}
-	if len(u.errs) != 1 || !strings.Contains(u.errs[0].Error(), "target cluster-3") {
-		t.Errorf("errors %v, want one naming target cluster-3", u.errs)
+	if err := errors.Join(u.errs...); len(u.errs) != 2 || !strings.Contains(err.Error(), "target cluster-3") || !strings.Contains(err.Error(), "cluster-9, which is not connected") {
+		t.Errorf("errors %v, want two, naming target cluster-3 and the unconnected cluster-9", u.errs)
 	}
 	if u.cpuCores != 1.25 || u.memory != (64+128)<<20 {
 		t.Errorf("node totals %g cores, %d bytes; want 1.25 cores and 192Mi", u.cpuCores, u.memory)
@@ -199,7 +200,9 @@ func TestResourceMetricsText(t *testing.T) {
 	if v := second["container_cpu_usage_seconds_total"][0].value; v != 10 {
 		t.Errorf("web-1 CPU after 10 s more at 500m: %g, want 10", v)
 	}
-	if v := second["scrape_error"][0].value; v != 0 {
+	h.source = sourceWith(running(proxyPod("web-1", h.node, &proxy.Record{TargetName: "cluster-2", Chaperon: "web-1-d"}), "u1", t0.Add(-time.Hour)),
+		running(proxyPod("web-2", h.node, &proxy.Record{TargetName: "cluster-2", Chaperon: "web-2-d"}), "u2", t0.Add(-time.Hour)))
+	if v := scrape(t0.Add(40 * time.Second))["scrape_error"][0].value; v != 0 {
 		t.Errorf("scrape_error %g with every target read, want 0", v)
 	}
 }
