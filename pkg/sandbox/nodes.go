@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,8 +68,12 @@ func ensureNodes(ctx context.Context, cs kubernetes.Interface, o Options, c *Clu
 	return nil
 }
 
-// nodesReady returns nil when every fake node is Ready.
-func nodesReady(ctx context.Context, cs kubernetes.Interface, o Options, c *ClusterState) error {
+// nodesReady returns nil when every fake node is Ready and kwok, started
+// at since, has renewed its lease. A restarted cluster's nodes are still
+// Ready from before, but kwok plays no pod stage on a node before it holds
+// its lease again (it may first fail to create a lease that exists, and
+// retry 10 s later): a pod bound there meanwhile was never started.
+func nodesReady(ctx context.Context, cs kubernetes.Interface, o Options, c *ClusterState, since time.Time) error {
 	for j := 1; j <= o.Nodes; j++ {
 		name := NodeName(c.Name, j)
 		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -77,6 +82,13 @@ func nodesReady(ctx context.Context, cs kubernetes.Interface, o Options, c *Clus
 		}
 		if !NodeIsReady(n) {
 			return fmt.Errorf("node %s is not Ready yet", name)
+		}
+		l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("node %s's lease: %w", name, err)
+		}
+		if l.Spec.RenewTime == nil || l.Spec.RenewTime.Time.Before(since.Truncate(time.Second)) {
+			return fmt.Errorf("kwok has not renewed node %s's lease since it started", name)
 		}
 	}
 	return nil

@@ -383,7 +383,7 @@ func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState, install boo
 		return err
 	}
 	if err := s.waitFor(ctx, c, "the fake nodes to be Ready", started, func(ctx context.Context) error {
-		return nodesReady(ctx, cs, s.opts, c)
+		return nodesReady(ctx, cs, s.opts, c, start)
 	}); err != nil {
 		return err
 	}
