@@ -94,6 +94,24 @@ func nodesReady(ctx context.Context, cs kubernetes.Interface, o Options, c *Clus
 	return nil
 }
 
+// dropNodeLeases deletes the fake nodes' leases a previous kwok held, so
+// that the kwok about to start creates them at once: otherwise it waits
+// for the old holder's lease to expire (up to its 40 s) or fails to create
+// it and retries 10 s later, and meanwhile manages none of the nodes.
+func (s *Sandbox) dropNodeLeases(ctx context.Context, c *ClusterState) error {
+	cs, err := s.Client(c.Name)
+	if err != nil {
+		return err
+	}
+	for j := 1; j <= s.opts.Nodes; j++ {
+		err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, NodeName(c.Name, j), metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting node %s's old lease: %w", NodeName(c.Name, j), err)
+		}
+	}
+	return nil
+}
+
 // NodeIsReady reports whether the node's Ready condition is True.
 func NodeIsReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {

@@ -347,6 +347,12 @@ func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState, install boo
 	var started []*running
 	s.step(c, start, "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok")
 	for _, comp := range components {
+		if comp.name == binKwok {
+			// The API server serves by now (waited for when it started).
+			if err := s.dropNodeLeases(ctx, c); err != nil {
+				return err
+			}
+		}
 		r, err := s.launch(c, comp)
 		if err != nil {
 			return err
