@@ -150,8 +150,8 @@ func listPodMetrics(ctx context.Context, d delegate, namespace string) ([]metric
 
 // usage reads the usage of the proxies bound to the node from their
 // delegates' PodMetrics in the target, one list per target and namespace.
-// A proxy whose target cannot be read, or whose delegate has no fresh
-// sample, is left out; the first are errors.
+// A proxy whose target cannot be read or is not connected, or whose
+// delegate has no fresh sample, is left out; the first two are errors.
 func (h *nodeHandlers) usage(ctx context.Context, now time.Time) nodeUsage {
 	ctx, cancel := context.WithTimeout(ctx, usageTimeout)
 	defer cancel()
