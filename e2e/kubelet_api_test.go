@@ -143,9 +143,10 @@ func kubeletGet(t *testing.T, port int32, path, token string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// tokenWith is a token of a new ServiceAccount of namespace ns that a
-// ClusterRole with rule is bound to; both go when the test ends.
-func tokenWith(t *testing.T, ns, name string, rule rbacv1.PolicyRule) string {
+// callerToken is a token of a new ServiceAccount of namespace ns, with no
+// right yet; grant binds it a ClusterRole with one rule. Everything goes
+// when the test ends.
+func callerToken(t *testing.T, ns, name string) (token string, grant func(rbacv1.PolicyRule)) {
 	t.Helper()
 	ctx := context.Background()
 	src := kube(t, sandbox.SourceCluster)
@@ -153,27 +154,30 @@ func tokenWith(t *testing.T, ns, name string, rule rbacv1.PolicyRule) string {
 	if _, err := src.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Rules: []rbacv1.PolicyRule{rule}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}}
-	if _, err := src.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = src.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
-	})
-	if _, err := src.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = src.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
-	})
 	tr, err := src.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tr.Status.Token
+	grant = func(rule rbacv1.PolicyRule) {
+		t.Helper()
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Rules: []rbacv1.PolicyRule{rule}}
+		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}}
+		if _, err := src.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = src.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+		})
+		if _, err := src.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = src.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		})
+	}
+	return tr.Status.Token, grant
 }
 
 // TestKubeletAPIThroughVirtualNodes: kubectl logs, exec, attach and
@@ -305,7 +309,8 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		port := node.Status.DaemonEndpoints.KubeletEndpoint.Port
-		token := tokenWith(t, ns, "usage-reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/metrics", "nodes/stats"}, Verbs: []string{"get"}})
+		token, grant := callerToken(t, ns, "usage-reader")
+		grant(rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/metrics", "nodes/stats"}, Verbs: []string{"get"}})
 		var text string
 		eventually(t, time.Minute, "/metrics/resource to allow the token", func(context.Context) (bool, string) {
 			code, body := kubeletGet(t, port, "/metrics/resource", token)
@@ -348,35 +353,11 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 			t.Errorf("anonymous: %d %s, want 401", code, body)
 		}
 		// A ServiceAccount allowed nodes/proxy on the other node only.
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kubelet-caller", Namespace: ns}}
-		if _, err := src.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		tr, err := src.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		token := tr.Status.Token
+		token, grant := callerToken(t, ns, "kubelet-caller")
 		if code, body := kubeletGet(t, port, "/pods", token); code != http.StatusForbidden {
 			t.Errorf("no right: %d %s, want 403", code, body)
 		}
-		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-other-node"},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, ResourceNames: []string{other.Name}, Verbs: []string{"get"}}}}
-		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: ns}}}
-		if _, err := src.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = src.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
-		})
-		if _, err := src.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = src.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
-		})
+		grant(rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, ResourceNames: []string{other.Name}, Verbs: []string{"get"}})
 		eventually(t, time.Minute, "the other node's kubelet API to allow the token", func(context.Context) (bool, string) {
 			code, body := kubeletGet(t, otherPort, "/pods", token)
 			return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
