@@ -57,7 +57,7 @@ $(BIN)/.kueue: hack/kueue/go.mod hack/kueue/go.sum hack/build-kueue.sh
 	BIN=$(BIN) hack/build-kueue.sh
 	touch $@
 
-metrics-server: $(BIN)/.metrics-server ## Build metrics-server v0.8.0 from its own tools module, hack/metrics-server (not run by the tests yet: issue 20).
+metrics-server: $(BIN)/.metrics-server ## Build metrics-server v0.8.0 from its own tools module, hack/metrics-server: the e2e suite runs it in every sandbox cluster.
 
 $(BIN)/.metrics-server: hack/metrics-server/go.mod hack/metrics-server/go.sum hack/build-metrics-server.sh
 	BIN=$(BIN) hack/build-metrics-server.sh
@@ -85,10 +85,10 @@ image-push: image ## Push the image index to REGISTRY/fleetlet:VERSION (credenti
 version: ## Print the version the build stamps.
 	@echo $(VERSION) $(COMMIT)
 
-test: build kueue image ## Run unit and integration tests, then the e2e suite alone, against real control planes.
+test: build kueue metrics-server image ## Run unit and integration tests, then the e2e suite alone, against real control planes.
 	BIN=$(BIN) TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
 
-e2e: build kueue ## Run the end-to-end suite only (a 3-cluster fleetlet sandbox).
+e2e: build kueue metrics-server ## Run the end-to-end suite only (a 3-cluster fleetlet sandbox).
 	FLEETLET_BIN_DIR=$(BIN) go test -count=1 -timeout $(TEST_TIMEOUT) -v ./e2e/...
 
 bench: build ## Benchmark fleetlet against the same pods created directly in the targets: bursts of PODS (1,000), paced at RATE pods/s (10) for a minute, RUNS (3) times.

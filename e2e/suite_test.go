@@ -40,7 +40,7 @@ func run(m *testing.M) int {
 	if testing.Short() {
 		return m.Run() // every scenario skips itself; no sandbox
 	}
-	bin, err := testenv.FindBinaries("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl", "fleetlet", "kubectl-fleetlet", "kueue")
+	bin, err := testenv.FindBinaries("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl", "fleetlet", "kubectl-fleetlet", "kueue", "metrics-server")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -56,7 +56,7 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	began := time.Now()
-	sb, err = sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: bin, Clusters: 3, Kueue: true, DieWithParent: true, Out: os.Stderr})
+	sb, err = sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: bin, Clusters: 3, Kueue: true, MetricsServer: true, DieWithParent: true, Out: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -101,6 +101,9 @@ func prepareCluster(o Options, c *ClusterState) error {
 			return err
 		}
 	}
+	if err := writeFrontProxyPKI(c); err != nil {
+		return err
+	}
 	saKey, saPub, err := newServiceAccountKey()
 	if err != nil {
 		return err
@@ -139,6 +142,11 @@ func prepareCluster(o Options, c *ClusterState) error {
 			return err
 		}
 	}
+	if runsMetricsServer(o) {
+		if err := writeMetricsServerFiles(c, ca); err != nil {
+			return err
+		}
+	}
 	if err := os.WriteFile(filepath.Join(c.DataDir, schedulerConfigFile), []byte(schedulerConfig(c)), 0o644); err != nil {
 		return err
 	}
@@ -153,7 +161,7 @@ func prepareCluster(o Options, c *ClusterState) error {
 	if err := writeContainerLog(c); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(c.DataDir, kwokConfigFile), []byte(kwokStages(o.CompleteAfter)+"---\n"+debugging), 0o644)
+	return os.WriteFile(filepath.Join(c.DataDir, kwokConfigFile), []byte(kwokStages(o.CompleteAfter)+"---\n"+debugging+kwokMetrics(o)), 0o644)
 }
 
 // kubeconfigFor builds a kubeconfig with inline credentials whose context and
@@ -251,6 +259,17 @@ func apiServerArgs(o Options, c *ClusterState) []string {
 		"--profiling=false",
 		"--max-requests-inflight=800",
 		"--max-mutating-requests-inflight=400",
+		// The aggregation layer (metrics.k8s.io): the apiserver proxies to
+		// an aggregated server as front-proxy-client, and tells it who
+		// asked in these headers, which the server trusts from a client
+		// the front-proxy CA signed.
+		"--requestheader-client-ca-file=" + c.pki("front-proxy-ca.crt"),
+		"--requestheader-allowed-names=" + frontProxyClient,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + c.pki(frontProxyClient+".crt"),
+		"--proxy-client-key-file=" + c.pki(frontProxyClient+".key"),
 	}
 }
 
@@ -273,6 +292,9 @@ func controllerManagerArgs(o Options, c *ClusterState) []string {
 		"--cluster-signing-cert-file=" + c.pki("ca.crt"),
 		"--cluster-signing-key-file=" + c.pki("ca.key"),
 		"--node-monitor-grace-period=" + o.NodeMonitorGracePeriod.String(),
+		// HorizontalPodAutoscalers act every 5 s rather than 15 s, so that
+		// autoscaling tests finish sooner.
+		"--horizontal-pod-autoscaler-sync-period=5s",
 		"--kube-api-qps=200",
 		"--kube-api-burst=400",
 		"--profiling=false",

@@ -47,6 +47,11 @@ type Options struct {
 	// with its CRDs and webhooks: a quota system whose flavors may name
 	// clusters. Off by default.
 	Kueue bool
+	// MetricsServer runs metrics-server (bin/metrics-server) in every
+	// cluster, registered through the aggregation layer, with the fake
+	// nodes reporting the usage their pods' kwok.x-k8s.io/usage-cpu and
+	// usage-memory annotations ask for. Off by default.
+	MetricsServer bool
 	// ManagerArgs are more arguments for every cluster's fleetlet manager
 	// (the bench's --manager-arg, to compare settings).
 	ManagerArgs []string
@@ -162,6 +167,11 @@ func (o Options) Validate() error {
 			if _, err := os.Stat(filepath.Join(o.BinDir, f)); err != nil {
 				errs = append(errs, fmt.Errorf("%s not found in %s (run `make kueue`): %w", f, o.BinDir, err))
 			}
+		}
+	}
+	if o.MetricsServer {
+		if _, err := os.Stat(filepath.Join(o.BinDir, binMetricsServer)); err != nil {
+			errs = append(errs, fmt.Errorf("%s not found in %s (run `make metrics-server`): %w", binMetricsServer, o.BinDir, err))
 		}
 	}
 	return errors.Join(errs...)

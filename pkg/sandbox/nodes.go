@@ -47,6 +47,9 @@ func fakeNode(o Options, c *ClusterState, j int) *corev1.Node {
 			Annotations: map[string]string{
 				"node.alpha.kubernetes.io/ttl": "0",
 				"kwok.x-k8s.io/node":           "fake",
+				// Where metrics-server finds this node's emulated
+				// /metrics/resource (Options.MetricsServer).
+				resourceMetricsPathAnnotation: kwokResourceMetricsPath(name),
 			},
 		},
 		Status: corev1.NodeStatus{

@@ -127,6 +127,28 @@ func (p keyPair) write(dir, name string) error {
 	return os.WriteFile(filepath.Join(dir, name+".key"), p.KeyPEM, 0o600)
 }
 
+// frontProxyClient is the apiserver's identity towards aggregated servers.
+const frontProxyClient = "front-proxy-client"
+
+// writeFrontProxyPKI writes the aggregation layer's own CA
+// (front-proxy-ca), kept apart from the cluster CA as in kubeadm so that no
+// ordinary client certificate can assert a user in request headers, and the
+// client pair the apiserver proxies with.
+func writeFrontProxyPKI(c *ClusterState) error {
+	ca, err := newAuthority(c.Name + "-front-proxy-ca")
+	if err != nil {
+		return err
+	}
+	if err := ca.write(filepath.Join(c.DataDir, pkiDir), "front-proxy-ca"); err != nil {
+		return err
+	}
+	kp, err := ca.issue(certRequest{CommonName: frontProxyClient, Client: true})
+	if err != nil {
+		return err
+	}
+	return kp.write(filepath.Join(c.DataDir, pkiDir), frontProxyClient)
+}
+
 // newServiceAccountKey returns the PEM private and public keys the apiserver
 // signs service-account tokens with.
 func newServiceAccountKey() (private, public []byte, err error) {

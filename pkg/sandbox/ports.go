@@ -27,10 +27,11 @@ func freePorts(n int) ([]int, error) {
 }
 
 // portsPerCluster is how many ports one cluster needs (the fields of Ports).
-const portsPerCluster = 15
+const portsPerCluster = 16
 
 func portsFrom(p []int) Ports {
 	return Ports{EtcdClient: p[0], EtcdPeer: p[1], APIServer: p[2], ControllerManager: p[3], Scheduler: p[4],
 		FleetletMetrics: p[5], FleetletHealth: p[6], KwokServer: p[7], FleetletWebhook: p[8], FleetletScheduler: p[9],
-		StandbyMetrics: p[10], StandbyHealth: p[11], KueueWebhook: p[12], KueueMetrics: p[13], KueueHealth: p[14]}
+		StandbyMetrics: p[10], StandbyHealth: p[11], KueueWebhook: p[12], KueueMetrics: p[13], KueueHealth: p[14],
+		MetricsServer: p[15]}
 }

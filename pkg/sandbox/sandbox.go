@@ -399,6 +399,12 @@ func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState, install boo
 	}); err != nil {
 		return err
 	}
+	if runsMetricsServer(s.opts) {
+		s.step(c, start, "starting metrics-server")
+		if err := s.startMetricsServer(ctx, c, install, started); err != nil {
+			return fmt.Errorf("%s: metrics-server: %w", c.Name, err)
+		}
+	}
 	if !s.opts.NoFleetlet && !c.Uninstalled {
 		if install {
 			s.step(c, start, "installing fleetlet's packaged chart with helm")
@@ -547,7 +553,7 @@ func (s *Sandbox) StartComponentWith(ctx context.Context, cluster, name string, 
 }
 
 func componentNamed(name string) (component, error) {
-	all := append(components[:len(components):len(components)], fleetletComponent, standbyComponent, schedulerComponent, kueueComponent)
+	all := append(components[:len(components):len(components)], fleetletComponent, standbyComponent, schedulerComponent, kueueComponent, metricsServerComponent)
 	var names []string
 	for _, c := range all {
 		if c.name == name {

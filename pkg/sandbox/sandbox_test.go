@@ -108,7 +108,8 @@ func TestFreePortsAreDistinctAndFree(t *testing.T) {
 	got := portsFrom(ports[:portsPerCluster])
 	want := Ports{EtcdClient: ports[0], EtcdPeer: ports[1], APIServer: ports[2], ControllerManager: ports[3], Scheduler: ports[4],
 		FleetletMetrics: ports[5], FleetletHealth: ports[6], KwokServer: ports[7], FleetletWebhook: ports[8], FleetletScheduler: ports[9],
-		StandbyMetrics: ports[10], StandbyHealth: ports[11], KueueWebhook: ports[12], KueueMetrics: ports[13], KueueHealth: ports[14]}
+		StandbyMetrics: ports[10], StandbyHealth: ports[11], KueueWebhook: ports[12], KueueMetrics: ports[13], KueueHealth: ports[14],
+		MetricsServer: ports[15]}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("portsFrom (-want,+got):\n%s", diff)
 	}
@@ -116,8 +117,15 @@ func TestFreePortsAreDistinctAndFree(t *testing.T) {
 
 func testCluster(t *testing.T) (Options, *ClusterState) {
 	t.Helper()
+	return testClusterWith(t, func(*Options) {})
+}
+
+// testClusterWith prepares cluster-2 with the options edit changed.
+func testClusterWith(t *testing.T, edit func(*Options)) (Options, *ClusterState) {
+	t.Helper()
 	dir := t.TempDir()
 	o := Options{Dir: dir, BinDir: fakeBinDir(t, "exit 0")}.Defaulted()
+	edit(&o)
 	c := &ClusterState{
 		Name: "cluster-2", Index: 2,
 		APIServerURL: "https://127.0.0.1:6443",

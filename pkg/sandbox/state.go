@@ -43,6 +43,7 @@ type Settings struct {
 	CompleteAfter          string `json:"completeAfter"`
 	NoFleetlet             bool   `json:"noFleetlet,omitempty"`
 	Kueue                  bool   `json:"kueue,omitempty"`
+	MetricsServer          bool   `json:"metricsServer,omitempty"`
 	// ManagerArgs are the managers' extra arguments.
 	ManagerArgs []string `json:"managerArgs,omitempty"`
 }
@@ -100,6 +101,9 @@ type Ports struct {
 	KueueWebhook int `json:"kueueWebhook,omitempty"`
 	KueueMetrics int `json:"kueueMetrics,omitempty"`
 	KueueHealth  int `json:"kueueHealth,omitempty"`
+	// MetricsServer is metrics-server's secure port (Options.MetricsServer),
+	// which its APIService names.
+	MetricsServer int `json:"metricsServer,omitempty"`
 }
 
 // Cluster returns the named cluster.
@@ -137,6 +141,7 @@ func settingsFrom(o Options) Settings {
 		CompleteAfter:          o.CompleteAfter.String(),
 		NoFleetlet:             o.NoFleetlet,
 		Kueue:                  o.Kueue,
+		MetricsServer:          o.MetricsServer,
 		ManagerArgs:            o.ManagerArgs,
 	}
 }
@@ -152,6 +157,7 @@ func (s *State) options(base Options) (Options, error) {
 	o.TolerationSeconds = s.Settings.TolerationSeconds
 	o.NoFleetlet = s.Settings.NoFleetlet
 	o.Kueue = s.Settings.Kueue
+	o.MetricsServer = s.Settings.MetricsServer
 	o.ManagerArgs = s.Settings.ManagerArgs
 	var err error
 	if o.NodeMonitorGracePeriod, err = time.ParseDuration(s.Settings.NodeMonitorGracePeriod); err != nil {
