@@ -77,10 +77,10 @@ func TestGarbageCollectorRemovesOrphans(t *testing.T) {
 	if err := src.CoreV1().Pods(ns).Delete(ctx, orphan.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}
-	// The collector spares chaperons younger than a minute (a proxy the
-	// source has not seen yet); make sure this one is older before it
+	// The collector spares chaperons younger than --gc-min-age (a proxy
+	// the source has not seen yet); make sure this one is older before it
 	// looks.
-	if wait := time.Until(created.Add(70 * time.Second)); wait > 0 {
+	if wait := time.Until(created.Add(gcMinAge + 10*time.Second)); wait > 0 {
 		time.Sleep(wait)
 	}
 	if err := sb.StartComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {

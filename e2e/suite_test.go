@@ -36,6 +36,11 @@ func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
+// gcMinAge is the managers' --gc-min-age in the suite's sandbox (a minute
+// by default): TestGarbageCollectorRemovesOrphans waits that long for an
+// orphan to be old enough.
+const gcMinAge = 20 * time.Second
+
 func run(m *testing.M) int {
 	if testing.Short() {
 		return m.Run() // every scenario skips itself; no sandbox
@@ -56,7 +61,8 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	began := time.Now()
-	sb, err = sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: bin, Clusters: 3, Kueue: true, MetricsServer: true, DieWithParent: true, Out: os.Stderr})
+	sb, err = sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: bin, Clusters: 3, Kueue: true, MetricsServer: true, DieWithParent: true, Out: os.Stderr,
+		ManagerArgs: []string{"--gc-min-age=" + gcMinAge.String()}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -84,6 +84,7 @@ type managerOptions struct {
 	electorWorkers       int
 	crashPoint           string
 	gcInterval           time.Duration
+	gcMinAge             time.Duration
 
 	kubeAPIQPS     float32
 	kubeAPIBurst   int
@@ -148,6 +149,7 @@ func defaultManagerOptions() managerOptions {
 		electionResync:              elector.DefaultResyncInterval,
 		electorWorkers:              elector.DefaultWorkers,
 		gcInterval:                  gc.DefaultInterval,
+		gcMinAge:                    gc.DefaultMinAge,
 		kubeAPIQPS:                  200,
 		kubeAPIBurst:                400,
 		targetAPIQPS:                target.DefaultQPS,
@@ -204,6 +206,7 @@ func newManagerCommand() *cobra.Command {
 	f.Float32Var(&o.targetAPIQPS, "target-api-qps", o.targetAPIQPS, "requests per second to each target's API server (client-side limit): every candidate costs a few")
 	f.IntVar(&o.targetAPIBurst, "target-api-burst", o.targetAPIBurst, "burst above --target-api-qps")
 	f.DurationVar(&o.gcInterval, "gc-interval", o.gcInterval, "how often chaperons, delegates and copies whose proxy is gone are collected in every target")
+	f.DurationVar(&o.gcMinAge, "gc-min-age", o.gcMinAge, "how old a chaperon or copy in a target must be before the collector may delete it: raise it where the source's watches lag")
 	f.DurationVar(&o.electionRetry, "election-retry-interval", o.electionRetry, "how often an election that no cluster can take now is run again (target changes bring it back sooner)")
 	f.DurationVar(&o.electionResync, "election-resync-interval", o.electionResync, "how long an election waits for its candidates' answers before it looks again (their events usually bring it back sooner)")
 	f.IntVar(&o.electorWorkers, "elector-workers", o.electorWorkers, "how many proxies are reconciled at once")
@@ -486,7 +489,7 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	if err := fb.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the feedback controller: %w", err)
 	}
-	collector, err := gc.New(gc.Options{SourceName: o.clusterName, Targets: gc.RegistryTargets(reg), Interval: o.gcInterval,
+	collector, err := gc.New(gc.Options{SourceName: o.clusterName, Targets: gc.RegistryTargets(reg), Interval: o.gcInterval, MinAge: o.gcMinAge,
 		Collectors: append(follower.Collectors(), follower.ServiceCollector())})
 	if err != nil {
 		return err
