@@ -313,6 +313,7 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 	// The API server's node proxy cannot be used here: it refuses the
 	// nodes' loopback address.
 	t.Run("usage endpoints", func(t *testing.T) {
+		needMetricsServer(t)
 		src := kube(t, sandbox.SourceCluster)
 		node, err := src.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
 		if err != nil {

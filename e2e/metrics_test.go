@@ -131,6 +131,7 @@ func targetUsage(t *testing.T, ctx context.Context) (map[string]topUsage, error)
 // their last figures.
 func TestTopAndAutoscaleAcrossClusters(t *testing.T) {
 	need(t)
+	needMetricsServer(t)
 	ns := enabledNamespace(t, "metrics", sb.ClusterNames()[1:]...)
 	ctx := context.Background()
 

@@ -164,6 +164,15 @@ func need(t *testing.T) {
 	})
 }
 
+// needMetricsServer fails a scenario at once, saying why, on a sandbox
+// started without metrics-server (FLEETLET_E2E_SANDBOX's own).
+func needMetricsServer(t *testing.T) {
+	t.Helper()
+	if !sb.State().Settings.MetricsServer {
+		t.Fatalf("the sandbox in %s runs no metrics-server: start it with `fleetlet-sandbox up --metrics-server`", sb.Dir())
+	}
+}
+
 func kube(t *testing.T, cluster string) kubernetes.Interface {
 	t.Helper()
 	cs, err := sb.Client(cluster)

@@ -53,7 +53,8 @@ type Options struct {
 	// usage-memory annotations ask for. Off by default.
 	MetricsServer bool
 	// ManagerArgs are more arguments for every cluster's fleetlet manager
-	// (the bench's --manager-arg, to compare settings).
+	// (the bench's --manager-arg, to compare settings; the e2e suite's
+	// shorter --gc-min-age).
 	ManagerArgs []string
 	// DieWithParent makes every started process die with the process that
 	// started it. Tests set it; the command-line tool does not.
