@@ -315,12 +315,5 @@ func stoppedTargetLeavesTop(t *testing.T, ctx context.Context, ns string, proxie
 	if err := sb.Start(ctx, stopped); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, "fleetlet-"+stopped+" Ready again", func(ctx context.Context) (bool, string) {
-		n, err := virtualNode(t, ctx, stopped)
-		if err != nil {
-			return false, err.Error()
-		}
-		r := readyCondition(n)
-		return r.Status == corev1.ConditionTrue, fmt.Sprintf("%+v", r)
-	})
+	waitVirtualNodeReady(t, stopped, "again", 2*time.Minute)
 }

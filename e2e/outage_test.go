@@ -244,14 +244,7 @@ func TestManagerOutageEvictsNothing(t *testing.T) {
 	}
 	restarted = true
 	for _, c := range sb.ClusterNames() {
-		eventually(t, 2*time.Minute, "fleetlet-"+c+" Ready after the manager is back", func(ctx context.Context) (bool, string) {
-			n, err := virtualNode(t, ctx, c)
-			if err != nil {
-				return false, err.Error()
-			}
-			r := readyCondition(n)
-			return r.Status == corev1.ConditionTrue, fmt.Sprintf("%+v", r)
-		})
+		waitVirtualNodeReady(t, c, "after the manager is back", 2*time.Minute)
 	}
 	t.Logf("every virtual node Ready %s after the manager was restarted", time.Since(back).Round(100*time.Millisecond))
 	after := waitDeploymentRunning(t, ns, "web", 6, time.Minute)

@@ -24,6 +24,20 @@ func virtualNode(t *testing.T, ctx context.Context, name string) (*corev1.Node, 
 	return kube(t, sandbox.SourceCluster).CoreV1().Nodes().Get(ctx, "fleetlet-"+name, metav1.GetOptions{})
 }
 
+// waitVirtualNodeReady waits until the target's virtual node is Ready;
+// after says after what (for the failure message).
+func waitVirtualNodeReady(t *testing.T, cluster, after string, timeout time.Duration) {
+	t.Helper()
+	eventually(t, timeout, "fleetlet-"+cluster+" Ready "+after, func(ctx context.Context) (bool, string) {
+		n, err := virtualNode(t, ctx, cluster)
+		if err != nil {
+			return false, err.Error()
+		}
+		r := readyCondition(n)
+		return r.Status == corev1.ConditionTrue, fmt.Sprintf("%+v", r)
+	})
+}
+
 func readyCondition(n *corev1.Node) corev1.NodeCondition {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
