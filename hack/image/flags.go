@@ -86,3 +86,27 @@ func createdTime(flagValue string) (time.Time, error) {
 	}
 	return time.Unix(sec, 0).UTC(), nil
 }
+
+// runRootfs writes the image's root file system for one binary into a
+// folder: what the Dockerfile copies onto scratch.
+func runRootfs(args []string) error {
+	f := flag.NewFlagSet("rootfs", flag.ContinueOnError)
+	binary := f.String("binary", "", "path of the static fleetlet binary")
+	out := f.String("out", "", "folder to write the root file system into")
+	created := f.String("created", "", "the time every file carries, as Unix seconds (default $SOURCE_DATE_EPOCH, else 0)")
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	if *binary == "" || *out == "" {
+		return errors.New("rootfs needs --binary and --out")
+	}
+	t, err := createdTime(*created)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(*binary)
+	if err != nil {
+		return err
+	}
+	return writeRootfs(*out, rootfsEntries(data), t)
+}

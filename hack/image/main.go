@@ -7,6 +7,7 @@
 //	            --version V --commit C --ref ghcr.io/fleetlet/fleetlet:V \
 //	            --layout bin/image/oci --archive bin/fleetlet-image.tar
 //	image push  --layout bin/image/oci --ref REGISTRY/fleetlet:V
+//	image rootfs --binary /out/fleetlet --out /rootfs
 //
 // Each platform's image is one layer on an empty base, what a distroless
 // static image holds for a static binary: /fleetlet, /etc/passwd and
@@ -18,6 +19,11 @@
 // one tar file (an oci-archive: `skopeo copy oci-archive:…`, `podman load`,
 // `docker load` on Docker 25 and later). Every timestamp is the commit's
 // (--created), so that one commit always gives the same digests.
+//
+// `image rootfs` writes the same files as a folder: the Dockerfile's build
+// stage runs it and copies the folder onto scratch, with the config below
+// restated, so that `docker build` makes the image `make image` makes
+// (TestDockerfileMatchesMakeImage holds the two together).
 package main
 
 import (
@@ -38,14 +44,16 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: image build|push [flags] (see hack/image/main.go)")
+		return fmt.Errorf("usage: image build|push|rootfs [flags] (see hack/image/main.go)")
 	}
 	switch args[0] {
 	case "build":
 		return runBuild(args[1:])
 	case "push":
 		return runPush(ctx, args[1:])
+	case "rootfs":
+		return runRootfs(args[1:])
 	default:
-		return fmt.Errorf("unknown command %q: want build or push", args[0])
+		return fmt.Errorf("unknown command %q: want build, push or rootfs", args[0])
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -16,12 +19,14 @@ import (
 
 const caBundlePath = "/etc/ssl/certs/ca-certificates.crt"
 
-// rootfsLayer is the image's one layer: what a distroless static image
-// gives a static Go binary, and the binary.
-func rootfsLayer(binary []byte, created time.Time) (v1.Layer, error) {
+// rootfsEntries are the image's files: what a distroless static image
+// gives a static Go binary, and the binary. The layer `image build` makes
+// and the folder `image rootfs` writes for the Dockerfile hold exactly
+// these.
+func rootfsEntries(binary []byte) []tarEntry {
 	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRoot, NonRoot)
 	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", NonRoot)
-	entries := []tarEntry{
+	return []tarEntry{
 		{name: "etc/", mode: 0o755, dir: true},
 		{name: "etc/passwd", mode: 0o644, data: []byte(passwd)},
 		{name: "etc/group", mode: 0o644, data: []byte(group)},
@@ -33,6 +38,11 @@ func rootfsLayer(binary []byte, created time.Time) (v1.Layer, error) {
 		{name: "tmp/", mode: 0o1777, dir: true},
 		{name: Entrypoint[1:], mode: 0o755, data: binary},
 	}
+}
+
+// rootfsLayer is the image's one layer, every entry stamped with created.
+func rootfsLayer(binary []byte, created time.Time) (v1.Layer, error) {
+	entries := rootfsEntries(binary)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, e := range entries {
@@ -93,4 +103,45 @@ func caBundle() []byte {
 		_ = pem.Encode(&out, &pem.Block{Type: "CERTIFICATE", Bytes: root.Certificate})
 	}
 	return out.Bytes()
+}
+
+// writeRootfs lays the entries out under dir, with their modes, owners
+// and times, as the layer holds them (owners need root, as in a Docker
+// build stage; elsewhere they are left as they fall).
+func writeRootfs(dir string, entries []tarEntry, modTime time.Time) error {
+	for _, e := range entries {
+		path := filepath.Join(dir, filepath.FromSlash(strings.TrimSuffix(e.name, "/")))
+		var err error
+		if e.dir {
+			err = os.MkdirAll(path, 0o755)
+		} else {
+			err = os.WriteFile(path, e.data, 0o644)
+		}
+		if err != nil {
+			return err
+		}
+		// Chmod after creation: the umask must not narrow a mode
+		// (tmp/ is 1777), and the sticky bit needs os.ModeSticky.
+		mode := os.FileMode(e.mode & 0o777)
+		if e.mode&0o1000 != 0 {
+			mode |= os.ModeSticky
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			return err
+		}
+		if os.Geteuid() == 0 {
+			if err := os.Lchown(path, e.uid, e.uid); err != nil {
+				return err
+			}
+		}
+	}
+	// Times last, deepest first, so that writing a child does not move
+	// its folder's.
+	for i := len(entries) - 1; i >= 0; i-- {
+		path := filepath.Join(dir, filepath.FromSlash(strings.TrimSuffix(entries[i].name, "/")))
+		if err := os.Chtimes(path, modTime, modTime); err != nil {
+			return err
+		}
+	}
+	return nil
 }
