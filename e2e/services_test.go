@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"testing"
@@ -89,7 +90,16 @@ func TestServicesFollowTheirDelegates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A NodePort in the source: its copies open no port on the targets'
+	// nodes (services.nodePorts is off).
 	web := service("web", map[string]string{"tier": "web"}, false)
+	web.Spec.Type = corev1.ServiceTypeNodePort
+	// A pod of the target's own in the namespace, with the labels the
+	// Service selects: the copy must not route to it.
+	local := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "local-web", Labels: map[string]string{"tier": "web"}}, Spec: podSpec("10m")}
+	if _, err := kube(t, east).CoreV1().Pods(ns).Create(ctx, local, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range []*corev1.Service{web, service("api", map[string]string{"tier": "web"}, false)} {
 		if _, err := src.CoreV1().Services(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -120,10 +130,40 @@ func TestServicesFollowTheirDelegates(t *testing.T) {
 		if cp.Spec.ClusterIP == "" || cp.Spec.ClusterIP == corev1.ClusterIPNone || len(cp.Spec.IPFamilies) == 0 {
 			t.Errorf("copy in %s: cluster IP %q, families %v: want one the target allocated (the source's is %q)", c, cp.Spec.ClusterIP, cp.Spec.IPFamilies, source.Spec.ClusterIP)
 		}
-		if len(cp.Spec.Ports) != 1 || cp.Spec.Ports[0].Port != 80 || cp.Spec.Ports[0].TargetPort != intstr.FromInt32(8080) || cp.Spec.Selector["tier"] != "web" || len(cp.Spec.Selector) != 1 {
-			t.Errorf("copy in %s: ports %v selector %v, want the source's", c, cp.Spec.Ports, cp.Spec.Selector)
+		if len(cp.Spec.Ports) != 1 || cp.Spec.Ports[0].Port != 80 || cp.Spec.Ports[0].TargetPort != intstr.FromInt32(8080) {
+			t.Errorf("copy in %s: ports %v, want the source's", c, cp.Spec.Ports)
+		}
+		// Before: a NodePort copy, a node port on every node of the
+		// target, and a selector that also took the target's own pods.
+		if cp.Spec.Type != corev1.ServiceTypeClusterIP || cp.Spec.Ports[0].NodePort != 0 {
+			t.Errorf("copy in %s: type %s node port %d, want a ClusterIP Service (services.nodePorts is off)", c, cp.Spec.Type, cp.Spec.Ports[0].NodePort)
+		}
+		if want := map[string]string{"tier": "web", v1alpha1.LabelParentCluster: sandbox.SourceCluster}; !maps.Equal(cp.Spec.Selector, want) {
+			t.Errorf("copy in %s: selector %v, want %v", c, cp.Spec.Selector, want)
 		}
 	}
+	eventually(t, time.Minute, "the copy's EndpointSlice in "+east+" listing its 2 delegates, not the target's own pod", func(ctx context.Context) (bool, string) {
+		p, err := kube(t, east).CoreV1().Pods(ns).Get(ctx, local.Name, metav1.GetOptions{})
+		if err != nil || p.Status.PodIP == "" {
+			return false, "the local pod has no IP yet"
+		}
+		slices, err := kube(t, east).DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=web"})
+		if err != nil {
+			return false, err.Error()
+		}
+		var names []string
+		for _, s := range slices.Items {
+			for _, e := range s.Endpoints {
+				if e.TargetRef != nil {
+					names = append(names, e.TargetRef.Name)
+				}
+			}
+		}
+		if slices2 := strings.Join(names, ","); strings.Contains(slices2, local.Name) {
+			t.Fatalf("the copy of web in %s routes to the target's own pod: %s", east, slices2)
+		}
+		return len(names) == 2, "endpoints " + strings.Join(names, ",")
+	})
 
 	// The target's own Service "api" is left as it was; the source's api
 	// is copied where it does not clash, and says why not elsewhere.

@@ -61,7 +61,7 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	began := time.Now()
-	sb, err = sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: bin, Clusters: 3, Kueue: true, MetricsServer: true, DieWithParent: true, Out: os.Stderr,
+	sb, err = sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: bin, Clusters: 3, Kueue: true, MetricsServer: true, Furnished: true, DieWithParent: true, Out: os.Stderr,
 		ManagerArgs: []string{"--gc-min-age=" + gcMinAge.String()}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -69,6 +69,9 @@ func run(m *testing.M) int {
 	}
 	up := time.Since(began)
 	code := m.Run()
+	if code == 0 && !testing.Short() {
+		code = checkSystemWorkloadsAfterAll()
+	}
 	if err := sb.Down(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox down:", err)
 		code = 1
@@ -98,6 +101,24 @@ func runOnExisting(m *testing.M, dir string) int {
 	code := m.Run()
 	fmt.Fprintln(os.Stderr, scenarioTimes.summary(time.Since(began), 0))
 	return code
+}
+
+// checkSystemWorkloadsAfterAll fails the suite when, once every scenario
+// has run, a cluster's system workloads are not all available and
+// undisturbed (systemWorkloadProblems), within a minute.
+func checkSystemWorkloadsAfterAll() int {
+	var problems []string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		ctx, cancel := context.WithTimeout(context.Background(), tryTimeout)
+		problems = systemWorkloadProblems(ctx)
+		cancel()
+		if len(problems) == 0 {
+			fmt.Fprintln(os.Stderr, "e2e suite: every cluster's system workloads available and undisturbed after all scenarios")
+			return 0
+		}
+	}
+	fmt.Fprintln(os.Stderr, "e2e suite: FAIL: after all scenarios, system workloads disturbed:\n  "+strings.Join(problems, "\n  "))
+	return 1
 }
 
 // tryTimeout bounds one try of an eventually: the clients' own request

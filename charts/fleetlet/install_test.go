@@ -176,6 +176,7 @@ scheduler:
 	t.Run("the manager deletes only what is fleetlet's", func(t *testing.T) { testManagerDeletesPolicy(t, admin) })
 	t.Run("the manager writes only fleetlet's Leases", func(t *testing.T) { testManagerLeasesPolicy(t, admin) })
 	t.Run("a source writes only its own copies", func(t *testing.T) { testSourceCopiesPolicy(t, admin) })
+	t.Run("only a source makes its delegates", func(t *testing.T) { testDelegatePodsPolicy(t, admin) })
 
 	// Uninstall removes what the release created, extra resources included,
 	// and keeps the CRDs.
@@ -558,5 +559,71 @@ func testSourceCopiesPolicy(t *testing.T, admin client.Client) {
 	}
 	if err := src.Delete(ctx, mine); err != nil {
 		t.Errorf("deleting its own copy: %v", err)
+	}
+}
+
+// testDelegatePodsPolicy: a pod that claims to be a source's candidate or
+// delegate (parent labels, a PodChaperon controller) is created only by
+// that source (or fleetlet for its own cluster), and only with the
+// candidate scheduler's name. Before: any user allowed to create pods
+// could pose as another source's delegate in a shared namespace (its
+// chaperon then adopted it), and a webhook that rewrote schedulerName made
+// every candidate run before the election.
+func testDelegatePodsPolicy(t *testing.T, admin client.Client) {
+	ctx := context.Background()
+	cluster2 := as(t, "system:serviceaccount:team-a:fleetlet-source-cluster-2")
+	own := chaperon("delegates-owner", "cluster-2")
+	if err := cluster2.Create(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name, parent, scheduler string, owned bool) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
+			Spec:       corev1.PodSpec{SchedulerName: scheduler, Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
+		}
+		if parent != "" {
+			p.Labels = map[string]string{"multicluster.fleetlet.io/parent-cluster": parent, "multicluster.fleetlet.io/parent-uid": "0000"}
+		}
+		if owned {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "multicluster.fleetlet.io/v1alpha1", Kind: "PodChaperon",
+				Name: own.GetName(), UID: own.GetUID(), Controller: ptr.To(true)}}
+		}
+		return p
+	}
+	const candidate = "fleetlet-candidate"
+	cluster3 := as(t, "system:serviceaccount:team-a:fleetlet-source-cluster-3")
+	eventually(t, "the delegate pods policy in force", func() error {
+		err := cluster3.Create(ctx, pod("posing", "cluster-2", candidate, true))
+		if err == nil {
+			_ = admin.Delete(ctx, pod("posing", "", "", false))
+			return errNotYet
+		}
+		if !strings.Contains(err.Error(), "must be 'cluster-3', not 'cluster-2'") {
+			return err
+		}
+		return nil
+	})
+	for _, tc := range []struct {
+		name    string
+		c       client.Client
+		pod     *corev1.Pod
+		wantErr string
+	}{
+		{name: "a source, its own candidate", c: cluster2, pod: pod("candidate", "cluster-2", candidate, true)},
+		{name: "a source's candidate rewritten to another scheduler", c: cluster2, pod: pod("rewritten", "cluster-2", "volcano", true),
+			wantErr: "set the candidate's schedulerName to 'volcano'"},
+		{name: "another source posing with the owner only", c: cluster3, pod: pod("owner-only", "", candidate, true), wantErr: "must be 'cluster-3', not ''"},
+		{name: "a user, as a chaperon's pod", c: as(t, "alice"), pod: pod("alice-owned", "", candidate, true), wantErr: "alice may not create a pod that claims"},
+		{name: "a user, with the labels", c: as(t, "alice"), pod: pod("alice-labelled", "cluster-2", candidate, false), wantErr: "alice may not create a pod that claims"},
+		{name: "a user, a plain pod", c: as(t, "alice"), pod: pod("alice-plain", "", "", false)},
+		{name: "a cluster administrator", c: admin, pod: pod("admin", "cluster-2", "default-scheduler", true)},
+	} {
+		err := tc.c.Create(ctx, tc.pod)
+		if tc.wantErr == "" && err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.wantErr)
+		}
 	}
 }

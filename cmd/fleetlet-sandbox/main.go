@@ -52,6 +52,7 @@ func newRootCommand() *cobra.Command {
 		f.DurationVar(&opts.ReadyTimeout, "ready-timeout", sandbox.DefaultReadyTimeout, "how long one cluster may take to become ready")
 		f.BoolVar(&withFleetlet, "fleetlet", true, "run fleetlet in every cluster and connect them ("+sandbox.SourceCluster+" the source, every cluster a target); false starts bare clusters")
 		f.BoolVar(&opts.MetricsServer, "metrics-server", false, "run metrics-server (bin/metrics-server, `make metrics-server`) in every cluster, behind its apiserver's aggregation layer, so that kubectl top and HorizontalPodAutoscalers work; kwok's pods use what their kwok.x-k8s.io/usage-cpu and usage-memory annotations say")
+		f.BoolVar(&opts.Furnished, "furnished", true, "run in every cluster's kube-system what production clusters run: kube-proxy- and CNI-like DaemonSets that tolerate every taint, and a CoreDNS")
 		f.BoolVar(&opts.Kueue, "kueue", false, "run Kueue (bin/kueue, `make kueue`) against "+sandbox.SourceCluster+"; it queues the Jobs and pods of namespaces labelled "+sandbox.KueueNamespaceLabel+"=true")
 	}
 

@@ -101,6 +101,9 @@ type managerOptions struct {
 	// LoadBalancer one a LoadBalancer there.
 	followServices       bool
 	serviceLoadBalancers bool
+	// serviceNodePorts keeps a followed NodePort Service a NodePort in
+	// the targets.
+	serviceNodePorts bool
 	// routablePodNetworks: pod IPs are routable between the clusters, so
 	// global Services may list delegates of other clusters.
 	routablePodNetworks bool
@@ -215,6 +218,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.delegateRecreateDelay, "delegate-recreate-delay", o.delegateRecreateDelay, "target side: how long a deleted delegate (restartPolicy Always) stays gone, once its source's heartbeat Lease has expired, before it is created again; counted from the later of the deletion and the expiry")
 	f.StringSliceVar(&o.followAllowedKinds, "follow-allowed-kinds", o.followAllowedKinds, "namespaced kinds a pod may ask to take along to its targets with "+v1alpha1.Prefix+"follow (Kind names, comma-separated)")
 	f.BoolVar(&o.followServices, "follow-services", o.followServices, "copy the Services that select proxies into the targets where their delegates run, so that delegates resolve them there")
+	f.BoolVar(&o.serviceNodePorts, "service-node-ports", o.serviceNodePorts, "keep a followed NodePort Service a NodePort in the targets (each target then opens the port on every node); false: its copies are ClusterIP Services, so that no user of this cluster opens ports on a target's nodes")
 	f.BoolVar(&o.serviceLoadBalancers, "service-load-balancers", o.serviceLoadBalancers, "keep a followed LoadBalancer Service a LoadBalancer in the targets (each target then provisions its own load balancer); false: its copies are ClusterIP Services")
 	f.BoolVar(&o.routablePodNetworks, "routable-pod-networks", o.routablePodNetworks, "pod IPs are routable between this cluster's targets (a flat or routed pod network): Services annotated "+v1alpha1.AnnotationGlobal+"=true then get, in each target holding their copy, an EndpointSlice of their ready delegates in the other clusters; false: the annotation is refused with an Event")
 	f.StringSliceVar(&o.hidePodIPs, "hide-pod-ips", o.hidePodIPs, "targets (ClusterTarget names, namespace/name of Targets, or * for all) whose pod network overlaps this cluster's: their delegates' pod IPs are not published on proxies, so that nothing here routes to an address that is another pod's (self targets always publish theirs)")
@@ -430,6 +434,7 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		Mapper:       mgr.GetRESTMapper(),
 
 		ServiceLoadBalancers: o.serviceLoadBalancers,
+		ServiceNodePorts:     o.serviceNodePorts,
 		SecretNamespaces:     o.secretNamespacesWithOwn(),
 	})
 	if err != nil {

@@ -73,7 +73,22 @@ func checkLabels(ch *v1alpha1.PodChaperon) error {
 	return nil
 }
 
-// isHeldBy reports whether pod is the one ch holds: ch is its controller.
+// isHeldBy reports whether pod is the one ch holds: ch is its controller,
+// and it carries ch's parent labels. A pod that names the chaperon as its
+// controller but another source (its parent-cluster label, which the
+// fleetlet-delegate-pods admission policy ties to the identity that
+// created it) is an impostor, never adopted: in a namespace two sources
+// share, one source's user could otherwise create a pod posing as the
+// other's delegate (its status copied to that source, its logs and exec
+// reached through that source's virtual node).
 func isHeldBy(pod *corev1.Pod, ch *v1alpha1.PodChaperon) bool {
-	return metav1.IsControlledBy(pod, ch)
+	if !metav1.IsControlledBy(pod, ch) {
+		return false
+	}
+	for _, k := range parentLabels {
+		if pod.Labels[k] != ch.Labels[k] {
+			return false
+		}
+	}
+	return true
 }

@@ -167,3 +167,36 @@ func TestCheckLabels(t *testing.T) {
 		})
 	}
 }
+
+// A pod that names the chaperon as its controller but carries another
+// source's parent labels is not held: in a namespace two sources share,
+// one source's user could create it before the chaperon controller does
+// and have it adopted as the other's delegate. Before: the controller
+// reference alone made it the delegate.
+func TestIsHeldByNeedsTheParentLabels(t *testing.T) {
+	ch := &v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1-abcd", UID: "chaperon-uid",
+		Labels: map[string]string{v1alpha1.LabelParentUID: "proxy-uid", v1alpha1.LabelParentCluster: "east"}}}
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   bool
+	}{
+		{name: "built by the controller", labels: BuildPod(ch).Labels, want: true},
+		{name: "another source's", labels: map[string]string{v1alpha1.LabelParentUID: "proxy-uid", v1alpha1.LabelParentCluster: "west"}},
+		{name: "another proxy's", labels: map[string]string{v1alpha1.LabelParentUID: "other", v1alpha1.LabelParentCluster: "east"}},
+		{name: "no labels"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := BuildPod(ch)
+			p.Labels = tc.labels
+			if got := isHeldBy(p, ch); got != tc.want {
+				t.Errorf("isHeldBy = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	plain := BuildPod(ch)
+	plain.OwnerReferences = nil
+	if isHeldBy(plain, ch) {
+		t.Error("a pod without the controller reference is held")
+	}
+}

@@ -102,6 +102,9 @@ func (r *Reconciler) markWinner(ctx context.Context, pod *corev1.Pod, cl *target
 	if prev, ok := previousDelegate(pod); ok && keyOf(prev) != key {
 		gone, why := r.delegateGone(ctx, pod, prev)
 		if !gone {
+			if stuck, err := r.previousStuck(ctx, pod, prev, why); stuck || err != nil {
+				return reconcile.Result{}, true, err
+			}
 			ctrl.LoggerFrom(ctx).V(1).Info("Waiting for the previous delegate to be gone before marking the new one", "previous", prev.Target(), "why", why)
 			return r.requeueAfter(pod, requeuePreviousDelegate, previousDelegateRecheck), true, nil
 		}

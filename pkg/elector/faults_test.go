@@ -115,9 +115,14 @@ func TestElectedTargetDeletedReelects(t *testing.T) {
 }
 
 // A record whose target has been NotReady past ElectedTargetTimeout
-// re-elects; the new delegate is marked only once the old one is confirmed
-// gone, which waits for its target to answer again. Before: the proxy
-// waited for the old target forever.
+// re-elects; the new delegate is never marked while the old one cannot be
+// confirmed gone. Since that target has not been Ready for
+// ElectedTargetTimeout, the proxy is deleted instead, as a pod on an
+// unreachable node is (Event PreviousDelegateUnreachable), so that its
+// controller makes a new one; it stays Terminating until the old target
+// answers and its delegate is gone. Before: the proxy waited, gated, for as
+// long as the old target stayed down (a rollout hung for the whole outage:
+// 5 of 30 proxies still gated 300 s into a target outage).
 func TestElectedTargetNotReadyReelectsWithoutOverlap(t *testing.T) {
 	h, remote, local := start(t, elector.Options{ElectedTargetTimeout: 2 * time.Second})
 	p := h.proxy(t, "web-1")
@@ -130,12 +135,20 @@ func TestElectedTargetNotReadyReelectsWithoutOverlap(t *testing.T) {
 	h.waitProxy(t, p, "election record dropped", reelecting)
 	h.reserve(t, local, p)
 	h.waitProxy(t, p, "elected in "+local.Name, electedIn(local.Name))
-	assert.Never(t, func() bool { return h.marked(t, local, p) }, 2*time.Second, 100*time.Millisecond,
-		"the new delegate was marked while the old one may still run in an unreachable target")
+	cur, present := h.waitProxyDeleted(t, p, "deleted: its previous delegate cannot be confirmed gone")
+	require.True(t, present, "the proxy went while its previous delegate may run in an unreachable target")
+	assert.Empty(t, proxy.PinnedNode(cur), "the deleted proxy was pinned")
+	h.waitEvent(t, p, elector.EventPreviousDelegateUnreachable)
+	assert.Never(t, func() bool {
+		return h.marked(t, local, p) || apierrors.IsNotFound(h.source.Get(context.Background(), client.ObjectKeyFromObject(p), &corev1.Pod{}))
+	}, 2*time.Second, 100*time.Millisecond, "the new delegate was marked, or the proxy went, while the old one may still run in an unreachable target")
 
 	back()
+	h.collect(t, local, p) // the unmarked candidate, deleted with the proxy
 	h.collect(t, remote, p)
-	testenv.EventuallyTrue(t, waitTimeout, "the new delegate marked", func(context.Context) bool { return h.marked(t, local, p) })
+	testenv.EventuallyTrue(t, waitTimeout, "the proxy gone once its old delegate is", func(ctx context.Context) bool {
+		return apierrors.IsNotFound(h.source.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}))
+	})
 }
 
 // After a re-election the new delegate may bind only once the old one is
@@ -350,4 +363,68 @@ func TestInvalidSourceSpecIsRetried(t *testing.T) {
 	h.reserve(t, remote, p)
 	h.unschedulable(t, local, p)
 	h.waitProxy(t, p, "elected in "+remote.Name+" once the keys are back", electedIn(remote.Name))
+}
+
+// A chaperon deleted in its target without propagation (an admin's
+// `kubectl delete podchaperon`, a namespace reset) leaves its pod to the
+// target's garbage collector and to the pod's grace period: the deleted
+// proxy stays Terminating until that pod is gone too. Before: the
+// finalizer went as soon as the chaperon was NotFound, and a StatefulSet
+// made its pod again in another cluster while the old one still ran (two
+// db-0s at once).
+func TestDeletedProxyWaitsForItsDelegatePodNotOnlyItsChaperon(t *testing.T) {
+	h, remote, local := start(t, elector.Options{})
+	ctx := context.Background()
+	p := h.proxy(t, "db-0")
+	runIn(t, h, remote, local, p)
+	h.collect(t, local, p) // the loser
+	delegate := h.orphanDelegate(t, remote, p)
+
+	require.NoError(t, h.source.Delete(ctx, p))
+	gone := func() bool {
+		return apierrors.IsNotFound(h.source.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}))
+	}
+	assert.Never(t, gone, 3*time.Second, 100*time.Millisecond,
+		"the proxy went while its delegate's pod still ran in "+remote.Name)
+
+	require.NoError(t, h.clientOf(remote).Delete(ctx, delegate))
+	testenv.EventuallyTrue(t, waitTimeout, "the proxy gone once its delegate's pod is", func(context.Context) bool { return gone() })
+}
+
+// The same rule after a re-election: the new delegate may bind only once
+// the old one's pod is gone, not only its chaperon. Before: it was marked
+// as soon as the old chaperon was NotFound.
+func TestReelectionWaitsForThePreviousDelegatePod(t *testing.T) {
+	h, remote, local := start(t, elector.Options{BindTimeout: 2 * time.Second})
+	ctx := context.Background()
+	p := h.proxy(t, "web-1")
+	reelectAway(t, h, remote, local, p)
+	delegate := h.orphanDelegate(t, remote, p)
+	assert.Never(t, func() bool { return h.marked(t, local, p) }, 3*time.Second, 100*time.Millisecond,
+		"the new delegate was marked while the old one's pod still ran")
+	require.NoError(t, h.clientOf(remote).Delete(ctx, delegate))
+	testenv.EventuallyTrue(t, waitTimeout, "the new delegate marked", func(context.Context) bool { return h.marked(t, local, p) })
+}
+
+// orphanDelegate plays what a chaperon deleted without propagation leaves
+// in a target: the pod it held (created here as the chaperon controller
+// would, with the proxy's labels), and the chaperon gone.
+func (h *harness) orphanDelegate(t *testing.T, key target.Key, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	c := h.clientOf(key)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: chaperonKey(p).Name, Labels: map[string]string{
+			v1alpha1.LabelParentUID: string(p.UID), v1alpha1.LabelParentCluster: sourceName,
+		}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},
+	}
+	require.NoError(t, c.Create(ctx, pod))
+	pc, ok := h.chaperon(t, key, p)
+	require.True(t, ok, "the chaperon in "+key.Name)
+	if pc.DeletionTimestamp == nil {
+		require.NoError(t, c.Delete(ctx, pc, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	}
+	h.collect(t, key, p)
+	return pod
 }

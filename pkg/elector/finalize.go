@@ -5,6 +5,7 @@ package elector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +43,16 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		}
 		var pc v1alpha1.PodChaperon
 		err := cl.Client().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: name}, &pc)
+		if apierrors.IsNotFound(err) && mayRunIn(pod, cl.Key()) {
+			// The chaperon alone is no proof: deleted there without
+			// propagation, it leaves its pod to the target's garbage
+			// collector and to the pod's grace period.
+			if gone, why := delegatePodGone(ctx, cl, pod.Namespace, name, pod.UID); !gone {
+				ctrl.LoggerFrom(ctx).V(1).Info("Waiting for the delegate of a deleted chaperon to go", "target", cl.Key().String(), "why", why)
+				remaining++
+			}
+			continue
+		}
 		if apierrors.IsNotFound(err) || (apierrors.IsForbidden(err) && cl.Namespace(ctx, pod.Namespace) == target.NamespaceGone) {
 			// A namespace deleted in the target took its chaperons and
 			// pods with it (its deletion ends only when they are gone),
@@ -87,6 +98,30 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		return reconcile.Result{}, nil
 	}
 	return reconcile.Result{}, client.IgnoreNotFound(r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, patch)))
+}
+
+// delegatePodGone confirms that no pod of this proxy runs, or is still
+// shutting down, under its chaperon's name in a target. A chaperon is
+// gone before its pod when it was deleted without Foreground propagation
+// (an admin cleaning up, a namespace reset): until the pod is gone too, the
+// proxy's delegate is not, and a StatefulSet must not make its pod again
+// elsewhere. A pod that has finished (Succeeded, Failed) runs nothing.
+func delegatePodGone(ctx context.Context, cl *target.Cluster, namespace, name string, uid types.UID) (bool, string) {
+	var p corev1.Pod
+	err := cl.Client().Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &p)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, ""
+	case apierrors.IsForbidden(err) && cl.Namespace(ctx, namespace) == target.NamespaceGone:
+		return true, ""
+	case err != nil:
+		return false, fmt.Sprintf("reading its pod in %s: %v", cl.Key(), err)
+	case p.Labels[v1alpha1.LabelParentUID] != string(uid):
+		return true, ""
+	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
+		return true, ""
+	}
+	return false, fmt.Sprintf("its chaperon is gone from %s but its pod is not (the target's garbage collector or the pod's grace period)", cl.Key())
 }
 
 // mayRunIn says whether a proxy's delegate may run in a target: the target

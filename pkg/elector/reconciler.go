@@ -103,13 +103,18 @@ const (
 	// completed on its target; the proxy is deleted (its controller makes
 	// a new one) rather than pinned elsewhere.
 	EventPinnedProxyDeleted = "PinnedProxyDeleted"
-	EventFollowRefused      = follow.EventRefused
-	reasonFollowRefused     = "FollowRefused"
-	reasonElected           = "Elected"
-	reasonNoClusters        = "NoClusterAvailable"
-	reasonInvalidSpec       = "InvalidSourceSpec"
-	reasonInvalidSelector   = "InvalidClusterSelector"
-	reasonReelecting        = "Reelecting"
+	// EventPreviousDelegateUnreachable: a re-elected proxy's previous
+	// delegate cannot be confirmed gone (its target has not been Ready
+	// for ElectedTargetTimeout); the proxy is deleted, as a pod on an
+	// unreachable node is, so that its controller makes a new one.
+	EventPreviousDelegateUnreachable = "PreviousDelegateUnreachable"
+	EventFollowRefused               = follow.EventRefused
+	reasonFollowRefused              = "FollowRefused"
+	reasonElected                    = "Elected"
+	reasonNoClusters                 = "NoClusterAvailable"
+	reasonInvalidSpec                = "InvalidSourceSpec"
+	reasonInvalidSelector            = "InvalidClusterSelector"
+	reasonReelecting                 = "Reelecting"
 )
 
 // Reconciler runs the life of every proxy pod on the source side: elect,

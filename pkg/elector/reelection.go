@@ -78,8 +78,8 @@ func previousDelegate(pod *corev1.Pod) (proxy.Record, bool) {
 }
 
 // delegateGone confirms that the candidate of a dropped election is gone
-// from its target: NotFound there (or not this proxy's), or its Target
-// deleted. Otherwise it deletes it (foreground) if it can, and says why it
+// from its target: its chaperon and its pod NotFound there (or not this
+// proxy's), or its Target deleted. Otherwise it deletes it (foreground) if it can, and says why it
 // is not gone yet.
 func (r *Reconciler) delegateGone(ctx context.Context, pod *corev1.Pod, prev proxy.Record) (bool, string) {
 	key := keyOf(prev)
@@ -95,7 +95,7 @@ func (r *Reconciler) delegateGone(ctx context.Context, pod *corev1.Pod, prev pro
 	err := cl.Client().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: prev.Chaperon}, &pc)
 	switch {
 	case apierrors.IsNotFound(err):
-		return true, ""
+		return delegatePodGone(ctx, cl, pod.Namespace, prev.Chaperon, pod.UID)
 	case apierrors.IsForbidden(err) && cl.Namespace(ctx, pod.Namespace) == target.NamespaceGone:
 		return true, ""
 	case err != nil:
@@ -108,6 +108,26 @@ func (r *Reconciler) delegateGone(ctx context.Context, pod *corev1.Pod, prev pro
 		}
 	}
 	return false, fmt.Sprintf("it is being deleted in %s", key)
+}
+
+// previousStuck deletes a re-elected proxy whose previous delegate cannot
+// be confirmed gone because its target has not been Ready for
+// ElectedTargetTimeout: as Kubernetes does with a pod on an unreachable
+// node, the proxy is deleted (it stays Terminating until that delegate is
+// confirmed gone, so a StatefulSet waits for the name) and its controller
+// makes a new one, elected afresh. Before, the proxy waited, gated, for as
+// long as the target stayed down: a rollout hung for the whole outage.
+func (r *Reconciler) previousStuck(ctx context.Context, pod *corev1.Pod, prev proxy.Record, why string) (bool, error) {
+	key := keyOf(prev)
+	deleted, notReadySince, err := r.targetState(ctx, key)
+	if err != nil || deleted || notReadySince.IsZero() || r.clock.Since(notReadySince) < r.opts.ElectedTargetTimeout {
+		return false, err
+	}
+	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventPreviousDelegateUnreachable, "Delete",
+		"Its previous delegate in %s cannot be confirmed gone (%s; the target has not been Ready for %s): deleting the proxy so that its controller makes a new one; it stays Terminating until that delegate is confirmed gone",
+		key, why, r.clock.Since(notReadySince).Round(time.Second))
+	electionsTotal.WithLabelValues("previous_unreachable_deleted").Inc()
+	return true, client.IgnoreNotFound(r.client.Delete(ctx, pod, client.Preconditions{UID: ptr.To(pod.UID)}))
 }
 
 // electedTargetAway decides for a record whose target is not Ready (or not

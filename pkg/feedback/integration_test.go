@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -631,6 +632,21 @@ func TestFeedback(t *testing.T) {
 					t.Errorf("phase %s podIP %q: a proxy deleted with its delegate keeps its last status", p.Status.Phase, p.Status.PodIP)
 				}
 				h.finishForeground(t, pc)
+			}
+			if get(t, h.target, d.DeepCopy()) {
+				// Its chaperon gone, the delegate's pod is not yet (its
+				// grace period, or the target's garbage collector): the
+				// proxy waits for it, so that a StatefulSet never runs
+				// its pod twice. Then the pod goes.
+				assert.Never(t, func() bool { return !get(t, h.source, p.DeepCopy()) }, 2*time.Second, 100*time.Millisecond,
+					"the proxy went while its delegate's pod was still in the target")
+				release := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+				if err := h.target.Patch(ctx, d, release); err != nil && !apierrors.IsNotFound(err) {
+					t.Fatal(err)
+				}
+				if err := h.target.Delete(ctx, d, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+					t.Fatal(err)
+				}
 			}
 			testenv.EventuallyTrue(t, waitTimeout, "the proxy to be gone", func(context.Context) bool { return !get(t, h.source, p.DeepCopy()) })
 		})

@@ -73,6 +73,10 @@ type Options struct {
 	// LoadBalancer in the targets (--service-load-balancers): each target
 	// then provisions its own. Off, its copies are ClusterIP Services.
 	ServiceLoadBalancers bool
+	// ServiceNodePorts keeps a followed NodePort Service a NodePort in the
+	// targets (--service-node-ports): each target then opens the port on
+	// its nodes. Off, its copies are ClusterIP Services.
+	ServiceNodePorts bool
 	// SecretNamespaces, when not empty, are the only namespaces whose
 	// Secrets fleetlet reads (--secret-namespaces): a pod referencing a
 	// Secret elsewhere is refused (ReasonForbidden) without a read.

@@ -5,12 +5,23 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 )
 
 // KindService is the kind of the Services that follow their delegates.
 const KindService = "Service"
 
 var serviceGK = schema.GroupKind{Kind: KindService}
+
+// Exposure says which Service types that open the targets' nodes or load
+// balancers keep their type in the copies (the operator's settings
+// --service-load-balancers and --service-node-ports); the others become
+// ClusterIP Services.
+type Exposure struct {
+	LoadBalancers bool
+	NodePorts     bool
+}
 
 // ServiceCopy is what this source's copy of a Service holds in a target
 // (DESIGN "Services"): the ports, selector, session affinity,
@@ -20,11 +31,15 @@ var serviceGK = schema.GroupKind{Kind: KindService}
 // allocate: cluster IPs (a headless Service stays headless), IP families,
 // node ports, the health-check node port; external IPs are the source's
 // network's, and go; the status goes. A LoadBalancer becomes a ClusterIP
-// unless allowLoadBalancers, and then its load-balancer fields
-// (externalTrafficPolicy, loadBalancerSourceRanges, loadBalancerClass,
+// unless expose.LoadBalancers, and a NodePort unless expose.NodePorts (a
+// user of a source never opens ports on a target's nodes without its
+// operator's say), and then its external fields (externalTrafficPolicy,
+// loadBalancerSourceRanges, loadBalancerClass,
 // allocateLoadBalancerNodePorts, loadBalancerIP) go with it, so that the
-// copy passes validation.
-func ServiceCopy(src *corev1.Service, sourceName string, allowLoadBalancers bool) *corev1.Service {
+// copy passes validation. The selector also requires this source's parent
+// label, so that the copy selects this source's delegates only, never the
+// target's own pods nor another source's that share the namespace.
+func ServiceCopy(src *corev1.Service, sourceName string, expose Exposure) *corev1.Service {
 	spec := src.Spec.DeepCopy()
 	headless := spec.ClusterIP == corev1.ClusterIPNone
 	spec.ClusterIP, spec.ClusterIPs = "", nil
@@ -37,13 +52,16 @@ func ServiceCopy(src *corev1.Service, sourceName string, allowLoadBalancers bool
 	for i := range spec.Ports {
 		spec.Ports[i].NodePort = 0
 	}
-	if spec.Type == corev1.ServiceTypeLoadBalancer && !allowLoadBalancers {
+	if (spec.Type == corev1.ServiceTypeLoadBalancer && !expose.LoadBalancers) || (spec.Type == corev1.ServiceTypeNodePort && !expose.NodePorts) {
 		spec.Type = corev1.ServiceTypeClusterIP
 		spec.ExternalTrafficPolicy = ""
 		spec.LoadBalancerSourceRanges = nil
 		spec.LoadBalancerClass = nil
 		spec.AllocateLoadBalancerNodePorts = nil
 		spec.LoadBalancerIP = ""
+	}
+	if len(spec.Selector) > 0 {
+		spec.Selector[v1alpha1.LabelParentCluster] = sourceName
 	}
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{

@@ -29,7 +29,7 @@ func (f *Follower) EnsureService(ctx context.Context, target client.Client, targ
 
 func (f *Follower) ensureService(ctx context.Context, target client.Client, targetName string, src *corev1.Service) (*corev1.Service, error) {
 	it := item{gvk: coreV1.WithKind(KindService), name: src.Name, what: KindService + " " + src.Name}
-	want := ServiceCopy(src, f.opts.SourceName, f.opts.ServiceLoadBalancers)
+	want := ServiceCopy(src, f.opts.SourceName, Exposure{LoadBalancers: f.opts.ServiceLoadBalancers, NodePorts: f.opts.ServiceNodePorts})
 	log := f.opts.Logger.WithValues("target", targetName, "kind", KindService, "object", klog.KObj(src))
 	var cp *corev1.Service
 	err := retry.OnError(conflictBackoff, retriable, func() error {

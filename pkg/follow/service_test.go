@@ -57,7 +57,7 @@ func TestServiceCopy(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		src       *corev1.Service
-		allowLB   bool
+		expose    Exposure
 		typ       corev1.ServiceType
 		clusterIP string
 		lbKept    bool
@@ -65,14 +65,18 @@ func TestServiceCopy(t *testing.T) {
 	}{
 		{name: "ClusterIP", src: sourceService(corev1.ServiceTypeClusterIP), typ: corev1.ServiceTypeClusterIP},
 		{name: "headless", src: headless, typ: corev1.ServiceTypeClusterIP, clusterIP: corev1.ClusterIPNone},
-		{name: "NodePort", src: sourceService(corev1.ServiceTypeNodePort), typ: corev1.ServiceTypeNodePort, etp: corev1.ServiceExternalTrafficPolicyLocal},
-		{name: "LoadBalancer not allowed", src: sourceService(corev1.ServiceTypeLoadBalancer), typ: corev1.ServiceTypeClusterIP},
-		{name: "LoadBalancer allowed", src: sourceService(corev1.ServiceTypeLoadBalancer), allowLB: true, typ: corev1.ServiceTypeLoadBalancer,
+		// Before: a NodePort stayed one, so any user of a source opened
+		// node ports on every node of every target.
+		{name: "NodePort not allowed", src: sourceService(corev1.ServiceTypeNodePort), typ: corev1.ServiceTypeClusterIP},
+		{name: "NodePort allowed", src: sourceService(corev1.ServiceTypeNodePort), expose: Exposure{NodePorts: true}, typ: corev1.ServiceTypeNodePort, etp: corev1.ServiceExternalTrafficPolicyLocal},
+		{name: "NodePort with load balancers allowed", src: sourceService(corev1.ServiceTypeNodePort), expose: Exposure{LoadBalancers: true}, typ: corev1.ServiceTypeClusterIP},
+		{name: "LoadBalancer not allowed", src: sourceService(corev1.ServiceTypeLoadBalancer), expose: Exposure{NodePorts: true}, typ: corev1.ServiceTypeClusterIP},
+		{name: "LoadBalancer allowed", src: sourceService(corev1.ServiceTypeLoadBalancer), expose: Exposure{LoadBalancers: true}, typ: corev1.ServiceTypeLoadBalancer,
 			lbKept: true, etp: corev1.ServiceExternalTrafficPolicyLocal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tc.src.DeepCopy()
-			got := ServiceCopy(tc.src, "src", tc.allowLB)
+			got := ServiceCopy(tc.src, "src", tc.expose)
 			assert.Equal(t, before, tc.src, "the source Service is not changed")
 			s := got.Spec
 			assert.Equal(t, tc.typ, s.Type)
@@ -89,7 +93,9 @@ func TestServiceCopy(t *testing.T) {
 			assert.Zero(t, s.Ports[0].NodePort)
 			assert.Equal(t, tc.src.Spec.Ports[0].Port, s.Ports[0].Port)
 			assert.Equal(t, tc.src.Spec.Ports[0].TargetPort, s.Ports[0].TargetPort)
-			assert.Equal(t, tc.src.Spec.Selector, s.Selector)
+			// Before: the user's selector alone, which also selected the
+			// target's own pods of that namespace.
+			assert.Equal(t, map[string]string{"app": "web", v1alpha1.LabelParentCluster: "src"}, s.Selector)
 			assert.Equal(t, corev1.ServiceAffinityClientIP, s.SessionAffinity)
 			assert.True(t, s.PublishNotReadyAddresses)
 			assert.Equal(t, tc.etp, s.ExternalTrafficPolicy)
@@ -116,7 +122,7 @@ func TestServiceCopy(t *testing.T) {
 // write, and drops node ports when the type no longer takes them.
 func TestKeepAllocated(t *testing.T) {
 	src := sourceService(corev1.ServiceTypeNodePort)
-	want := ServiceCopy(src, "src", false)
+	want := ServiceCopy(src, "src", Exposure{NodePorts: true})
 	existing := want.DeepCopy()
 	existing.Spec.ClusterIP, existing.Spec.ClusterIPs = "10.96.0.9", []string{"10.96.0.9"}
 	existing.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
@@ -128,11 +134,11 @@ func TestKeepAllocated(t *testing.T) {
 	assert.Equal(t, int32(31234), next.Spec.Ports[0].NodePort)
 
 	src.Spec.Ports[0].Port = 8080
-	assert.False(t, upToDate(existing, keepAllocated(ServiceCopy(src, "src", false), existing)), "a port changed: an update")
+	assert.False(t, upToDate(existing, keepAllocated(ServiceCopy(src, "src", Exposure{NodePorts: true}), existing)), "a port changed: an update")
 
 	src.Spec.Type = corev1.ServiceTypeClusterIP
 	src.Spec.ExternalTrafficPolicy = ""
-	next = keepAllocated(ServiceCopy(src, "src", false), existing)
+	next = keepAllocated(ServiceCopy(src, "src", Exposure{NodePorts: true}), existing)
 	assert.Zero(t, next.Spec.Ports[0].NodePort, "a ClusterIP takes no node port")
 	assert.Equal(t, "10.96.0.9", next.Spec.ClusterIP)
 

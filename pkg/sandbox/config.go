@@ -52,6 +52,11 @@ type Options struct {
 	// nodes reporting the usage their pods' kwok.x-k8s.io/usage-cpu and
 	// usage-memory annotations ask for. Off by default.
 	MetricsServer bool
+	// Furnished runs in every cluster's kube-system what production
+	// clusters run from their first day (furniture.go): DaemonSets that
+	// tolerate every taint and a CoreDNS. The e2e suite and the demo turn
+	// it on.
+	Furnished bool
 	// ManagerArgs are more arguments for every cluster's fleetlet manager
 	// (the bench's --manager-arg, to compare settings; the e2e suite's
 	// shorter --gc-min-age).

@@ -399,6 +399,12 @@ func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState, install boo
 	}); err != nil {
 		return err
 	}
+	if install && s.opts.Furnished {
+		s.step(c, start, "furnishing kube-system (kube-proxy and CNI DaemonSets, CoreDNS)")
+		if err := furnish(ctx, cs); err != nil {
+			return fmt.Errorf("%s: furnishing: %w", c.Name, err)
+		}
+	}
 	if runsMetricsServer(s.opts) {
 		s.step(c, start, "starting metrics-server")
 		if err := s.startMetricsServer(ctx, c, install, started); err != nil {

@@ -44,6 +44,7 @@ type Settings struct {
 	NoFleetlet             bool   `json:"noFleetlet,omitempty"`
 	Kueue                  bool   `json:"kueue,omitempty"`
 	MetricsServer          bool   `json:"metricsServer,omitempty"`
+	Furnished              bool   `json:"furnished,omitempty"`
 	// ManagerArgs are the managers' extra arguments.
 	ManagerArgs []string `json:"managerArgs,omitempty"`
 }
@@ -142,6 +143,7 @@ func settingsFrom(o Options) Settings {
 		NoFleetlet:             o.NoFleetlet,
 		Kueue:                  o.Kueue,
 		MetricsServer:          o.MetricsServer,
+		Furnished:              o.Furnished,
 		ManagerArgs:            o.ManagerArgs,
 	}
 }
@@ -158,6 +160,7 @@ func (s *State) options(base Options) (Options, error) {
 	o.NoFleetlet = s.Settings.NoFleetlet
 	o.Kueue = s.Settings.Kueue
 	o.MetricsServer = s.Settings.MetricsServer
+	o.Furnished = s.Settings.Furnished
 	o.ManagerArgs = s.Settings.ManagerArgs
 	var err error
 	if o.NodeMonitorGracePeriod, err = time.ParseDuration(s.Settings.NodeMonitorGracePeriod); err != nil {

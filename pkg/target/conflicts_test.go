@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -241,4 +242,56 @@ func forceDelete(t *testing.T, c client.Client, obj client.Object) {
 	obj.SetFinalizers(nil)
 	_ = c.Update(ctx, obj)
 	_ = c.Delete(ctx, obj)
+}
+
+// A refused registration never had a node nor an election: it gets no
+// drain finalizer, and deleting it evicts nothing and ends at once. Before:
+// a ClusterTarget refused as NodeNameTaken still got the drain finalizer,
+// and its drain evicted every proxy on the other registration's node (the
+// same name) and never ended; one refused as DuplicateCluster got a node
+// and a finalizer, and its drain waited for it to turn Ready, for good.
+func TestRefusedRegistrationsLeaveTheHolderAlone(t *testing.T) {
+	f := start(t)
+	setSummary(t, f.target, "cluster-uid-refused", nil)
+	ctx := context.Background()
+	f.putSecret(t, "c", testenv.Kubeconfig(t, targetEnv.Config, "default", ""))
+	f.createTarget(t, "x", "c")
+	f.waitReady(t, "x", metav1.ConditionTrue, v1alpha1.ReasonConnected)
+	node := vnode.NodeName(vnode.TargetKey{Namespace: f.ns, Name: "x"})
+	bound := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "bound"},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},
+	}
+	require.NoError(t, f.source.Create(ctx, bound))
+
+	ct := &v1alpha1.ClusterTarget{
+		ObjectMeta: metav1.ObjectMeta{Name: f.ns + "-x"},
+		Spec:       v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Name: "c", Namespace: f.ns}},
+	}
+	require.NoError(t, f.source.Create(ctx, ct))
+	t.Cleanup(func() { forceDelete(t, f.source, ct) })
+	f.waitCondition(t, target.Key{Name: ct.Name}, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNodeNameTaken, "")
+
+	f.createTarget(t, "dup", "c")
+	dup := target.Key{Namespace: f.ns, Name: "dup"}
+	f.waitCondition(t, dup, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonDuplicateCluster, "Target "+f.ns+"/x")
+	_, ok := f.nodes.get(vnode.TargetKey{Namespace: f.ns, Name: "dup"})
+	require.False(t, ok, "the Target refused as DuplicateCluster was given a virtual node")
+
+	for _, obj := range []client.Object{
+		&v1alpha1.ClusterTarget{ObjectMeta: metav1.ObjectMeta{Name: ct.Name}},
+		&v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "dup"}},
+	} {
+		require.NoError(t, f.source.Get(ctx, client.ObjectKeyFromObject(obj), obj))
+		require.NotContains(t, obj.GetFinalizers(), v1alpha1.FinalizerDrain, "%s %s: a refused registration has the drain finalizer", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName())
+		require.NoError(t, f.source.Delete(ctx, obj))
+		testenv.EventuallyTrue(t, waitTimeout, obj.GetName()+" gone", func(ctx context.Context) bool {
+			return apierrors.IsNotFound(f.source.Get(ctx, client.ObjectKeyFromObject(obj), obj))
+		})
+	}
+	require.NoError(t, f.source.Get(ctx, client.ObjectKeyFromObject(bound), bound))
+	require.Nil(t, bound.DeletionTimestamp, "a proxy on the holder's node was evicted")
+	f.waitReady(t, "x", metav1.ConditionTrue, v1alpha1.ReasonConnected)
+	s, ok := f.nodes.get(vnode.TargetKey{Namespace: f.ns, Name: "x"})
+	require.True(t, ok && s.Ready, "the holder lost its node")
 }

@@ -53,6 +53,15 @@ func (r *Registry) drain(ctx context.Context, obj targetObject, key Key, vkey vn
 		r.removeCluster(key)
 		return r.nodes.Remove(ctx, vkey)
 	}
+	if reason := refusal(obj); reason != "" && obj.status().VirtualNodeName == "" {
+		// Refused before it ever had a node (an older fleetlet gave
+		// refused ones the finalizer too): no election ever went there,
+		// and the node name or the cluster it would drain are another
+		// registration's. Nothing is evicted or deleted.
+		r.recorder.Eventf(obj.object(), nil, corev1.EventTypeNormal, EventDisconnected, "Disconnect",
+			"Removed without a drain: the registration was refused (%s), nothing of it runs anywhere", reason)
+		return r.removeDrainFinalizer(ctx, obj, key, vkey)
+	}
 	cl, connected := r.Get(key)
 	if connected {
 		cl.draining.Store(true)
@@ -74,9 +83,28 @@ func (r *Registry) drain(ctx context.Context, obj targetObject, key Key, vkey vn
 	if left == 0 && why == "" {
 		r.recorder.Eventf(obj.object(), nil, corev1.EventTypeNormal, EventDisconnected, "Disconnect", "Drained: nothing of this source is left there")
 	}
-	// The finalizer first: if its removal fails, the connection is still
-	// there for the next pass. Once the Target is gone, its NotFound
-	// removes the connection and the node (reconcile).
+	return r.removeDrainFinalizer(ctx, obj, key, vkey)
+}
+
+// refusal is the reason a registration was refused (NodeNameTaken,
+// DuplicateCluster) as its Ready condition records it, empty if it was
+// not.
+func refusal(obj targetObject) string {
+	c := meta.FindStatusCondition(obj.status().Conditions, v1alpha1.ConditionReady)
+	if c == nil || c.Status == metav1.ConditionTrue {
+		return ""
+	}
+	if c.Reason == v1alpha1.ReasonNodeNameTaken || c.Reason == v1alpha1.ReasonDuplicateCluster {
+		return c.Reason
+	}
+	return ""
+}
+
+// removeDrainFinalizer ends a drain. The finalizer first: if its removal
+// fails, the connection is still there for the next pass. Once the Target
+// is gone, its NotFound removes the connection and the node (reconcile);
+// the node controller never deletes a node that stands for another target.
+func (r *Registry) removeDrainFinalizer(ctx context.Context, obj targetObject, key Key, vkey vnode.TargetKey) error {
 	patch := client.MergeFrom(obj.object().DeepCopyObject().(client.Object))
 	controllerutil.RemoveFinalizer(obj.object(), v1alpha1.FinalizerDrain)
 	if err := r.client.Patch(ctx, obj.object(), patch); client.IgnoreNotFound(err) != nil {
@@ -101,6 +129,12 @@ func (r *Registry) drainStep(ctx context.Context, key Key, cl *Cluster, connecte
 	}
 	for i := range bound.Items {
 		p := &bound.Items[i]
+		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {
+			// As kubectl drain --ignore-daemonsets: its DaemonSet would
+			// make it again at once while the node stands; it goes
+			// with the node.
+			continue
+		}
 		waits = append(waits, p.Namespace+"/"+p.Name)
 		if p.DeletionTimestamp != nil {
 			continue
@@ -114,6 +148,11 @@ func (r *Registry) drainStep(ctx context.Context, key Key, cl *Cluster, connecte
 	}
 	if len(blocked) > 0 {
 		return -1, reasonDrainBlocked, fmt.Sprintf("%d proxies cannot be evicted yet: %s", len(blocked), firstFew(blocked))
+	}
+	if connected && len(waits) == 0 && cl.Health().Reason == v1alpha1.ReasonDuplicateCluster {
+		// Refused for another registration of the same cluster: the
+		// chaperons this source has there are that one's to keep.
+		return 0, "", ""
 	}
 	if !connected || !cl.Health().Ready {
 		h := Health{Reason: "NotConnected", Message: "no connection"}

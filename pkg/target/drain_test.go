@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -124,6 +125,16 @@ func (d *drainFixture) waitGone(t *testing.T) {
 func TestDeletedTargetDrains(t *testing.T) {
 	d := startDrain(t)
 	ctx := context.Background()
+	// A DaemonSet's pod on the virtual node (its DaemonSet tolerates every
+	// taint) is left alone, as kubectl drain --ignore-daemonsets does: its
+	// DaemonSet would make it again at once, and it goes with the node.
+	// Before: it was evicted and waited for, and the drain never ended.
+	daemon := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: d.ns, Name: "kube-proxy-x", OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "kube-proxy", UID: "ds-uid", Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{NodeName: d.proxy.Spec.NodeName, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	mustCreate(t, d.source, daemon)
 	if err := d.source.Delete(ctx, d.get(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +164,8 @@ func TestDeletedTargetDrains(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	})
 	d.waitGone(t)
+	require.NoError(t, d.source.Get(ctx, client.ObjectKeyFromObject(daemon), daemon))
+	require.Nil(t, daemon.DeletionTimestamp, "the drain evicted a DaemonSet's pod")
 }
 
 // The force-disconnect annotation ends a drain that cannot progress: the

@@ -433,9 +433,6 @@ func (r *Registry) reconcile(ctx context.Context, key Key) (err error) {
 	if obj.GetDeletionTimestamp() != nil {
 		return r.drain(ctx, obj, key, vkey)
 	}
-	if err := r.ensureDrainFinalizer(ctx, obj); err != nil {
-		return err
-	}
 	nodeName := vnode.NodeName(vkey)
 	if refused, err := r.refuseTakenNodeName(ctx, obj, key, vkey, nodeName); refused || err != nil {
 		return err
@@ -492,13 +489,34 @@ func (r *Registry) reconcile(ctx context.Context, key Key) (err error) {
 		health = Health{Reason: v1alpha1.ReasonInvalidSpec, Message: fmt.Sprintf("spec.excludedLabelsRegexp does not compile: %v", err)}
 	}
 
+	defer r.hub.targetChanged(key)
+	if obj.status().VirtualNodeName != nodeName && (health.Reason == v1alpha1.ReasonDuplicateCluster || health.Reason == ReasonConnecting) {
+		// A registration that never had a node gets none, nor the drain
+		// finalizer, before its first probe says which cluster it reaches
+		// (the cluster's notify brings it back then), nor once it is
+		// refused for another registration of the same cluster: nothing
+		// of it is there to drain. (One refused after it held a node
+		// keeps the node, and its drain: proxies may be bound there.)
+		if err := r.updateStatus(ctx, obj, health, "", stale); err != nil {
+			return err
+		}
+		if health.Reason == v1alpha1.ReasonDuplicateCluster {
+			return r.nodes.Remove(ctx, vkey)
+		}
+		return nil
+	}
+	// The drain finalizer before the node: a Target that may hold
+	// delegates is never deleted without its drain.
+	if err := r.ensureDrainFinalizer(ctx, obj); err != nil {
+		return err
+	}
 	if err := r.updateStatus(ctx, obj, health, nodeName, stale); err != nil {
 		return err
 	}
-	defer r.hub.targetChanged(key)
 	r.nodes.Upsert(ctx, vnode.TargetState{
 		Key:                  vkey,
 		Ready:                health.Ready,
+		Partitioned:          !health.Ready && health.Reason == v1alpha1.ReasonUnreachable,
 		Reason:               health.Reason,
 		Message:              health.Message,
 		Summary:              summary,

@@ -143,6 +143,18 @@ func start(t *testing.T, options ...func(*target.Options)) *fixture {
 	}
 	f := &fixture{source: src, target: tgt, registry: reg, nodes: nodes}
 	f.ns = f.namespace(t, src, "registry-")
+	// The test's Targets go when it ends: every later test's registry
+	// reconciles every Target, and one left behind reaches the same
+	// cluster (a DuplicateCluster for them all).
+	t.Cleanup(func() {
+		var list v1alpha1.TargetList
+		if err := src.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
+			return
+		}
+		for i := range list.Items {
+			forceDelete(t, src, &list.Items[i])
+		}
+	})
 	return f
 }
 

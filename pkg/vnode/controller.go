@@ -57,6 +57,14 @@ type TargetState struct {
 	// Reason and Message are those of the target's Ready condition; the
 	// node's Ready condition shows them when Ready is false.
 	Reason, Message string
+	// Partitioned: the target does not answer. Only then is the node
+	// NotReady, so that its proxies are evicted after their not-ready
+	// toleration, as on a failed node. A target that is not Ready for any
+	// other reason (credentials missing or refused, an untrusted
+	// certificate, a refused kubeconfig, fleetlet missing there) is
+	// fleetlet's side, like a fleetlet outage: the node stays Ready,
+	// saying why no new pod goes there, and nothing running is evicted.
+	Partitioned bool
 	// Summary is the last ClusterSummary status read from the target; nil
 	// until the first read, which makes allocatable zero (bar the proxies).
 	Summary *v1alpha1.ClusterSummaryStatus
@@ -155,6 +163,7 @@ type Controller struct {
 	log     logr.Logger
 	params  nodeParams
 	tracker *proxyTracker
+	daemons *daemonAcks
 
 	mu     sync.Mutex
 	nodes  map[TargetKey]*virtualNode
@@ -207,7 +216,8 @@ func NewController(cfg Config) (*Controller, error) {
 		owners:  map[string]TargetKey{},
 		refused: map[TargetKey]bool{},
 	}
-	tracker, err := newProxyTracker(cfg.Client, cfg.Clock, c.proxiesChanged)
+	c.daemons = newDaemonAcks(c)
+	tracker, err := newProxyTracker(cfg.Client, cfg.Clock, c.proxiesChanged, c.daemons.add)
 	if err != nil {
 		return nil, err
 	}
@@ -349,6 +359,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.runCtx = ctx
 	c.log.Info("Starting virtual nodes", "nodes", len(c.nodes))
 	c.wg.Go(func() { c.tracker.pinned.RunWithContext(ctx) })
+	c.wg.Go(func() { c.daemons.run(ctx) })
 	for _, vn := range c.nodes {
 		c.startLocked(vn)
 	}
@@ -361,6 +372,14 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.log.Info("Stopping virtual nodes; they stay, and their leases lapse")
 	c.wg.Wait()
 	return nil
+}
+
+// runsNode reports whether name is a virtual node this controller runs.
+func (c *Controller) runsNode(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.owners[name]
+	return ok
 }
 
 // startLocked starts the goroutine that runs the node of vn.

@@ -347,7 +347,7 @@ func TestTargetNotReadyKeepsRenewingLease(t *testing.T) {
 	f.c.Upsert(f.ctx, s)
 	f.waitNode(name, "Ready", isReady(corev1.ConditionTrue, ReasonTargetReady))
 
-	s.Ready, s.Reason, s.Message = false, v1alpha1.ReasonUnreachable, "dial tcp 10.9.9.9:6443: connect: connection refused"
+	s.Ready, s.Partitioned, s.Reason, s.Message = false, true, v1alpha1.ReasonUnreachable, "dial tcp 10.9.9.9:6443: connect: connection refused"
 	f.c.Upsert(f.ctx, s)
 	n := f.waitNode(name, "Ready=False", isReady(corev1.ConditionFalse, v1alpha1.ReasonUnreachable))
 	if c := readyCondition(n); c.Message != s.Message {
@@ -359,7 +359,7 @@ func TestTargetNotReadyKeepsRenewingLease(t *testing.T) {
 		t.Errorf("Ready = %s while the target is down", c.Status)
 	}
 
-	s.Ready, s.Reason, s.Message = true, v1alpha1.ReasonConnected, ""
+	s.Ready, s.Partitioned, s.Reason, s.Message = true, false, v1alpha1.ReasonConnected, ""
 	f.c.Upsert(f.ctx, s)
 	f.waitNode(name, "Ready again", isReady(corev1.ConditionTrue, ReasonTargetReady))
 }

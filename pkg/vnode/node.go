@@ -80,8 +80,9 @@ func buildNode(name string, s TargetState, proxies corev1.ResourceList, p nodePa
 	return node, err
 }
 
-// nodeConditions returns Ready (the target's readiness) and the pressure
-// and network conditions, always False.
+// nodeConditions returns Ready (False only while the target does not
+// answer: see TargetState.Partitioned) and the pressure and network
+// conditions, always False.
 func nodeConditions(s TargetState, prev []corev1.NodeCondition, now time.Time) []corev1.NodeCondition {
 	ready := corev1.NodeCondition{
 		Type:    corev1.NodeReady,
@@ -92,7 +93,14 @@ func nodeConditions(s TargetState, prev []corev1.NodeCondition, now time.Time) [
 	if ready.Message == "" {
 		ready.Message = fmt.Sprintf("target %s answers and runs fleetlet", s.Key)
 	}
-	if !s.Ready {
+	if !s.Ready && !s.Partitioned {
+		ready.Reason = s.Reason
+		if ready.Reason == "" {
+			ready.Reason = ReasonTargetNotReady
+		}
+		ready.Message = fmt.Sprintf("fleetlet cannot use target %s (%s), so no new pod goes there; what runs there keeps running, since the target itself may be fine (only a target that does not answer makes this node NotReady)", s.Key, s.Message)
+	}
+	if !s.Ready && s.Partitioned {
 		ready.Status = corev1.ConditionFalse
 		ready.Reason = s.Reason
 		if ready.Reason == "" {

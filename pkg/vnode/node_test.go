@@ -1,6 +1,7 @@
 package vnode
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -85,7 +86,7 @@ func TestNodeConditions(t *testing.T) {
 	t1 := t0.Add(time.Minute)
 	key := TargetKey{Namespace: "team", Name: "c"}
 	ready := TargetState{Key: key, Ready: true}
-	down := TargetState{Key: key, Ready: false, Reason: "Unreachable", Message: "dial tcp 10.0.0.1:6443: connection refused"}
+	down := TargetState{Key: key, Ready: false, Partitioned: true, Reason: "Unreachable", Message: "dial tcp 10.0.0.1:6443: connection refused"}
 
 	byType := func(conds []corev1.NodeCondition) map[corev1.NodeConditionType]corev1.NodeCondition {
 		m := map[corev1.NodeConditionType]corev1.NodeCondition{}
@@ -117,7 +118,19 @@ func TestNodeConditions(t *testing.T) {
 		t.Errorf("MemoryPressure = %+v, want transition kept at t0, heartbeat t1", c)
 	}
 
-	noReason := byType(nodeConditions(TargetState{Key: key}, nil, t1))
+	// Credentials gone or refused are fleetlet's side: the node stays
+	// Ready, so that nothing running is evicted, and says why no new pod
+	// goes there. Before: NotReady, and every proxy on it evicted after
+	// its toleration while its delegate ran on.
+	for _, reason := range []string{v1alpha1.ReasonKubeconfigSecretNotFound, v1alpha1.ReasonForbidden, v1alpha1.ReasonTLS, v1alpha1.ReasonFleetletMissing} {
+		lost := TargetState{Key: key, Reason: reason, Message: "the reason's message"}
+		c := byType(nodeConditions(lost, first, t1))[corev1.NodeReady]
+		if c.Status != corev1.ConditionTrue || c.Reason != reason || !strings.Contains(c.Message, "the reason's message") || !strings.Contains(c.Message, "no new pod") || !c.LastTransitionTime.Time.Equal(t0) {
+			t.Errorf("Ready for a target not usable (%s) = %+v, want True since t0, the reason, its message and what it means", reason, c)
+		}
+	}
+
+	noReason := byType(nodeConditions(TargetState{Key: key, Partitioned: true}, nil, t1))
 	if c := noReason[corev1.NodeReady]; c.Reason != ReasonTargetNotReady || c.Message == "" {
 		t.Errorf("Ready without the target's reason = %+v, want %s and a message", c, ReasonTargetNotReady)
 	}

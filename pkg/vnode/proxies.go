@@ -46,7 +46,10 @@ type proxyTracker struct {
 	client   kubernetes.Interface
 	clock    clock.PassiveClock
 	onChange func(nodeName string)
-	pinned   cache.SharedIndexInformer
+	// onDaemonPod is called with a DaemonSet's pod bound to a node that
+	// has not acknowledged it yet (daemonpods.go).
+	onDaemonPod func(*corev1.Pod)
+	pinned      cache.SharedIndexInformer
 
 	mu      sync.Mutex
 	handoff map[types.UID]handoffPod
@@ -59,8 +62,8 @@ type handoffPod struct {
 	at   time.Time
 }
 
-func newProxyTracker(client kubernetes.Interface, clk clock.PassiveClock, onChange func(nodeName string)) (*proxyTracker, error) {
-	t := &proxyTracker{client: client, clock: clk, onChange: onChange, handoff: map[types.UID]handoffPod{}, bound: map[string]cache.Store{}}
+func newProxyTracker(client kubernetes.Interface, clk clock.PassiveClock, onChange func(nodeName string), onDaemonPod func(*corev1.Pod)) (*proxyTracker, error) {
+	t := &proxyTracker{client: client, clock: clk, onChange: onChange, onDaemonPod: onDaemonPod, handoff: map[types.UID]handoffPod{}, bound: map[string]cache.Store{}}
 	unbound := fields.AndSelectors(fields.OneTermEqualSelector("spec.nodeName", ""), nonTerminal)
 	t.pinned = cache.NewSharedIndexInformerWithOptions(podListWatch(client, unbound), &corev1.Pod{},
 		cache.SharedIndexInformerOptions{
@@ -97,11 +100,15 @@ func (t *proxyTracker) newBound(nodeName string) (cache.SharedIndexInformer, err
 		return nil, err
 	}
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { t.boundChanged(nodeName, obj) },
+		AddFunc: func(obj any) {
+			t.boundChanged(nodeName, obj)
+			t.daemonPod(obj)
+		},
 		UpdateFunc: func(oldObj, newObj any) {
 			if !samePod(oldObj, newObj) {
 				t.notify(nodeName)
 			}
+			t.daemonPod(newObj)
 		},
 		DeleteFunc: func(obj any) { t.boundChanged(nodeName, obj) },
 	})
@@ -151,6 +158,14 @@ func (t *proxyTracker) boundChanged(node string, obj any) {
 		t.mu.Unlock()
 	}
 	t.notify(node)
+}
+
+// daemonPod hands a DaemonSet's pod bound to the node that has not been
+// acknowledged yet to onDaemonPod.
+func (t *proxyTracker) daemonPod(obj any) {
+	if pod, ok := needsAck(obj); ok && t.onDaemonPod != nil {
+		t.onDaemonPod(pod)
+	}
 }
 
 func (t *proxyTracker) notify(node string) {
@@ -234,15 +249,19 @@ func podListWatch(client kubernetes.Interface, sel fields.Selector) *cache.ListW
 	}
 }
 
-// pinnedNode returns the virtual node an unbound proxy pod counts on
-// (ProxyNode), for a pod that carries fleetlet's delegate finalizer (a
-// proxy pod).
+// pinnedNode returns the virtual node an unbound pod counts on: for a pod
+// that carries fleetlet's delegate finalizer (a proxy pod), ProxyNode; for
+// a DaemonSet's pod, the node the DaemonSet controller pinned it to
+// (daemonpods.go), so that it always finds room there.
 func pinnedNode(obj any) string {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || pod.Spec.NodeName != "" || !proxy.IsManaged(pod) {
+	if !ok || pod.Spec.NodeName != "" {
 		return ""
 	}
-	return ProxyNode(pod)
+	if proxy.IsManaged(pod) {
+		return ProxyNode(pod)
+	}
+	return daemonNode(pod)
 }
 
 // ProxyNode is the virtual node an unbound proxy is headed to: the one it
@@ -318,8 +337,16 @@ func stripPod(obj any) (any, error) {
 	for _, c := range pod.Spec.InitContainers {
 		out.Spec.InitContainers = append(out.Spec.InitContainers, corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy})
 	}
+	if isDaemonPod(pod) {
+		// What daemonpods.go reads: the controller, the node it is
+		// pinned to, and whether it was acknowledged.
+		out.OwnerReferences = []metav1.OwnerReference{*metav1.GetControllerOf(pod)}
+		out.Spec.Affinity = pod.Spec.Affinity
+	}
 	for _, c := range pod.Status.Conditions {
 		switch c.Type {
+		case v1alpha1.ConditionNotRun:
+			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status})
 		case corev1.PodResizePending, corev1.PodResizeInProgress:
 			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason})
 		case v1alpha1.ConditionElected:

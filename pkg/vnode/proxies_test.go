@@ -17,7 +17,7 @@ import (
 func newTestTracker(t *testing.T, clk *clocktesting.FakeClock) (*proxyTracker, *[]string) {
 	t.Helper()
 	var changed []string
-	tr, err := newProxyTracker(fake.NewClientset(), clk, func(n string) { changed = append(changed, n) })
+	tr, err := newProxyTracker(fake.NewClientset(), clk, func(n string) { changed = append(changed, n) }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

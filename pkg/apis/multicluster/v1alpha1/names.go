@@ -79,6 +79,17 @@ const (
 	// election: True naming the chosen target and chaperon, or False with
 	// the reason for each cluster.
 	ConditionElected corev1.PodConditionType = Prefix + "Elected"
+
+	// ConditionNotRun is the condition a virtual node sets, True, on a
+	// DaemonSet's pod bound to it: a virtual node stands for a whole
+	// cluster, whose own nodes run their own daemons, so the pod is
+	// acknowledged (Ready, so that its DaemonSet is available) and never
+	// run anywhere. Reason ReasonNotRunOnVirtualNode.
+	ConditionNotRun corev1.PodConditionType = Prefix + "NotRun"
+
+	// ReasonNotRunOnVirtualNode is the reason of ConditionNotRun, and of
+	// the Ready condition and container states of such a pod.
+	ReasonNotRunOnVirtualNode = "NotRunOnVirtualNode"
 )
 
 // Labels and annotations on the objects fleetlet creates in targets
