@@ -27,7 +27,9 @@ func enabledNamespace(t *testing.T, prefix string, targets ...string) string {
 	ctx := context.Background()
 	name := fmt.Sprintf("%s-%d", prefix, time.Now().UnixNano()%1_000_000)
 	for _, c := range append([]string{sandbox.SourceCluster}, targets...) {
-		labels := map[string]string{"source.multicluster.fleetlet.io/" + sandbox.SourceCluster: "true"}
+		// Pod Security baseline, as a production cluster enforces on its
+		// workload namespaces.
+		labels := map[string]string{"source.multicluster.fleetlet.io/" + sandbox.SourceCluster: "true", podSecurityEnforce: "baseline"}
 		if c == sandbox.SourceCluster {
 			labels[v1alpha1.LabelEnabled] = "true"
 		}

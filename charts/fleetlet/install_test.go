@@ -2,8 +2,15 @@ package chart_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -19,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -55,13 +64,19 @@ func kubeconfig(t *testing.T, cfg *rest.Config) string {
 // as returns a client that impersonates user.
 func as(t *testing.T, user string) client.Client {
 	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(impersonated(t, user), client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// impersonated is the test API server's configuration acting as user.
+func impersonated(t *testing.T, user string) *rest.Config {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	return cfg
 }
 
 // eventually retries f until it returns nil or the deadline passes.
@@ -177,6 +192,7 @@ scheduler:
 	t.Run("the manager writes only fleetlet's Leases", func(t *testing.T) { testManagerLeasesPolicy(t, admin) })
 	t.Run("a source writes only its own copies", func(t *testing.T) { testSourceCopiesPolicy(t, admin) })
 	t.Run("only a source makes its delegates", func(t *testing.T) { testDelegatePodsPolicy(t, admin) })
+	t.Run("the manager approves only its own CSRs", func(t *testing.T) { testManagerCSRPolicy(t, admin) })
 
 	// Uninstall removes what the release created, extra resources included,
 	// and keeps the CRDs.
@@ -625,5 +641,61 @@ func testDelegatePodsPolicy(t *testing.T, admin client.Client) {
 		if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.wantErr)
 		}
+	}
+}
+
+// testManagerCSRPolicy: RBAC lets the manager approve any kubelet-serving
+// CSR; the fleetlet-manager-csr-approvals policy holds it to the ones it
+// requested itself. Before: a CSR any kubelet (or anyone who may create
+// CSRs) requested could be approved with the manager's rights.
+func testManagerCSRPolicy(t *testing.T, admin client.Client) {
+	ctx := context.Background()
+	managerUser := "system:serviceaccount:" + releaseNS + ":" + managerSA
+	manager := kubernetes.NewForConfigOrDie(impersonated(t, managerUser))
+	csr := func(name string) *certificatesv1.CertificateSigningRequest {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+			Subject: pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: certificatesv1.KubeletServingSignerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
+		}}
+	}
+	approve := func(c *certificatesv1.CertificateSigningRequest) error {
+		c.Status.Conditions = append(c.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+			Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Test"})
+		_, err := manager.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, c.Name, c, metav1.UpdateOptions{})
+		return err
+	}
+	if err := admin.Create(ctx, csr("some-kubelet")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the CSR policy refusing the manager another's CSR", func() error {
+		var c certificatesv1.CertificateSigningRequest
+		if err := admin.Get(ctx, types.NamespacedName{Name: "some-kubelet"}, &c); err != nil {
+			return err
+		}
+		err := approve(&c)
+		if err == nil {
+			t.Fatal("the manager approved a CSR another user requested")
+		}
+		if !strings.Contains(err.Error(), "fleetlet approves only the kubelet-serving CSRs it requested") {
+			return err
+		}
+		return nil
+	})
+	own, err := manager.CertificatesV1().CertificateSigningRequests().Create(ctx, csr("fleetlet-cluster-2"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := approve(own); err != nil {
+		t.Errorf("the manager approving its own CSR: %v", err)
 	}
 }

@@ -1,6 +1,8 @@
 package feedback
 
 import (
+	"net/netip"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
@@ -43,8 +45,7 @@ func Translate(proxy *corev1.Pod, delegate *corev1.PodStatus, hostIP string) cor
 		out.Phase = corev1.PodPending
 	}
 	out.Reason, out.Message = delegate.Reason, delegate.Message
-	out.PodIP = delegate.PodIP
-	out.PodIPs = append([]corev1.PodIP(nil), delegate.PodIPs...)
+	out.PodIP, out.PodIPs = podIPs(delegate)
 	if hostIP != "" && (delegate.HostIP != "" || delegate.Phase != corev1.PodPending) {
 		out.HostIP = hostIP
 		out.HostIPs = []corev1.HostIP{{IP: hostIP}}
@@ -180,4 +181,39 @@ func keepTransition(old, c corev1.PodCondition) corev1.PodCondition {
 // statusEqual reports whether writing want would change nothing.
 func statusEqual(have, want *corev1.PodStatus) bool {
 	return equality.Semantic.DeepEqual(have, want)
+}
+
+// podIPs are the delegate's pod IPs the proxy may publish. A target is
+// trusted to run pods, not to say anything: what it reports ends up in the
+// source's Endpoints and in global Services' EndpointSlices in the other
+// targets, so only unicast addresses a pod can have are kept (no loopback,
+// link-local, multicast or unspecified address, nothing that does not
+// parse), each once, at most one per family as the API server allows,
+// and podIP is always the first of podIPs. Before: copied as reported,
+// which the API server refused for a malformed one (the proxy's status
+// stopped following), and a loopback or link-local address was published.
+func podIPs(delegate *corev1.PodStatus) (string, []corev1.PodIP) {
+	reported := delegate.PodIPs
+	if len(reported) == 0 && delegate.PodIP != "" {
+		reported = []corev1.PodIP{{IP: delegate.PodIP}}
+	}
+	var out []corev1.PodIP
+	families := map[bool]bool{}
+	for _, ip := range reported {
+		addr, err := netip.ParseAddr(ip.IP)
+		addr = addr.Unmap()
+		if err != nil || addr.Zone() != "" || !addr.IsValid() || addr.IsUnspecified() || addr.IsLoopback() ||
+			addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() || addr.IsMulticast() || addr.IsInterfaceLocalMulticast() {
+			continue
+		}
+		if families[addr.Is4()] {
+			continue
+		}
+		families[addr.Is4()] = true
+		out = append(out, corev1.PodIP{IP: addr.String()})
+	}
+	if len(out) == 0 {
+		return "", nil
+	}
+	return out[0].IP, out
 }

@@ -171,6 +171,19 @@ func (r *ClusterSourceReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	return result(err, r.RetryInterval)
 }
 
+// neverAdmitted reports whether a namespace is one no ClusterSource acts
+// in, whatever its labels say: the cluster's own (kube-system,
+// kube-public, kube-node-lease), where a source's pods would run beside the
+// control plane's and its rights reach their Secrets, and the one of the
+// sources' ServiceAccounts (fleetlet's own, usually).
+func neverAdmitted(ns, serviceAccountNamespace string) bool {
+	switch ns {
+	case metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease, serviceAccountNamespace:
+		return true
+	}
+	return false
+}
+
 // provision returns how many namespaces the source may act in now, and
 // whether its ServiceAccount is in place.
 func (r *ClusterSourceReconciler) provision(ctx context.Context, p *provisioner, cs *v1alpha1.ClusterSource, sa types.NamespacedName) (int, bool, error) {
@@ -219,7 +232,7 @@ func (r *ClusterSourceReconciler) provision(ctx context.Context, p *provisioner,
 	var errs []error
 	count := 0
 	for _, ns := range namespaces.Items {
-		if !ns.DeletionTimestamp.IsZero() || ns.Status.Phase == corev1.NamespaceTerminating {
+		if !ns.DeletionTimestamp.IsZero() || ns.Status.Phase == corev1.NamespaceTerminating || neverAdmitted(ns.Name, sa.Namespace) {
 			continue
 		}
 		selected[ns.Name] = true

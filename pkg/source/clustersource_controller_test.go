@@ -227,3 +227,30 @@ func TestClusterSourceRefusesServiceAccountOfAnotherSource(t *testing.T) {
 		t.Errorf("ClusterRoleBinding made for another source's ServiceAccount: %v", errors.Join(err, errors.New("exists")))
 	}
 }
+
+// A ClusterSource never acts in the cluster's own namespaces nor in its
+// ServiceAccount's, whatever their labels say. Before: a kube-system
+// labelled for a source (by mistake, or by a tenant allowed to label it)
+// got a RoleBinding to fleetlet-source there, and the source could run
+// pods beside the control plane's.
+func TestClusterSourceNeverActsInSystemNamespaces(t *testing.T) {
+	testenv.Need(t, env)
+	ctx := context.Background()
+	const name = "cluster-sysns"
+	label := DefaultNamespaceLabel(name)
+	system := newNamespace(t, map[string]string{label: "true"})
+	a := newNamespace(t, map[string]string{label: "true"})
+	setLabel(t, metav1.NamespaceSystem, label, "true")
+	t.Cleanup(func() { setLabel(t, metav1.NamespaceSystem, label, "") })
+
+	if err := k8sClient.Create(ctx, newClusterSource(name, system)); err != nil {
+		t.Fatal(err)
+	}
+	waitClusterSourceReady(t, name, metav1.ConditionTrue, v1alpha1.ReasonProvisioned, 1)
+	waitBound(t, name, a)
+	for _, ns := range []string{metav1.NamespaceSystem, system} {
+		if err := get(&rbacv1.RoleBinding{}, ns, ClusterSourceRoleBindingName(name)); !apierrors.IsNotFound(err) {
+			t.Errorf("fleetlet-source bound in %s: %v", ns, err)
+		}
+	}
+}
