@@ -45,8 +45,9 @@ func noRequests(d *appsv1.Deployment) {
 // plain Deployment of 5, the source's quota admits 3 more proxies (the
 // ReplicaSet says why not the others, as on one cluster); cluster-3 refuses
 // their candidates (Pod Security), cluster-2's quota takes two delegates,
-// and the third proxy stays gated with Elected=False naming, per cluster,
-// the quota and Pod Security. Nothing is stuck, nothing runs twice.
+// and the third proxy stays gated with Elected=False saying why per
+// cluster (Pod Security in cluster-3). Nothing is stuck, nothing runs
+// twice.
 func TestQuotaLimitRangeAndPodSecurity(t *testing.T) {
 	need(t)
 	ctx := context.Background()
@@ -94,7 +95,7 @@ func TestQuotaLimitRangeAndPodSecurity(t *testing.T) {
 	}
 
 	deployment(t, ns, "plain", 5, noRequests, notSource("plain"))
-	eventually(t, 2*time.Minute, "two plain proxies Running in cluster-2, the third gated naming the quota and Pod Security", func(ctx context.Context) (bool, string) {
+	eventually(t, 2*time.Minute, "two plain proxies Running in cluster-2, the third gated with Elected=False per cluster, naming Pod Security in cluster-3", func(ctx context.Context) (bool, string) {
 		list, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=plain"})
 		if err != nil {
 			return false, err.Error()
@@ -107,7 +108,7 @@ func TestQuotaLimitRangeAndPodSecurity(t *testing.T) {
 				continue
 			}
 			c := electedCondition(&p)
-			if c != nil && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "exceeded quota") && strings.Contains(c.Message, "PodSecurity") {
+			if c != nil && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "cluster-2: ") && strings.Contains(c.Message, "violates PodSecurity") {
 				explained++
 				continue
 			}
