@@ -67,15 +67,28 @@ func daemonNode(pod *corev1.Pod) string {
 	return ""
 }
 
-// acknowledged reports whether a virtual node has acknowledged the pod.
+// acknowledged reports whether a virtual node has acknowledged the pod
+// and it is still Ready: the node lifecycle controller marks every pod of
+// a node that turns NotReady or Unknown not ready (a target outage, a
+// fleetlet outage), and, as a kubelet would, the virtual node marks it
+// Ready again once it is Ready itself.
 func acknowledged(pod *corev1.Pod) bool {
+	notRun, ready := false, false
 	for _, c := range pod.Status.Conditions {
-		if c.Type == v1alpha1.ConditionNotRun && c.Status == corev1.ConditionTrue {
-			return true
+		switch c.Type {
+		case v1alpha1.ConditionNotRun:
+			notRun = c.Status == corev1.ConditionTrue
+		case corev1.PodReady:
+			ready = c.Status == corev1.ConditionTrue
 		}
 	}
-	return false
+	return notRun && ready
 }
+
+// nodeNotReadyRecheck is how often a DaemonSet's pod on a virtual node
+// that is not Ready is looked at again, to be marked Ready once the node
+// is.
+const nodeNotReadyRecheck = 10 * time.Second
 
 // needsAck reports whether obj, a pod bound to a virtual node, is a
 // DaemonSet's not acknowledged yet.
@@ -149,10 +162,14 @@ func (a *daemonAcks) run(ctx context.Context) {
 		if quit {
 			return
 		}
-		if err := a.ack(ctx, key); err != nil {
+		switch again, err := a.ack(ctx, key); {
+		case err != nil:
 			a.c.log.V(1).Info("Acknowledging a DaemonSet's pod on a virtual node; retrying", "pod", key.String(), "err", err.Error())
 			a.queue.AddRateLimited(key)
-		} else {
+		case again:
+			a.queue.Forget(key)
+			a.queue.AddAfter(key, nodeNotReadyRecheck)
+		default:
 			a.queue.Forget(key)
 		}
 		a.queue.Done(key)
@@ -161,27 +178,49 @@ func (a *daemonAcks) run(ctx context.Context) {
 
 // ack reads the pod (the informers hold it stripped) and writes its
 // acknowledgement, if it is still a DaemonSet's pod on a virtual node that
-// this controller runs and has none yet.
-func (a *daemonAcks) ack(ctx context.Context, key types.NamespacedName) error {
+// this controller runs and is not acknowledged and Ready. again says to
+// look once more later: the node is not Ready yet.
+func (a *daemonAcks) ack(ctx context.Context, key types.NamespacedName) (again bool, err error) {
 	pods := a.c.cfg.Client.CoreV1().Pods(key.Namespace)
 	pod, err := pods.Get(ctx, key.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	if _, ok := needsAck(pod); !ok || !a.c.runsNode(pod.Spec.NodeName) {
-		return nil
+		return false, nil
+	}
+	node, err := a.c.cfg.Client.CoreV1().Nodes().Get(ctx, pod.Spec.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return false, client404(err)
+	}
+	if !nodeReady(node) {
+		return true, nil
 	}
 	patch, err := ackStatus(pod, pod.Spec.NodeName, a.c.cfg.Clock.Now())
 	if err != nil {
-		return err
+		return false, err
 	}
 	a.c.log.Info("Acknowledging a DaemonSet's pod without running it", "pod", key.String(), "node", pod.Spec.NodeName)
 	_, err = pods.Patch(ctx, key.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	return false, client404(err)
+}
+
+// client404 is err, nil for NotFound.
+func client404(err error) error {
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	return err
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

@@ -88,9 +88,17 @@ func TestAckStatus(t *testing.T) {
 	require.NotNil(t, cs.State.Waiting)
 	require.Equal(t, v1alpha1.ReasonNotRunOnVirtualNode, cs.State.Waiting.Reason)
 
-	p.Status.Conditions = []corev1.PodCondition{{Type: v1alpha1.ConditionNotRun, Status: corev1.ConditionTrue}}
+	p.Status.Conditions = []corev1.PodCondition{{Type: v1alpha1.ConditionNotRun, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	_, ok := needsAck(p)
 	require.False(t, ok, "an acknowledged pod is acknowledged again")
+	// The node lifecycle controller marked it not ready (its node was
+	// NotReady or Unknown for a while): acknowledged again, as a kubelet
+	// marks its pods Ready again. Before: it stayed not ready for good, and
+	// its DaemonSet unavailable (seen in a full e2e run after the outage
+	// scenarios).
+	p.Status.Conditions[1].Status = corev1.ConditionFalse
+	_, ok = needsAck(stripped(t, p))
+	require.True(t, ok, "a pod marked not ready after its acknowledgement is left so")
 }
 
 // ack writes the status once, to a DaemonSet's pod on a node this
@@ -100,11 +108,22 @@ func TestDaemonAckWritesOnlyItsNodesDaemonPods(t *testing.T) {
 	ds := newPod("kube-proxy-x").container("proxy", nil).daemonFor("fleetlet-c").boundTo("fleetlet-c").obj()
 	other := newPod("kube-proxy-y").container("proxy", nil).daemonFor("node-1").boundTo("node-1").obj()
 	plain := newPod("web").container("c", nil).boundTo("fleetlet-c").obj()
-	client := fake.NewClientset(ds, other, plain)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "fleetlet-c"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}}}
+	client := fake.NewClientset(ds, other, plain, node)
 	c := &Controller{cfg: Config{Client: client, Clock: clocktesting.NewFakeClock(time.Unix(2000, 0))}, owners: map[string]TargetKey{"fleetlet-c": {Name: "c"}}}
 	a := newDaemonAcks(c)
+	// While its node is not Ready, it waits (and is looked at again).
+	again, err := a.ack(ctx, keyOf(ds))
+	require.NoError(t, err)
+	require.True(t, again, "a pod on a node that is not Ready is acknowledged")
+	node.Status.Conditions[0].Status = corev1.ConditionTrue
+	_, err = client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	client.ClearActions()
 	for _, p := range []*corev1.Pod{ds, other, plain} {
-		require.NoError(t, a.ack(ctx, keyOf(p)))
+		again, err := a.ack(ctx, keyOf(p))
+		require.NoError(t, err)
+		require.False(t, again)
 	}
 	var patched []string
 	for _, action := range client.Actions() {

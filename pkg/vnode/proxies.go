@@ -347,6 +347,10 @@ func stripPod(obj any) (any, error) {
 		switch c.Type {
 		case v1alpha1.ConditionNotRun:
 			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status})
+		case corev1.PodReady:
+			if isDaemonPod(pod) {
+				out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status})
+			}
 		case corev1.PodResizePending, corev1.PodResizeInProgress:
 			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason})
 		case v1alpha1.ConditionElected:
