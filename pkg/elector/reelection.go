@@ -79,8 +79,8 @@ func previousDelegate(pod *corev1.Pod) (proxy.Record, bool) {
 
 // delegateGone confirms that the candidate of a dropped election is gone
 // from its target: its chaperon and its pod NotFound there (or not this
-// proxy's), or its Target deleted. Otherwise it deletes it (foreground) if it can, and says why it
-// is not gone yet.
+// proxy's), or its Target deleted. Otherwise it deletes it (foreground)
+// if it can, and says why it is not gone yet.
 func (r *Reconciler) delegateGone(ctx context.Context, pod *corev1.Pod, prev proxy.Record) (bool, string) {
 	key := keyOf(prev)
 	cl, ok := r.registry.Get(key)

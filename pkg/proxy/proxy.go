@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -40,3 +42,11 @@ func Gated(p *corev1.Pod) bool { return GateIndex(p) >= 0 }
 // PinnedNode is the node a gated pod is pinned to by its
 // kubernetes.io/hostname nodeSelector, or "".
 func PinnedNode(p *corev1.Pod) string { return p.Spec.NodeSelector[corev1.LabelHostname] }
+
+// OwnedByDaemonSet reports whether a pod is a DaemonSet's (its controller
+// is an apps DaemonSet): one a node's own agent, never a proxy, that a
+// virtual node acknowledges without running and a drain leaves alone.
+func OwnedByDaemonSet(o metav1.Object) bool {
+	ref := metav1.GetControllerOfNoCopy(o)
+	return ref != nil && ref.Kind == "DaemonSet" && strings.HasPrefix(ref.APIVersion, "apps/")
+}

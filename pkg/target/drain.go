@@ -129,7 +129,7 @@ func (r *Registry) drainStep(ctx context.Context, key Key, cl *Cluster, connecte
 	}
 	for i := range bound.Items {
 		p := &bound.Items[i]
-		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {
+		if proxy.OwnedByDaemonSet(p) {
 			// As kubectl drain --ignore-daemonsets: its DaemonSet would
 			// make it again at once while the node stands; it goes
 			// with the node.

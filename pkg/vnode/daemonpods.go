@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 // DaemonSets that tolerate every taint (kube-proxy, CNI agents, log
@@ -37,16 +38,8 @@ import (
 // To keep a DaemonSet off virtual nodes altogether, give it the node
 // affinity `type NotIn [virtual-kubelet]`.
 
-// controllerKind is the kind of the pod's controller, "" for none.
-func controllerKind(pod *corev1.Pod) string {
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		return ref.Kind
-	}
-	return ""
-}
-
 // isDaemonPod reports whether pod is a DaemonSet's.
-func isDaemonPod(pod *corev1.Pod) bool { return controllerKind(pod) == "DaemonSet" }
+func isDaemonPod(pod *corev1.Pod) bool { return proxy.OwnedByDaemonSet(pod) }
 
 // daemonNode is the node a DaemonSet's unbound pod is pinned to by the
 // DaemonSet controller's node affinity (one metadata.name In term), "" for
