@@ -17,8 +17,12 @@ SANDBOX_DIR ?= $(CURDIR)/.sandbox
 # A hung test fails fast instead of eating CI's time.
 TEST_TIMEOUT ?= 30m
 GOLANGCI_LINT_VERSION ?= v2.15.0
+# The earlier release the e2e suite upgrades from (e2e/upgrade_test.go): the
+# last commit of main before the real-cluster work, built into UPGRADE_DIR.
+UPGRADE_FROM ?= 7162b030241ae95bc372699a215250604c8aee59
+UPGRADE_DIR := $(BIN)/upgrade-from
 
-.PHONY: all build cluster-bins kueue metrics-server fleetlet-bins chart image image-push version test e2e bench unit lint demo demo-down generate verify diagrams clean help
+.PHONY: all build cluster-bins kueue metrics-server fleetlet-bins chart upgrade-from image image-push version test e2e bench unit lint demo demo-down generate verify diagrams clean help
 
 # `make` alone prints the help.
 .DEFAULT_GOAL := help
@@ -67,6 +71,9 @@ chart: cluster-bins ## Package the Helm chart into bin/fleetlet-VERSION.tgz (ver
 	@rm -f $(BIN)/fleetlet-*.tgz
 	@hack/step.sh "packaging the chart" $(BIN)/helm package charts/fleetlet --version $(VERSION) --app-version $(VERSION) --destination $(BIN)
 
+upgrade-from: cluster-bins ## Build fleetlet's binary and chart at UPGRADE_FROM (an earlier commit) into bin/upgrade-from: the release the e2e suite upgrades from.
+	@REF=$(UPGRADE_FROM) OUT=$(UPGRADE_DIR) BIN=$(BIN) hack/step.sh "building the release to upgrade from ($(UPGRADE_FROM))" hack/build-upgrade-from.sh
+
 image: ## Build the fleetlet image for linux/amd64 and linux/arm64 without Docker: bin/image/oci (OCI layout) and bin/fleetlet-image.tar.
 	@for p in $(IMAGE_PLATFORMS); do \
 	  hack/step.sh "compiling fleetlet for $$p" env GOOS=$${p%/*} GOARCH=$${p#*/} \
@@ -85,11 +92,11 @@ image-push: image ## Push the image index to REGISTRY/fleetlet:VERSION (credenti
 version: ## Print the version the build stamps.
 	@echo $(VERSION) $(COMMIT)
 
-test: build kueue metrics-server image ## Run unit and integration tests, then the e2e suite alone, against real control planes.
-	BIN=$(BIN) TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
+test: build kueue metrics-server image upgrade-from ## Run unit and integration tests, then the e2e suite alone, against real control planes.
+	BIN=$(BIN) UPGRADE_DIR=$(UPGRADE_DIR) TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
 
-e2e: build kueue metrics-server ## Run the end-to-end suite only (a 3-cluster fleetlet sandbox).
-	FLEETLET_BIN_DIR=$(BIN) go test -count=1 -timeout $(TEST_TIMEOUT) -v ./e2e/...
+e2e: build kueue metrics-server upgrade-from ## Run the end-to-end suite only (a 3-cluster fleetlet sandbox).
+	FLEETLET_BIN_DIR=$(BIN) FLEETLET_E2E_UPGRADE_FROM=$(UPGRADE_DIR) go test -count=1 -timeout $(TEST_TIMEOUT) -v ./e2e/...
 
 bench: build ## Benchmark fleetlet against the same pods created directly in the targets: bursts of PODS (1,000), paced at RATE pods/s (10) for a minute, RUNS (3) times.
 	COMMIT=$(COMMIT) go run ./hack/bench --bin-dir $(BIN) --pods $${PODS:-1000} --runs $${RUNS:-3} --rate $${RATE:-10} --placement-pods $${PLACEMENT_PODS:-100} --out $(BIN)/bench.json

@@ -284,6 +284,7 @@ func TestTargetOutageMovesReplicas(t *testing.T) {
 	down := clusterOfNode(node)
 	on3 := proxiesOn(t, ctx, ns, sel)[node]
 	// A StatefulSet's pod in the same cluster: it must never run twice.
+	watchOneCopy(t, ns)
 	singleDB(t, ctx, ns, down)
 	var db0 *corev1.Pod
 	eventually(t, 2*time.Minute, "db-0 Running in "+down, func(ctx context.Context) (bool, string) {

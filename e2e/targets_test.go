@@ -90,6 +90,7 @@ func TestKubeconfigSecretLossDoublesNothing(t *testing.T) {
 	ctx := context.Background()
 	src := kube(t, sandbox.SourceCluster)
 	lost := sb.ClusterNames()[2]
+	watchOneCopy(t, ns)
 	singleDB(t, ctx, ns, lost)
 	var db0 *corev1.Pod
 	eventually(t, 2*time.Minute, "db-0 Running in "+lost, func(ctx context.Context) (bool, string) {

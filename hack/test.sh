@@ -9,6 +9,9 @@ export GOTOOLCHAIN=local
 : "${BIN:?BIN: the folder of the binaries}"
 : "${TEST_TIMEOUT:=30m}"
 export FLEETLET_BIN_DIR="$BIN"
+# The earlier release the e2e suite starts its sandbox with and upgrades
+# from (make upgrade-from).
+export FLEETLET_E2E_UPGRADE_FROM="${UPGRADE_DIR:?UPGRADE_DIR: the earlier release (make upgrade-from)}"
 
 stage() { printf '\n==> make test: stage %s\n' "$*"; }
 elapsed() { local s=$(( $(date +%s) - $1 )); printf '%dm%02ds' $((s / 60)) $((s % 60)); }

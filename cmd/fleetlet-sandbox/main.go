@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -43,6 +44,7 @@ func newRootCommand() *cobra.Command {
 		f.IntVar(&opts.Clusters, "clusters", sandbox.DefaultClusters, "number of clusters (cluster-1 … cluster-N)")
 		f.IntVar(&opts.Nodes, "nodes", sandbox.DefaultNodes, "fake kwok nodes per cluster")
 		f.StringVar(&opts.BinDir, "bin-dir", "", "folder with etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, fleetlet and helm (default: beside this program, else ./bin)")
+		f.StringVar(&opts.FleetletBinDir, "fleetlet-bin-dir", "", "folder with the fleetlet binary and packaged chart to install, when not --bin-dir's: an earlier release (`make upgrade-from`) to try `upgrade` from")
 		f.StringVar(&opts.NodeCPU, "node-cpu", sandbox.DefaultNodeCPU, "CPU capacity of each fake node")
 		f.StringVar(&opts.NodeMemory, "node-memory", sandbox.DefaultNodeMemory, "memory capacity of each fake node")
 		f.StringVar(&opts.NodePods, "node-pods", sandbox.DefaultNodePods, "pod capacity of each fake node")
@@ -103,6 +105,25 @@ deleted). The CRDs stay (the chart's crds.keep).`,
 			return s.Uninstall(cmd.Context())
 		},
 	}
+
+	var upgradeFrom string
+	upgrade := &cobra.Command{
+		Use:   "upgrade",
+		Short: "Upgrade (or roll back) fleetlet in every cluster to the binary and chart of --fleetlet-bin-dir, as an operator would",
+		Long: `Upgrade fleetlet in every cluster, one after the other, to the fleetlet binary
+and packaged chart (fleetlet-VERSION.tgz) in --fleetlet-bin-dir: ` + "`helm upgrade`" + ` to
+that chart, then the candidate scheduler and the manager are stopped
+(SIGTERM) and started from that binary. Later starts run it too.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := sandbox.Load(dir, sandbox.Options{Out: os.Stdout})
+			if err != nil {
+				return err
+			}
+			return s.InstallFleetlet(cmd.Context(), cmp.Or(upgradeFrom, s.BinDir()))
+		},
+	}
+	upgrade.Flags().StringVar(&upgradeFrom, "fleetlet-bin-dir", "", "folder with the fleetlet binary and packaged chart to install (default: the sandbox's --bin-dir)")
 
 	// stop and start act on a whole cluster, or with --only on one of its
 	// components.
@@ -195,7 +216,7 @@ deleted). The CRDs stay (the chart's crds.keep).`,
 			return sandbox.ServeHTTPStdio(cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
-	root.AddCommand(up, down, stopCmd, start, env, demo, uninstall, httpStdio)
+	root.AddCommand(up, down, upgrade, stopCmd, start, env, demo, uninstall, httpStdio)
 	return root
 }
 

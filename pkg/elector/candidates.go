@@ -129,8 +129,8 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, refs 
 		// create (its event brings the proxy back).
 		return want, ""
 	}
-	if until, out := r.keptOut(pod.UID, ts.key); out {
-		return nil, fmt.Sprintf("no cluster could run the pod at the last try; pending candidates are kept in the %d best target(s) until %s", r.opts.PendingTargets, until.UTC().Format(time.RFC3339))
+	if until, why, out := r.keptOut(pod.UID, ts.key); out {
+		return nil, keptOutReason(why, r.opts.PendingTargets, until)
 	}
 	// What the candidate needs is there before it is.
 	if r.opts.Follower != nil && !ts.cluster.Self() {
@@ -216,6 +216,17 @@ func isNamespaceNotFound(err error) bool {
 	return d != nil && d.Kind == "namespaces"
 }
 
+// keptOutReason says why a target whose pending candidate was trimmed has
+// none: what that candidate had answered, first, so that a pod's
+// Elected=False keeps naming a quota or a policy that refused it there.
+func keptOutReason(answered string, pendingTargets int, until time.Time) string {
+	kept := fmt.Sprintf("no cluster could run the pod at the last try; pending candidates are kept in the %d best target(s) until %s", pendingTargets, until.UTC().Format(time.RFC3339))
+	if answered == "" {
+		return kept
+	}
+	return answered + " (" + kept + ")"
+}
+
 // trimPending keeps pending candidates in at most K targets, the best ranked,
 // so that one cluster autoscaler scales up, not all of them.
 func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []*targetState, requests corev1.ResourceList) {
@@ -236,7 +247,7 @@ func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []
 			ctrl.LoggerFrom(ctx).Error(err, "Deleting a surplus pending candidate", "target", o.Target)
 			continue
 		}
-		r.noteTrimmed(pod.UID, s.key)
+		r.noteTrimmed(pod.UID, s.key, s.reason)
 		r.forgetCreated(pod.UID, s.key)
 		r.release(ctx, pod, s.cluster)
 	}

@@ -1,11 +1,14 @@
 package elector
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
@@ -72,5 +75,33 @@ func TestSetConditionKeepsTransitionTimeAndOthers(t *testing.T) {
 	}
 	if len(p.Status.Conditions) != 2 || p.Status.Conditions[0].Type != "example.com/Gate" {
 		t.Errorf("another owner's condition was touched: %v", p.Status.Conditions)
+	}
+}
+
+// A target whose pending candidate was trimmed keeps saying what that
+// candidate had answered (a quota, a policy) while it is kept out, and
+// is kept out no longer once the round is over. Before: it said only that
+// candidates were kept elsewhere, so a pod's Elected=False lost the
+// quota's name for that cluster.
+func TestTrimmedTargetKeepsItsAnswer(t *testing.T) {
+	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(now)
+	r := &Reconciler{opts: Options{RetryInterval: 10 * time.Second, PendingTargets: 1}, clock: clk, trimmed: map[types.UID]trimmedRound{}}
+	quota := `pods "web-1" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2`
+	r.noteTrimmed("uid-1", target.Key{Name: "cluster-2"}, quota)
+
+	until, why, out := r.keptOut("uid-1", target.Key{Name: "cluster-2"})
+	if !out || why != quota || !until.Equal(now.Add(10*time.Second)) {
+		t.Fatalf("keptOut = %s %q %t, want kept out until %s saying %q", until, why, out, now.Add(10*time.Second), quota)
+	}
+	if got := keptOutReason(why, 1, until); !strings.HasPrefix(got, quota+" (") || !strings.Contains(got, "kept in the 1 best target(s)") {
+		t.Errorf("keptOutReason = %q, want the quota first, then why no candidate is made", got)
+	}
+	if _, _, out := r.keptOut("uid-1", target.Key{Name: "cluster-3"}); out {
+		t.Error("a target that was not trimmed is kept out")
+	}
+	clk.Step(10 * time.Second)
+	if _, _, out := r.keptOut("uid-1", target.Key{Name: "cluster-2"}); out {
+		t.Error("kept out after the round")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/fleetlet/fleetlet/pkg/target"
 )
@@ -17,39 +16,42 @@ import (
 // there again. It is kept in memory only: it decides no phase, and after a
 // restart the worst is one more round of candidates, trimmed again.
 type trimmedRound struct {
-	until   time.Time
-	targets sets.Set[target.Key]
+	until time.Time
+	// why is, per target trimmed, what its candidate had answered: the
+	// pod's Elected=False keeps saying it while the target is kept out.
+	why map[target.Key]string
 }
 
 // keptOut says until when no candidate is made again in a target whose
-// pending candidate was trimmed (false: make one). A target that was not
-// eligible at the trim (cordoned, say) is not kept out: once eligible, it
-// gets its candidate at once.
-func (r *Reconciler) keptOut(uid types.UID, key target.Key) (time.Time, bool) {
+// pending candidate was trimmed, and what that candidate had answered
+// (false: make one). A target that was not eligible at the trim (cordoned,
+// say) is not kept out: once eligible, it gets its candidate at once.
+func (r *Reconciler) keptOut(uid types.UID, key target.Key) (until time.Time, why string, out bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	round, ok := r.trimmed[uid]
 	if !ok {
-		return time.Time{}, false
+		return time.Time{}, "", false
 	}
 	if !r.clock.Now().Before(round.until) {
 		delete(r.trimmed, uid)
-		return time.Time{}, false
+		return time.Time{}, "", false
 	}
-	return round.until, round.targets.Has(key)
+	why, out = round.why[key]
+	return round.until, why, out
 }
 
-// noteTrimmed records a target whose pending candidate was removed; the
-// round lasts RetryInterval from its first trim.
-func (r *Reconciler) noteTrimmed(uid types.UID, key target.Key) {
+// noteTrimmed records a target whose pending candidate was removed, and
+// what it had answered; the round lasts RetryInterval from its first trim.
+func (r *Reconciler) noteTrimmed(uid types.UID, key target.Key, why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	round, ok := r.trimmed[uid]
 	if !ok || !r.clock.Now().Before(round.until) {
-		round = trimmedRound{until: r.clock.Now().Add(r.opts.RetryInterval), targets: sets.New[target.Key]()}
+		round = trimmedRound{until: r.clock.Now().Add(r.opts.RetryInterval), why: map[target.Key]string{}}
 		r.trimmed[uid] = round
 	}
-	round.targets.Insert(key)
+	round.why[key] = why
 }
 
 // forget drops what the elector remembers of a proxy's election: it is

@@ -63,17 +63,26 @@ func (r Record) Validate() error {
 	return nil
 }
 
-// ParseRecord reads a record back from a condition message. It accepts
-// exactly what Message writes for a valid record, and nothing else.
+// ParseRecord reads a record back from a condition message: what Message
+// writes for a valid record, optionally followed by more " key=value"
+// fields, which it ignores. Later versions may add fields that way, and
+// only that way (never reordering or changing the two first), so that a
+// version rolled back to still reads the record and never takes a proxy
+// with a standing election for one without (docs/upgrades.md).
 func ParseRecord(msg string) (Record, error) {
 	fields := strings.Split(msg, " ")
-	if len(fields) != 2 {
+	if len(fields) < 2 {
 		return Record{}, fmt.Errorf("election record %q: want %q", msg, fieldTarget+"=<target> "+fieldChaperon+"=<chaperon>")
 	}
 	target, ok1 := strings.CutPrefix(fields[0], fieldTarget+"=")
 	chaperon, ok2 := strings.CutPrefix(fields[1], fieldChaperon+"=")
 	if !ok1 || !ok2 {
 		return Record{}, fmt.Errorf("election record %q: want %q", msg, fieldTarget+"=<target> "+fieldChaperon+"=<chaperon>")
+	}
+	for _, f := range fields[2:] {
+		if key, _, ok := strings.Cut(f, "="); !ok || !laterField(key) {
+			return Record{}, fmt.Errorf("election record %q: field %q is not key=value", msg, f)
+		}
 	}
 	r := Record{TargetName: target, Chaperon: chaperon}
 	if ns, name, namespaced := strings.Cut(target, "/"); namespaced {
@@ -86,6 +95,20 @@ func ParseRecord(msg string) (Record, error) {
 		return Record{}, fmt.Errorf("election record %q: %w", msg, err)
 	}
 	return r, nil
+}
+
+// laterField reports whether key may name a field a later version appends
+// to a record: lower-case letters and dashes, not one of the first two.
+func laterField(key string) bool {
+	if key == "" || key == fieldTarget || key == fieldChaperon {
+		return false
+	}
+	for _, c := range key {
+		if (c < 'a' || c > 'z') && c != '-' {
+			return false
+		}
+	}
+	return true
 }
 
 // ElectedCondition is the proxy's multicluster.fleetlet.io/Elected

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -199,7 +198,7 @@ func (s *Sandbox) runCleanup(ctx context.Context, c *ClusterState, h *cleanupHoo
 	}
 	defer logFile.Close()
 	args := append(append([]string(nil), h.args...), "--kubeconfig="+kubeconfig)
-	bin := filepath.Join(s.opts.BinDir, binFleetlet)
+	bin := s.binary(binFleetlet)
 	fmt.Fprintf(logFile, "\n=== %s starting %s %s\n", time.Now().Format(time.RFC3339), bin, strings.Join(args, " "))
 	var stdout bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, args...)

@@ -22,6 +22,10 @@ type Options struct {
 	// BinDir holds etcd, kube-apiserver, kube-controller-manager,
 	// kube-scheduler, kubectl and kwok.
 	BinDir string
+	// FleetletBinDir holds the fleetlet binary and packaged chart the
+	// clusters run, when not BinDir's: an earlier release built with `make
+	// upgrade-from`, to upgrade from (Sandbox.InstallFleetlet).
+	FleetletBinDir string
 	// NodeCPU, NodeMemory and NodePods are each fake node's capacity.
 	NodeCPU    string
 	NodeMemory string
@@ -96,6 +100,9 @@ func (o Options) Defaulted() Options {
 	if o.BinDir == "" {
 		o.BinDir = DefaultBinDir()
 	}
+	if o.FleetletBinDir == "" {
+		o.FleetletBinDir = o.BinDir
+	}
 	if o.NodeCPU == "" {
 		o.NodeCPU = DefaultNodeCPU
 	}
@@ -161,7 +168,10 @@ func (o Options) Validate() error {
 	}
 	bins := requiredBinaries
 	if !o.NoFleetlet {
-		bins = append(bins[:len(bins):len(bins)], binFleetlet, binHelm)
+		bins = append(bins[:len(bins):len(bins)], binHelm)
+		if _, err := os.Stat(filepath.Join(o.FleetletBinDir, binFleetlet)); err != nil {
+			errs = append(errs, fmt.Errorf("binary %s not found in %s (run `make build`): %w", binFleetlet, o.FleetletBinDir, err))
+		}
 	}
 	for _, b := range bins {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {

@@ -127,7 +127,7 @@ func PackagedChart(binDir string) (string, error) {
 // writeChart finds the packaged chart and writes the cluster's values to its
 // data folder, and returns both paths.
 func (s *Sandbox) writeChart(c *ClusterState) (pkg, values string, err error) {
-	pkg, err = PackagedChart(s.opts.BinDir)
+	pkg, err = PackagedChart(s.FleetletBinDir())
 	if err != nil {
 		return "", "", err
 	}

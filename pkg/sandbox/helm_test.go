@@ -28,7 +28,7 @@ func chartSandbox(t *testing.T) (*Sandbox, *ClusterState) {
 	t.Helper()
 	bin := testenv.RequireBinaries(t, binHelm)
 	o, c := testCluster(t)
-	o.BinDir = bin
+	o.BinDir, o.FleetletBinDir = bin, bin
 	c.Ports.FleetletWebhook = 9876
 	return &Sandbox{opts: o, state: &State{Clusters: []ClusterState{*c}}, procs: map[int]*running{}}, c
 }

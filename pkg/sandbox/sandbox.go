@@ -56,6 +56,9 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 	if o.BinDir, err = filepath.Abs(o.BinDir); err != nil {
 		return nil, err
 	}
+	if o.FleetletBinDir, err = filepath.Abs(o.FleetletBinDir); err != nil {
+		return nil, err
+	}
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid sandbox options: %w", err)
 	}
@@ -167,6 +170,23 @@ func (s *Sandbox) Dir() string { return s.opts.Dir }
 
 // BinDir is where the sandbox's binaries are.
 func (s *Sandbox) BinDir() string { return s.opts.BinDir }
+
+// FleetletBinDir is where the fleetlet binary and chart the clusters run
+// come from: BinDir, or an earlier release's until InstallFleetlet.
+func (s *Sandbox) FleetletBinDir() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cmp.Or(s.opts.FleetletBinDir, s.opts.BinDir)
+}
+
+// binary is the path of one of the programs the sandbox runs: fleetlet's
+// from FleetletBinDir, every other from BinDir.
+func (s *Sandbox) binary(name string) string {
+	if name == binFleetlet {
+		return filepath.Join(s.FleetletBinDir(), name)
+	}
+	return filepath.Join(s.opts.BinDir, name)
+}
 
 // ClusterNames lists the clusters in order.
 func (s *Sandbox) ClusterNames() []string {
@@ -585,7 +605,7 @@ func (s *Sandbox) reap(pid int) {
 func (s *Sandbox) launch(c *ClusterState, comp component) (*running, error) {
 	r, err := startProcess(processSpec{
 		component:     comp.name,
-		binary:        filepath.Join(s.opts.BinDir, cmp.Or(comp.binary, comp.name)),
+		binary:        s.binary(cmp.Or(comp.binary, comp.name)),
 		args:          comp.args(s.opts, c),
 		log:           c.logFile(comp.name),
 		dieWithParent: s.opts.DieWithParent,

@@ -45,6 +45,9 @@ type Settings struct {
 	Kueue                  bool   `json:"kueue,omitempty"`
 	MetricsServer          bool   `json:"metricsServer,omitempty"`
 	Furnished              bool   `json:"furnished,omitempty"`
+	// FleetletBinDir is where the fleetlet binary and chart the clusters
+	// run come from, when not the sandbox's BinDir.
+	FleetletBinDir string `json:"fleetletBinDir,omitempty"`
 	// ManagerArgs are the managers' extra arguments.
 	ManagerArgs []string `json:"managerArgs,omitempty"`
 }
@@ -144,8 +147,18 @@ func settingsFrom(o Options) Settings {
 		Kueue:                  o.Kueue,
 		MetricsServer:          o.MetricsServer,
 		Furnished:              o.Furnished,
+		FleetletBinDir:         fleetletBinDirSetting(o),
 		ManagerArgs:            o.ManagerArgs,
 	}
+}
+
+// fleetletBinDirSetting is o's FleetletBinDir as recorded: empty when it
+// is the BinDir.
+func fleetletBinDirSetting(o Options) string {
+	if o.FleetletBinDir == o.BinDir {
+		return ""
+	}
+	return o.FleetletBinDir
 }
 
 // options rebuilds the Options a sandbox was started with.
@@ -161,6 +174,7 @@ func (s *State) options(base Options) (Options, error) {
 	o.Kueue = s.Settings.Kueue
 	o.MetricsServer = s.Settings.MetricsServer
 	o.Furnished = s.Settings.Furnished
+	o.FleetletBinDir = s.Settings.FleetletBinDir // "" defaults to BinDir
 	o.ManagerArgs = s.Settings.ManagerArgs
 	var err error
 	if o.NodeMonitorGracePeriod, err = time.ParseDuration(s.Settings.NodeMonitorGracePeriod); err != nil {
