@@ -200,6 +200,75 @@ func TestDeletedPodIsNotRecreated(t *testing.T) {
 	}
 }
 
+// A chaperon deleted with a grace period passed by its source (its proxy
+// deleted with `kubectl delete --grace-period=7`) deletes its pod with it,
+// not with the pod's own 30 s; a pod already going with a longer one is
+// deleted again, shorter. Before: the pod always went with its own grace
+// period, whatever the proxy's delete said.
+func TestDeletedChaperonPassesItsGracePeriod(t *testing.T) {
+	testenv.Need(t, env)
+	ctx := t.Context()
+	ns := newNamespace(t, nil)
+	sa := provisionSource(t, ns, "cluster-a")
+	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: sa})
+	ch := makeChaperon(ns, "web-0a1b2c3d").obj()
+	create(t, ch)
+	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+
+	// Bound, and held by a finalizer, as a pod whose kubelet stops it.
+	var pod corev1.Pod
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod); err != nil {
+		t.Fatal(err)
+	}
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-x"}}
+	if err := k8sClient.SubResource("binding").Create(ctx, &pod, binding); err != nil {
+		t.Fatal(err)
+	}
+	held := pod.DeepCopy()
+	held.Finalizers = append(held.Finalizers, "e2e.fleetlet.io/hold")
+	if err := k8sClient.Patch(ctx, held, client.MergeFrom(&pod)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = k8sClient.Patch(context.Background(), held, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	})
+
+	patchChaperon(t, ch, func(c *v1alpha1.PodChaperon) { c.Annotations[v1alpha1.AnnotationDeletionGracePeriod] = "7" })
+	if err := k8sClient.Delete(ctx, ch, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, waitTimeout, "the pod deleted with the passed grace period", func() error {
+		var p corev1.Pod
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &p); err != nil {
+			return err
+		}
+		if g := p.DeletionGracePeriodSeconds; g == nil || *g != 7 {
+			return fmt.Errorf("deletionGracePeriodSeconds %s, want 7", describeGrace(g))
+		}
+		return nil
+	})
+}
+
+func describeGrace(g *int64) string {
+	if g == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*g)
+}
+
+func TestDeletionGrace(t *testing.T) {
+	for v, want := range map[string]int64{"0": 0, "7": 7, "31536000": 31536000, "-1": -1, "x": -1, "31536001": -1, "": -1} {
+		ch := makeChaperon("ns", "c").annotations(map[string]string{v1alpha1.AnnotationDeletionGracePeriod: v}).obj()
+		got, ok := DeletionGrace(ch)
+		if (want >= 0) != ok || (ok && got != want) {
+			t.Errorf("DeletionGrace(%q) = %d, %t; want %d", v, got, ok, want)
+		}
+	}
+	if _, ok := DeletionGrace(makeChaperon("ns", "c").obj()); ok {
+		t.Error("a chaperon without the annotation has a grace period")
+	}
+}
+
 // A pod of the chaperon's name that it does not own is never touched; the
 // chaperon gets its pod once that one is gone.
 func TestForeignPodIsLeftAlone(t *testing.T) {

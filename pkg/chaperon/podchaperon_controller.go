@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -185,6 +186,51 @@ func (r *PodChaperonReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	return r.sync(ctx, ch, true)
 }
 
+// deletePod deletes the pod of a chaperon being deleted at once, whatever
+// the garbage collector knows yet (it learns new kinds late), so that a
+// loser candidate never lingers: with the grace period the source passed
+// (its proxy's delete named one, AnnotationDeletionGracePeriod), else the
+// pod's own. A pod already going with a longer grace period than the one
+// passed is deleted again with it (a grace period only ever shortens).
+// This controller created it.
+func (r *PodChaperonReconciler) deletePod(ctx context.Context, ch *v1alpha1.PodChaperon, pod *corev1.Pod) error {
+	opts := []client.DeleteOption{client.Preconditions{UID: &pod.UID}}
+	grace, passed := DeletionGrace(ch)
+	switch {
+	case pod.DeletionTimestamp.IsZero():
+	case passed && pod.DeletionGracePeriodSeconds != nil && *pod.DeletionGracePeriodSeconds > grace:
+	default:
+		return nil
+	}
+	if passed {
+		opts = append(opts, client.GracePeriodSeconds(grace))
+	}
+	err := r.Client.Delete(ctx, pod, opts...)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting the pod of deleted chaperon %s: %w", client.ObjectKeyFromObject(ch), err)
+	}
+	return nil
+}
+
+// maxDeletionGrace bounds the grace period a source may pass: what a pod's
+// own may be, in practice (a year).
+const maxDeletionGrace = 365 * 24 * 60 * 60
+
+// DeletionGrace reads the grace period the source passed on a chaperon
+// (AnnotationDeletionGracePeriod); false when there is none, or it is not
+// a number of seconds from 0 to a year (ignored: the pod's own applies).
+func DeletionGrace(ch *v1alpha1.PodChaperon) (int64, bool) {
+	v, ok := ch.Annotations[v1alpha1.AnnotationDeletionGracePeriod]
+	if !ok {
+		return 0, false
+	}
+	g, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || g < 0 || g > maxDeletionGrace {
+		return 0, false
+	}
+	return g, true
+}
+
 // outcome is what one pass decided: the PodCreated condition to set (nil:
 // leave it), the pod to mirror (nil: none), and when to come back.
 type outcome struct {
@@ -225,13 +271,9 @@ func (r *PodChaperonReconciler) sync(ctx context.Context, ch *v1alpha1.PodChaper
 		}
 	}
 
-	if !ch.DeletionTimestamp.IsZero() && pod != nil && isHeldBy(pod, ch) && pod.DeletionTimestamp.IsZero() {
-		// The pod goes with its chaperon at once, whatever the garbage
-		// collector knows yet (it learns new kinds late), so that a loser
-		// candidate never lingers. This controller created it.
-		err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return ctrl.Result{}, fmt.Errorf("deleting the pod of deleted chaperon %s: %w", key, err)
+	if !ch.DeletionTimestamp.IsZero() && pod != nil && isHeldBy(pod, ch) {
+		if err := r.deletePod(ctx, ch, pod); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
 

@@ -391,6 +391,29 @@ func TestDeletedProxyWaitsForItsDelegatePodNotOnlyItsChaperon(t *testing.T) {
 	testenv.EventuallyTrue(t, waitTimeout, "the proxy gone once its delegate's pod is", func(context.Context) bool { return gone() })
 }
 
+// A bound proxy deleted with a grace period (`kubectl delete
+// --grace-period=30`, a DeleteCollection with grace 1) goes once its
+// delegate is gone, as a pod does once its kubelet has seen its containers
+// stop. Before: fleetlet removed its finalizer and the proxy stayed
+// Terminating for good, phase Running: on a virtual node no kubelet makes
+// the last delete.
+func TestProxyDeletedWithAGracePeriodGoes(t *testing.T) {
+	h, remote, local := start(t, elector.Options{})
+	ctx := context.Background()
+	p := h.proxy(t, "web-1")
+	runIn(t, h, remote, local, p)
+	h.collect(t, local, p) // the loser
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name},
+		Target: corev1.ObjectReference{Kind: "Node", Name: nodeName(remote)}}
+	require.NoError(t, h.source.SubResource("binding").Create(ctx, p, binding))
+
+	require.NoError(t, h.source.Delete(ctx, p, client.GracePeriodSeconds(30)))
+	h.collect(t, remote, p) // the delegate's chaperon, and so its pod
+	testenv.EventuallyTrue(t, waitTimeout, "the proxy gone once its delegate is", func(ctx context.Context) bool {
+		return apierrors.IsNotFound(h.source.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}))
+	})
+}
+
 // The same rule after a re-election: the new delegate may bind only once
 // the old one's pod is gone, not only its chaperon. Before: it was marked
 // as soon as the old chaperon was NotFound.

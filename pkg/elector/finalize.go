@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -69,6 +71,7 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		}
 		remaining++
 		if pc.DeletionTimestamp == nil {
+			r.passDeletionGrace(ctx, cl, pod, &pc)
 			if err := r.deleteChaperon(ctx, cl, &pc, pod.UID); err != nil {
 				ctrl.LoggerFrom(ctx).Error(err, "Deleting a chaperon of a deleted proxy", "target", cl.Key().String())
 			}
@@ -93,11 +96,48 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		}
 	}
 	r.forget(pod.UID)
-	patch, ok := proxy.RemoveFinalizerPatch(pod.Finalizers, v1alpha1.FinalizerDelegate)
-	if !ok {
-		return reconcile.Result{}, nil
+	if patch, ok := proxy.RemoveFinalizerPatch(pod.Finalizers, v1alpha1.FinalizerDelegate); ok {
+		if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
 	}
-	return reconcile.Result{}, client.IgnoreNotFound(r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, patch)))
+	return reconcile.Result{}, r.finishDeletion(ctx, pod)
+}
+
+// passDeletionGrace tells a chaperon the grace period its proxy was
+// deleted with when it is not the pod's own (`kubectl delete
+// --grace-period=N`, `--force`): the target's chaperon controller deletes
+// the delegate with it. Not passed: the 0 the API server gives a proxy not
+// bound yet (a pod no kubelet runs goes at once, whatever was asked), and
+// a proxy an earlier release made, whose grace period is 0 and its
+// delegate's the user's. Best-effort: without it, the delegate goes with
+// its own grace period.
+func (r *Reconciler) passDeletionGrace(ctx context.Context, cl *target.Cluster, pod *corev1.Pod, pc *v1alpha1.PodChaperon) {
+	deleted, own, delegate := pod.DeletionGracePeriodSeconds, pod.Spec.TerminationGracePeriodSeconds, pc.Spec.Template.Spec.TerminationGracePeriodSeconds
+	if pod.Spec.NodeName == "" || deleted == nil || own == nil || delegate == nil || *own != *delegate || *deleted == *own {
+		return
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationDeletionGracePeriod, strconv.FormatInt(*deleted, 10))
+	if err := cl.Client().Patch(ctx, pc, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Passing the deletion's grace period to a chaperon; its delegate keeps its own", "target", cl.Key().String(), "error", err.Error())
+	}
+}
+
+// finishDeletion makes a deleted proxy's last delete, as a kubelet does once
+// a pod's containers are gone: with no grace period left. A proxy deleted
+// with a grace period (`kubectl delete --grace-period=30`, a
+// DeleteCollection with grace 1) stays Terminating until then, and on a
+// virtual node no kubelet makes it. Other finalizers still hold the pod
+// after it, as they would on a node.
+func (r *Reconciler) finishDeletion(ctx context.Context, pod *corev1.Pod) error {
+	if g := pod.DeletionGracePeriodSeconds; g == nil || *g == 0 {
+		return nil
+	}
+	err := r.client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: ptr.To(pod.UID)})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or another pod of the name
+	}
+	return err
 }
 
 // delegatePodGone confirms that no pod of this proxy runs, or is still

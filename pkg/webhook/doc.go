@@ -27,13 +27,17 @@
 //     are the user's plus those of the virtual nodes' taint and of
 //     unschedulable and not-ready (NoSchedule), with any bounded
 //     unreachable NoExecute toleration (the 300 s default) replaced by an
-//     unbounded one, so that fleetlet being down never evicts a proxy; the
-//     grace period is 0. Priority and preemptionPolicy are never touched:
+//     unbounded one, so that fleetlet being down never evicts a proxy. The
+//     grace period stays the pod's: a delete's grace means for a proxy what
+//     it means for any pod, and the elector makes the last delete once the
+//     delegate is gone, as a kubelet does (releases before this one set it
+//     to 0 and sealed the user's). Priority and preemptionPolicy are never
+//     touched:
 //     the Priority admission plugin runs again on reinvocation and refuses
 //     a policy that differs from the PriorityClass.
 //   - What was removed or replaced is recorded as a SourceSpec: the user's
-//     nodeSelector, affinity, spread, scheduler name, tolerations and grace
-//     period, and each item taken out of a list with its index. The
+//     nodeSelector, affinity, spread, scheduler name and tolerations, and
+//     each item taken out of a list with its index. The
 //     candidate in each target must get the user's values, not the
 //     proxy's: SourceSpec.Restore puts them back onto a copy of the proxy's
 //     spec, exactly (Restore(Open(Mutate(pod))) is the user's spec).

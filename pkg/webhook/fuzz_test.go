@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/randfill"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 // FuzzMutate checks, on arbitrary pods, what must hold for every pod the
@@ -101,6 +102,12 @@ func checkMutate(t *testing.T, in *corev1.Pod, noise []byte) {
 	if errors.As(err, &refused) {
 		if in.Spec.NodeName != "fleetlet-c2" {
 			t.Fatalf("refused a pod on %q", in.Spec.NodeName)
+		}
+		return
+	}
+	if errors.Is(err, ErrUnverifiedPass) {
+		if _, openErr := Open(in, testKeys); openErr == nil || !proxy.Gated(in) {
+			t.Fatalf("refused as unverified a pod that is not gated with a seal that fails: %v", err)
 		}
 		return
 	}
@@ -210,8 +217,8 @@ func checkBindable(t *testing.T, in, out *corev1.Pod) {
 	if spec.Affinity != nil || len(spec.TopologySpreadConstraints) > 0 || len(spec.ResourceClaims) > 0 {
 		t.Fatalf("constraints left: affinity %v, spread %v, claims %v", spec.Affinity, spec.TopologySpreadConstraints, spec.ResourceClaims)
 	}
-	if spec.SchedulerName != corev1.DefaultSchedulerName || spec.TerminationGracePeriodSeconds == nil || *spec.TerminationGracePeriodSeconds != 0 {
-		t.Fatalf("scheduler %q, grace %v", spec.SchedulerName, spec.TerminationGracePeriodSeconds)
+	if spec.SchedulerName != corev1.DefaultSchedulerName || !ptr.Equal(spec.TerminationGracePeriodSeconds, in.Spec.TerminationGracePeriodSeconds) {
+		t.Fatalf("scheduler %q, grace %v (the pod's: %v)", spec.SchedulerName, spec.TerminationGracePeriodSeconds, in.Spec.TerminationGracePeriodSeconds)
 	}
 	for _, tol := range proxyTolerations() {
 		if !hasToleration(spec.Tolerations, tol) {

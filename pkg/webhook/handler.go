@@ -84,6 +84,10 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 		log.Error(err, "Refusing a pod: no seal key")
 		return admission.Denied(fmt.Sprintf("fleetlet cannot make this pod a proxy pod now (%v); pods in fleetlet-enabled namespaces are refused until the seal key is back", err))
+	case errors.Is(err, ErrUnverifiedPass):
+		admissionsTotal.WithLabelValues("refused").Inc()
+		log.Info("Refusing a pod whose source spec does not verify", "reason", err.Error())
+		return admission.Denied(err.Error())
 	case errors.As(err, &refused):
 		admissionsTotal.WithLabelValues("refused").Inc()
 		log.V(2).Info("Refusing a pod on a virtual node", "node", refused.NodeName)

@@ -117,7 +117,11 @@ func Mutate(pod *corev1.Pod, opts Options) (Result, error) {
 	out := pod.DeepCopy()
 	action := Mutated
 	var rec *SourceSpec
-	if prev, ok := previousPass(out, opts.Keys); ok {
+	prev, ok, err := previousPass(out, opts.Keys)
+	if err != nil {
+		return Result{}, err
+	}
+	if ok {
 		// Second pass: what the proxy has now, with the user's values put
 		// back and merged with later webhooks' additions, is the user's
 		// pod; strip it again.
@@ -171,22 +175,30 @@ func excluded(pod *corev1.Pod) (string, bool) {
 }
 
 // previousPass returns the source spec of an earlier pass: the pod carries
-// our gate and a source spec sealed for its namespace.
-func previousPass(pod *corev1.Pod, keys Keys) (*SourceSpec, bool) {
+// our gate and a source spec sealed for its namespace. A pod with our gate
+// and a source spec that does not open is refused (ErrUnverifiedPass),
+// never stripped again: its spec may already be a proxy's, whose user
+// values only the annotation holds.
+func previousPass(pod *corev1.Pod, keys Keys) (*SourceSpec, bool, error) {
 	if !proxy.Gated(pod) {
-		return nil, false
+		return nil, false, nil
+	}
+	if _, sealed := pod.Annotations[v1alpha1.AnnotationSourceSpec]; !sealed {
+		return nil, false, nil
 	}
 	s, err := Open(pod, keys)
-	return s, err == nil
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %v", ErrUnverifiedPass, err)
+	}
+	return s, true, nil
 }
 
 // strip turns spec into the proxy's and returns what it took off or
 // replaced: the user's values.
 func strip(spec *corev1.PodSpec) *SourceSpec {
 	rec := &SourceSpec{
-		Affinity:                      spec.Affinity,
-		SchedulerName:                 spec.SchedulerName,
-		TerminationGracePeriodSeconds: spec.TerminationGracePeriodSeconds,
+		Affinity:      spec.Affinity,
+		SchedulerName: spec.SchedulerName,
 	}
 	if len(spec.NodeSelector) > 0 {
 		rec.NodeSelector = spec.NodeSelector
@@ -205,8 +217,6 @@ func strip(spec *corev1.PodSpec) *SourceSpec {
 	spec.TopologySpreadConstraints = nil
 	spec.SchedulerName = corev1.DefaultSchedulerName
 	spec.Tolerations = tolerationsForProxy(rec.Tolerations)
-	zero := int64(0)
-	spec.TerminationGracePeriodSeconds = &zero
 
 	strippedVolumes := map[string]bool{}
 	var volumes []corev1.Volume
@@ -277,7 +287,8 @@ func (s *SourceSpec) foldInto(spec *corev1.PodSpec) {
 		spec.SchedulerName = s.SchedulerName
 	}
 	spec.Tolerations = mergeTolerations(s.Tolerations, spec.Tolerations)
-	if g := spec.TerminationGracePeriodSeconds; g == nil || *g == 0 {
+	if g := spec.TerminationGracePeriodSeconds; s.TerminationGracePeriodSeconds != nil && (g == nil || *g == 0) {
+		// An earlier release's seal, which set the proxy's to 0.
 		spec.TerminationGracePeriodSeconds = copyInt64(s.TerminationGracePeriodSeconds)
 	}
 	s.restoreLists(spec)

@@ -21,7 +21,6 @@ func proxyOf(w *podWrapper) *podWrapper {
 	p := &podWrapper{*w.DeepCopy()}
 	p.Spec.NodeSelector = proxyNodeSelector()
 	p.Spec.SchedulerName = corev1.DefaultSchedulerName
-	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
 	p.Spec.Tolerations = []corev1.Toleration{tolNotReady300, tolProvider, tolUnschedulable, tolNotReadyNS, tolUnreachable}
 	p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: v1alpha1.SchedulingGateElection})
 	p.Finalizers = append(p.Finalizers, v1alpha1.FinalizerDelegate)
@@ -31,9 +30,8 @@ func proxyOf(w *podWrapper) *podWrapper {
 // userSpec is the source spec of a plain test pod.
 func userSpec() *SourceSpec {
 	return &SourceSpec{
-		SchedulerName:                 corev1.DefaultSchedulerName,
-		TerminationGracePeriodSeconds: ptr.To[int64](30),
-		Tolerations:                   []corev1.Toleration{tolNotReady300, tolUnreachable300},
+		SchedulerName: corev1.DefaultSchedulerName,
+		Tolerations:   []corev1.Toleration{tolNotReady300, tolUnreachable300},
 	}
 }
 
@@ -159,12 +157,11 @@ func TestMutate(t *testing.T) {
 			},
 		},
 		{
-			name: "scheduler name reset, grace period 0",
+			name: "scheduler name reset, the pod's own grace period kept",
 			in:   makePod("ns", "p").scheduler("volcano").grace(120),
-			want: proxyOf(makePod("ns", "p")),
+			want: proxyOf(makePod("ns", "p").grace(120)),
 			wantSpec: func(s *SourceSpec) {
 				s.SchedulerName = "volcano"
-				s.TerminationGracePeriodSeconds = ptr.To[int64](120)
 			},
 		},
 		{
@@ -356,6 +353,65 @@ func TestMutate(t *testing.T) {
 	}
 }
 
+// The proxy keeps the pod's own grace period, which its candidates then
+// have too; a proxy an earlier release sealed (its grace period set to 0,
+// the user's sealed) still gives its candidates the user's. Before: every
+// proxy's was 0, so `kubectl delete --grace-period` meant nothing and a
+// patch restating the pod's own was refused.
+func TestGracePeriodStaysThePods(t *testing.T) {
+	res, err := Mutate(makePod("ns", "p").grace(75).obj(), Options{Keys: testKeys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := res.Pod.Spec.TerminationGracePeriodSeconds; g == nil || *g != 75 {
+		t.Fatalf("proxy grace period %v, want the pod's 75", g)
+	}
+	s, err := Open(res.Pod, testKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	candidate := res.Pod.Spec.DeepCopy()
+	s.Restore(candidate)
+	if g := candidate.TerminationGracePeriodSeconds; g == nil || *g != 75 {
+		t.Errorf("candidate grace period %v, want 75", g)
+	}
+
+	old := &SourceSpec{SchedulerName: corev1.DefaultSchedulerName, TerminationGracePeriodSeconds: ptr.To[int64](60)}
+	oldProxy := makePod("ns", "p").grace(0).obj().Spec
+	old.Restore(&oldProxy)
+	if g := oldProxy.TerminationGracePeriodSeconds; g == nil || *g != 60 {
+		t.Errorf("an earlier release's proxy gives its candidate grace period %v, want the sealed 60", g)
+	}
+}
+
+// A second pass on a replica that does not hold the key the first pass
+// sealed with (a seal key rotation, each replica reloading the Secret in
+// its own time) refuses the pod, so the API server's client tries again;
+// a replica that holds it as a previous key seals the same spec again with
+// its own key. Before: the
+// pod was taken for a first pass and stripped again, and the source spec
+// sealed anew held none of the user's node selector.
+func TestMutateSecondPassDuringAKeyRotation(t *testing.T) {
+	newKey := Keys{Seal: []byte(strings.Repeat("n", MinKeyLength))}
+	first, err := Mutate(makePod("ns", "p").nodeSelector("disk", "ssd").obj(), Options{Keys: newKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Mutate(first.Pod, Options{Keys: testKeys})
+	if !errors.Is(err, ErrUnverifiedPass) {
+		t.Fatalf("second pass with only the old key: %s, %v; want ErrUnverifiedPass", again.Action, err)
+	}
+	rotated := Keys{Seal: testKey, Previous: [][]byte{newKey.Seal}}
+	again, err = Mutate(first.Pod, Options{Keys: rotated})
+	if err != nil || again.Action == Mutated {
+		t.Fatalf("second pass with the key among the previous ones: %v, %v; want it folded", again.Action, err)
+	}
+	s, err := Open(again.Pod, rotated)
+	if err != nil || s.NodeSelector["disk"] != "ssd" {
+		t.Fatalf("the source spec lost the user's node selector: %+v, %v", s, err)
+	}
+}
+
 // A later webhook's additions to stripped fields are folded into the
 // source spec on the second pass and stripped again.
 func TestMutateFoldsLaterWebhooks(t *testing.T) {
@@ -400,8 +456,8 @@ func TestMutateFoldsLaterWebhooks(t *testing.T) {
 	if diff := cmp.Diff(proxyNodeSelector(), p.Spec.NodeSelector); diff != "" {
 		t.Errorf("nodeSelector (-want,+got):\n%s", diff)
 	}
-	if p.Spec.Affinity != nil || len(p.Spec.TopologySpreadConstraints) > 0 || p.Spec.SchedulerName != corev1.DefaultSchedulerName || *p.Spec.TerminationGracePeriodSeconds != 0 {
-		t.Errorf("scheduling constraints left on the proxy: affinity %v, spread %v, scheduler %q, grace %d",
+	if p.Spec.Affinity != nil || len(p.Spec.TopologySpreadConstraints) > 0 || p.Spec.SchedulerName != corev1.DefaultSchedulerName || *p.Spec.TerminationGracePeriodSeconds != 45 {
+		t.Errorf("scheduling constraints left on the proxy, or the later webhook's grace period not kept: affinity %v, spread %v, scheduler %q, grace %d",
 			p.Spec.Affinity, p.Spec.TopologySpreadConstraints, p.Spec.SchedulerName, *p.Spec.TerminationGracePeriodSeconds)
 	}
 	var volumes []string

@@ -35,6 +35,14 @@ var (
 	// for the pod's namespace (forged, altered, copied from another
 	// namespace or sealed with another key).
 	ErrUntrusted = errors.New("the " + v1alpha1.AnnotationSourceSpec + " annotation is not sealed by fleetlet for this pod's namespace")
+	// ErrUnverifiedPass: a pod that carries fleetlet's election gate and a
+	// source-spec annotation this replica cannot open. On a webhook's
+	// second pass (reinvocation) during a seal key rotation, another
+	// replica may have sealed it with a key this one does not hold yet;
+	// stripping the pod again would lose what the user asked for, so it
+	// is refused and the client tries again. A pod a user made that way
+	// (a proxy's YAML copied) is refused for good until the marks go.
+	ErrUnverifiedPass = errors.New("the pod carries fleetlet's " + v1alpha1.SchedulingGateElection + " scheduling gate and a " + v1alpha1.AnnotationSourceSpec + " annotation that this fleetlet cannot verify (a seal key rotation in progress: retry; or the marks of a copied proxy pod: remove both)")
 )
 
 // sealed is the annotation's format:

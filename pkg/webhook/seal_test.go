@@ -131,12 +131,18 @@ func TestOpenRefusesForgeries(t *testing.T) {
 	}
 }
 
-// A sealed source spec copied onto a pod of the same namespace is a second
-// pass for that pod; in another namespace it is ignored and overwritten.
+// A sealed source spec copied onto a pod of another namespace is never
+// trusted: with fleetlet's gate the pod is refused (its spec may be a
+// proxy's already, whose user values only a seal holds); without it, the
+// copy is ignored and overwritten by a first pass.
 func TestMutateOverwritesSealFromAnotherNamespace(t *testing.T) {
 	sealed := sealedPod(t)
-	pod := makePod("other", "p").gates(v1alpha1.SchedulingGateElection).
+	gated := makePod("other", "p").gates(v1alpha1.SchedulingGateElection).
 		annotate(v1alpha1.AnnotationSourceSpec, sealed.Annotations[v1alpha1.AnnotationSourceSpec]).obj()
+	if res, err := Mutate(gated, Options{Keys: testKeys}); !errors.Is(err, ErrUnverifiedPass) {
+		t.Fatalf("a gated pod with another namespace's seal: %s, %v; want ErrUnverifiedPass", res.Action, err)
+	}
+	pod := makePod("other", "p").annotate(v1alpha1.AnnotationSourceSpec, sealed.Annotations[v1alpha1.AnnotationSourceSpec]).obj()
 	res, err := Mutate(pod, Options{Keys: testKeys})
 	if err != nil {
 		t.Fatal(err)

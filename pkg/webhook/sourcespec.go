@@ -34,7 +34,12 @@ type SourceSpec struct {
 	// Tolerations are the user's tolerations; the proxy's add those of the
 	// virtual nodes and tolerate an unreachable node without limit.
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
-	// TerminationGracePeriodSeconds is the user's; the proxy's is 0.
+	// TerminationGracePeriodSeconds is the user's as releases before
+	// this one recorded it, when they set the proxy's to 0. The proxy now
+	// keeps its own (a delete's grace period means for a proxy what it
+	// means for any pod, and the elector makes the last delete as a
+	// kubelet does), so a new seal records none; an older one still
+	// restores it.
 	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
 	// Volumes are the PersistentVolumeClaim and ephemeral volumes, which the
 	// source scheduler would try to bind in the source cluster.
@@ -96,7 +101,9 @@ func (s *SourceSpec) Restore(spec *corev1.PodSpec) {
 	spec.TopologySpreadConstraints = deepCopyTopologySpread(s.TopologySpreadConstraints)
 	spec.SchedulerName = s.SchedulerName
 	spec.Tolerations = mergeTolerations(s.Tolerations, spec.Tolerations)
-	spec.TerminationGracePeriodSeconds = copyInt64(s.TerminationGracePeriodSeconds)
+	if s.TerminationGracePeriodSeconds != nil {
+		spec.TerminationGracePeriodSeconds = copyInt64(s.TerminationGracePeriodSeconds)
+	}
 	s.restoreLists(spec)
 }
 

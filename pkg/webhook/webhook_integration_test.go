@@ -84,7 +84,7 @@ func TestIntegrationProxyPod(t *testing.T) {
 	if diff := cmp.Diff(proxyNodeSelector(), p.Spec.NodeSelector); diff != "" {
 		t.Errorf("nodeSelector (-want,+got):\n%s", diff)
 	}
-	if p.Spec.Affinity != nil || len(p.Spec.TopologySpreadConstraints) > 0 || *p.Spec.TerminationGracePeriodSeconds != 0 || p.Spec.PreemptionPolicy == nil {
+	if p.Spec.Affinity != nil || len(p.Spec.TopologySpreadConstraints) > 0 || *p.Spec.TerminationGracePeriodSeconds != 30 || p.Spec.PreemptionPolicy == nil {
 		t.Errorf("affinity %v, spread %v, grace %d, preemptionPolicy %v (want the API server's default kept)",
 			p.Spec.Affinity, p.Spec.TopologySpreadConstraints, *p.Spec.TerminationGracePeriodSeconds, p.Spec.PreemptionPolicy)
 	}
@@ -109,8 +109,8 @@ func TestIntegrationProxyPod(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"disk": "ssd"}, s.NodeSelector); diff != "" {
 		t.Errorf("sealed nodeSelector (-want,+got):\n%s", diff)
 	}
-	if *s.TerminationGracePeriodSeconds != 30 || !hasToleration(s.Tolerations, tolUnreachable300) {
-		t.Errorf("sealed grace %v, tolerations %v: want the API server's defaults, as the user got them", s.TerminationGracePeriodSeconds, s.Tolerations)
+	if s.TerminationGracePeriodSeconds != nil || !hasToleration(s.Tolerations, tolUnreachable300) {
+		t.Errorf("sealed grace %v, tolerations %v: want no grace (the proxy keeps its own) and the API server's tolerations, as the user got them", s.TerminationGracePeriodSeconds, s.Tolerations)
 	}
 	restored := p.Spec.DeepCopy()
 	s.Restore(restored)

@@ -130,6 +130,13 @@ const (
 	// its bind timeout counts.
 	AnnotationElectedAt = Prefix + "elected-at"
 
+	// AnnotationDeletionGracePeriod on a PodChaperon is written by the
+	// source before it deletes the chaperon of a proxy deleted with a grace
+	// period other than the pod's own (`kubectl delete --grace-period=N`,
+	// `--force`): the seconds, which the target's chaperon controller
+	// deletes the delegate with, as a kubelet would stop its containers.
+	AnnotationDeletionGracePeriod = Prefix + "deletion-grace-period-seconds"
+
 	// AnnotationPreviousDelegate on a proxy pod is written by the source
 	// when an election record is dropped: the record (target=... chaperon=...)
 	// of the candidate that may have become its delegate. The next
