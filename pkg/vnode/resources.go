@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 )
@@ -45,9 +46,23 @@ func Allocatable(summary *v1alpha1.ClusterSummaryStatus, proxies corev1.Resource
 		sum := zero(name)
 		sum.Add(free)
 		sum.Add(proxies[name])
-		out[name] = sum
+		out[name] = whole(name, sum)
 	}
 	return out
+}
+
+// whole rounds a quantity of a resource counted in whole units (pods,
+// extended resources such as GPUs) down to a whole number: what a target
+// reports is not trusted to be one, and the API server refuses a node
+// whose status says 1.5 GPUs (its status would stop following).
+func whole(name corev1.ResourceName, q resource.Quantity) resource.Quantity {
+	if name != corev1.ResourcePods && !v1helper.IsExtendedResourceName(name) {
+		return q
+	}
+	if m := q.MilliValue(); m%1000 != 0 {
+		return *resource.NewQuantity(m/1000, resource.DecimalSI)
+	}
+	return q
 }
 
 func Capacity(summary *v1alpha1.ClusterSummaryStatus, allocatable corev1.ResourceList) corev1.ResourceList {
@@ -58,6 +73,9 @@ func Capacity(summary *v1alpha1.ClusterSummaryStatus, allocatable corev1.Resourc
 	out := make(corev1.ResourceList, len(allocatable))
 	for name, a := range allocatable {
 		c, ok := capacity[name]
+		if ok {
+			c = whole(name, c)
+		}
 		if !ok || c.Cmp(a) < 0 {
 			c = a
 		}

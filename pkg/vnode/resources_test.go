@@ -175,6 +175,27 @@ func TestCapacity(t *testing.T) {
 	}
 }
 
+// A target that reports a fraction of a resource counted in whole units
+// (pods, GPUs) gets whole units on its virtual node, rounded down, and
+// nothing negative: the API server refuses a node status with 1.5 GPUs,
+// and the virtual node's status would stop following its target. Before:
+// the fractions were copied.
+func TestWholeUnitsOnly(t *testing.T) {
+	s := newSummary().
+		capacity(rl("cpu", "16", "pods", "110500m", "example.com/gpu", "8500m")).
+		allocatable(rl("cpu", "15500m", "pods", "100500m", "example.com/gpu", "7500m", "memory", "-1Gi")).
+		requested(rl("cpu", "1", "pods", "10", "example.com/gpu", "1")).obj()
+	alloc := Allocatable(s, rl("pods", "2"))
+	want := rl("cpu", "14500m", "memory", "0", "pods", "92", "example.com/gpu", "6")
+	if diff := cmp.Diff(want, alloc, quantityEqual); diff != "" {
+		t.Errorf("Allocatable (-want,+got):\n%s", diff)
+	}
+	wantCap := rl("cpu", "16", "memory", "0", "pods", "110", "example.com/gpu", "8")
+	if diff := cmp.Diff(wantCap, Capacity(s, alloc), quantityEqual); diff != "" {
+		t.Errorf("Capacity (-want,+got):\n%s", diff)
+	}
+}
+
 // pod builds a pod for request tests.
 type pod struct{ corev1.Pod }
 

@@ -47,6 +47,11 @@
 //   - The containers (not init containers) of a hostNetwork pod keep their
 //     hostPorts: the API server requires them equal to their
 //     containerPorts there.
+//   - The API server's PodSecurity admission sees only the proxy, so on a
+//     first pass the pod as the user made it is checked against its
+//     namespace's enforced Pod Security level (podsecurity.go) and refused
+//     as PodSecurity would refuse it: the seal never hides a hostPort
+//     from the source's policy.
 //
 // # The seal
 //

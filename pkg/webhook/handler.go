@@ -39,13 +39,14 @@ type Handler struct {
 	keys  KeySource
 	nodes client.Reader
 	live  client.Reader
+	psa   *podSecurity
 }
 
 // NewHandler returns the handler. keys gives the seal keys (while it has
 // none, pods that would become proxies are refused: fail closed); nodes
-// reads Node metadata (metav1.PartialObjectMetadata), typically the
-// manager's cache; live, if not nil, is asked when nodes does not know a
-// node (a virtual node created a moment ago).
+// reads Node and Namespace metadata (metav1.PartialObjectMetadata),
+// typically the manager's cache; live, if not nil, is asked when nodes does
+// not know one (a virtual node or a namespace created a moment ago).
 func NewHandler(keys KeySource, nodes, live client.Reader) (*Handler, error) {
 	if keys == nil {
 		return nil, errors.New("a seal key source is required")
@@ -53,7 +54,11 @@ func NewHandler(keys KeySource, nodes, live client.Reader) (*Handler, error) {
 	if nodes == nil {
 		return nil, errors.New("a node reader is required")
 	}
-	return &Handler{keys: keys, nodes: nodes, live: live}, nil
+	psa, err := newPodSecurity()
+	if err != nil {
+		return nil, err
+	}
+	return &Handler{keys: keys, nodes: nodes, live: live, psa: psa}, nil
 }
 
 var _ admission.Handler = &Handler{}
@@ -106,6 +111,20 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		admissionsTotal.WithLabelValues("unchanged").Inc()
 		log.V(4).Info("Second pass found nothing new")
 		return admission.Allowed("already a proxy pod")
+	case Mutated:
+		// What the seal hides from the API server's PodSecurity admission
+		// is checked here, on the pod as the user made it.
+		var violation *PodSecurityError
+		switch err := h.psa.check(ctx, h.nodes, h.live, pod); {
+		case errors.As(err, &violation):
+			admissionsTotal.WithLabelValues("refused").Inc()
+			log.V(2).Info("Refusing a pod that violates its namespace's Pod Security level", "level", violation.Level)
+			return admission.Denied(err.Error())
+		case err != nil:
+			admissionsTotal.WithLabelValues("error").Inc()
+			log.Error(err, "Checking Pod Security")
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
 	}
 	// The patch is computed between the pod as this fleetlet's types read
 	// it and the mutated pod, never from the raw request: fields the types

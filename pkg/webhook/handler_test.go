@@ -141,6 +141,38 @@ func TestHandlerPatch(t *testing.T) {
 	}
 }
 
+// A pod whose hostPort its namespace's Pod Security level forbids is
+// refused, saying so: the seal would hide that hostPort from the API
+// server's PodSecurity admission, which sees only the proxy. The same pod
+// in a namespace without a level, or at privileged, becomes a proxy.
+// Before: it was admitted in a baseline namespace, and its delegates got
+// the hostPort in every target.
+func TestHandlerChecksPodSecurityOfWhatItSeals(t *testing.T) {
+	ns := func(name, level string) *corev1.Namespace {
+		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if level != "" {
+			n.Labels = map[string]string{"pod-security.kubernetes.io/enforce": level}
+		}
+		return n
+	}
+	h := newTestHandler(t, ns("base", "baseline"), ns("open", ""), ns("priv", "privileged"))
+	for namespace, allowed := range map[string]bool{"base": false, "open": true, "priv": true} {
+		raw, _ := json.Marshal(makePod(namespace, "p").port("app", 8080, 8080).obj())
+		resp := h.Handle(context.Background(), createRequest(t, namespace, raw))
+		if resp.Allowed != allowed {
+			t.Errorf("%s: allowed %v, want %v: %+v", namespace, resp.Allowed, allowed, resp.Result)
+			continue
+		}
+		if !allowed && (!strings.Contains(resp.Result.Message, `violates PodSecurity "baseline:latest"`) || !strings.Contains(resp.Result.Message, "hostPort")) {
+			t.Errorf("%s: refused with %q, want the level and the hostPort named", namespace, resp.Result.Message)
+		}
+	}
+	raw, _ := json.Marshal(makePod("base", "p").port("app", 8080, 0).obj())
+	if resp := h.Handle(context.Background(), createRequest(t, "base", raw)); !resp.Allowed || len(resp.Patches) == 0 {
+		t.Errorf("a baseline pod in a baseline namespace: %+v, want a proxy", resp.Result)
+	}
+}
+
 func TestHandlerIgnoresOtherRequests(t *testing.T) {
 	h := newTestHandler(t)
 	raw, _ := json.Marshal(makePod("ns", "p").obj())
