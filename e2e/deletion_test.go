@@ -47,18 +47,7 @@ func TestProxyTerminatesLikeAPod(t *testing.T) {
 	cluster := clusterOfNode(p.Spec.NodeName)
 	delegate := delegatesOf(t, ctx, &p)[cluster][0]
 	pods := kube(t, cluster).CoreV1().Pods(ns)
-	hold := fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, slowShutdown)
-	if _, err := pods.Patch(ctx, delegate.Name, types.MergePatchType, []byte(hold), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	release := func() error {
-		_, err := pods.Patch(context.Background(), delegate.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
-	}
-	t.Cleanup(func() { _ = release() })
+	release := holdShutdown(t, cluster, ns, delegate.Name)
 
 	if _, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "delete", "pod", "web", "--grace-period=7", "--wait=false"); err != nil {
 		t.Fatal(err)

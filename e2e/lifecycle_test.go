@@ -9,7 +9,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -229,38 +228,8 @@ func TestJobCompletes(t *testing.T) {
 	ns := enabledNamespace(t, "job", sb.ClusterNames()[1:]...)
 	ctx := context.Background()
 	src := kube(t, sandbox.SourceCluster)
-	spec := podSpec("100m")
-	spec.RestartPolicy = corev1.RestartPolicyNever
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "batch", Namespace: ns},
-		Spec: batchv1.JobSpec{
-			Completions:  ptr.To[int32](8),
-			Parallelism:  ptr.To[int32](4),
-			BackoffLimit: ptr.To[int32](0),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{sandbox.AnnotationCompleteAfter: "2s"}},
-				Spec:       spec,
-			},
-		},
-	}
-	if _, err := src.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 4*time.Minute, "the job to complete", func(ctx context.Context) (bool, string) {
-		j, err := src.BatchV1().Jobs(ns).Get(ctx, "batch", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, c := range j.Status.Conditions {
-			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-				t.Fatalf("job failed: %s", c.Message)
-			}
-			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("succeeded %d, active %d, failed %d", j.Status.Succeeded, j.Status.Active, j.Status.Failed)
-	})
+	job(t, ns, "batch", 8, 4, "2s")
+	waitJobComplete(t, ns, "batch", 8, 4*time.Minute)
 	pods, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=batch"})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,26 @@ import (
 // deletion, as a long grace period would on a real node.
 const slowShutdown = "e2e.fleetlet.io/slow-shutdown"
 
+// holdShutdown holds a pod's deletion in a cluster with slowShutdown until
+// the returned release (or the scenario's end) removes it.
+func holdShutdown(t *testing.T, cluster, ns, name string) (release func() error) {
+	t.Helper()
+	pods := kube(t, cluster).CoreV1().Pods(ns)
+	hold := fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, slowShutdown)
+	if _, err := pods.Patch(context.Background(), name, types.MergePatchType, []byte(hold), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	release = func() error {
+		_, err := pods.Patch(context.Background(), name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	t.Cleanup(func() { _ = release() })
+	return release
+}
+
 // An admin deletes the PodChaperon of a StatefulSet's pod in its target
 // (`kubectl delete podchaperon`, a namespace cleanup) while the pod takes
 // 15 s to shut down, its cluster cordoned: db-0 is made again in another
@@ -44,18 +64,7 @@ func TestChaperonDeletedNeverRunsAPodTwice(t *testing.T) {
 		t.Fatalf("delegate %s in %s is not controlled by a PodChaperon: %v", delegate.Name, cluster, delegate.OwnerReferences)
 	}
 	pods := kube(t, cluster).CoreV1().Pods(ns)
-	hold := fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, slowShutdown)
-	if _, err := pods.Patch(ctx, delegate.Name, types.MergePatchType, []byte(hold), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	release := func() error {
-		_, err := pods.Patch(context.Background(), delegate.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return err
-	}
-	t.Cleanup(func() { _ = release() })
+	release := holdShutdown(t, cluster, ns, delegate.Name)
 
 	// Its cluster cordoned: the new db-0 may only go to another one, where
 	// nothing would stop it while the old copy runs.
