@@ -214,7 +214,7 @@ func TestRenderDefaults(t *testing.T) {
 	}
 	for kind, n := range map[string]int{
 		"CustomResourceDefinition": 6, "Deployment": 2, "PodDisruptionBudget": 2, "MutatingWebhookConfiguration": 1,
-		"PriorityClass": 1, "ValidatingAdmissionPolicy": 7, "ValidatingAdmissionPolicyBinding": 7, "Job": 1,
+		"PriorityClass": 1, "ValidatingAdmissionPolicy": 8, "ValidatingAdmissionPolicyBinding": 8, "Job": 1,
 	} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s rendered, want %d", kinds[kind], kind, n)

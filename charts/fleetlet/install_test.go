@@ -192,6 +192,7 @@ scheduler:
 	t.Run("the manager writes only fleetlet's Leases", func(t *testing.T) { testManagerLeasesPolicy(t, admin) })
 	t.Run("a source writes only its own copies", func(t *testing.T) { testSourceCopiesPolicy(t, admin) })
 	t.Run("only a source makes its delegates", func(t *testing.T) { testDelegatePodsPolicy(t, admin) })
+	t.Run("a source patches only its own delegates", func(t *testing.T) { testSourcePodUpdatesPolicy(t) })
 	t.Run("the manager approves only its own CSRs", func(t *testing.T) { testManagerCSRPolicy(t, admin) })
 
 	// Uninstall removes what the release created, extra resources included,
@@ -635,6 +636,54 @@ func testDelegatePodsPolicy(t *testing.T, admin client.Client) {
 		{name: "a cluster administrator", c: admin, pod: pod("admin", "cluster-2", "default-scheduler", true)},
 	} {
 		err := tc.c.Create(ctx, tc.pod)
+		if tc.wantErr == "" && err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+// testSourcePodUpdatesPolicy: fleetlet-source lets a source patch pods (the
+// chaperon controller passes a user's changes to a running proxy on as the
+// source); the fleetlet-source-pod-updates policy holds it to its own
+// delegates, their parent labels unchanged. Runs after
+// testDelegatePodsPolicy, whose pods it patches.
+func testSourcePodUpdatesPolicy(t *testing.T) {
+	ctx := context.Background()
+	cluster2 := as(t, "system:serviceaccount:team-a:fleetlet-source-cluster-2")
+	cluster3 := as(t, "system:serviceaccount:team-a:fleetlet-source-cluster-3")
+	label := func(k, v string) client.Patch {
+		return client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{%q:%q}}}`, k, v))
+	}
+	podNamed := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name}}
+	}
+	eventually(t, "the source pod updates policy in force", func() error {
+		err := cluster3.Patch(ctx, podNamed("candidate"), label("tier", "x"))
+		if err == nil {
+			return errNotYet
+		}
+		if !strings.Contains(err.Error(), "patches only its own delegates") {
+			return err
+		}
+		return nil
+	})
+	for _, tc := range []struct {
+		name    string
+		c       client.Client
+		pod     string
+		patch   client.Patch
+		wantErr string
+	}{
+		{name: "its own delegate's labels", c: cluster2, pod: "candidate", patch: label("tier", "web")},
+		{name: "its own delegate passed to another source", c: cluster2, pod: "candidate", patch: label("multicluster.fleetlet.io/parent-cluster", "cluster-3"),
+			wantErr: "may not change the parent labels"},
+		{name: "another source's delegate", c: cluster3, pod: "candidate", patch: label("tier", "db"), wantErr: "patches only its own delegates"},
+		{name: "a pod of the target's own", c: cluster2, pod: "alice-plain", patch: label("tier", "web"), wantErr: "patches only its own delegates"},
+	} {
+		err := tc.c.Patch(ctx, podNamed(tc.pod), tc.patch)
 		if tc.wantErr == "" && err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 		}

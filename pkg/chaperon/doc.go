@@ -53,8 +53,28 @@
 // Normal PodCreated Event naming the identity it was created as, and a
 // recreated delegate a Normal DelegateRecreated Event.
 //
-// It never updates or deletes a pod, its own included: deletion is the
-// garbage collector's, through the owner reference.
+// # Updates
+//
+// A source passes what its user changes on a running proxy by updating the
+// delegate's chaperon template (metadata.generation moves). The pod it
+// holds, while neither is being deleted and it has not finished, is then
+// brought up to the template, as the source's ServiceAccount (update.go),
+// in three requests: the template's new ephemeral containers (the
+// ephemeralcontainers subresource), an in-place resize of every container
+// whose template resources differ (the resize subresource; requests and
+// limits the template does not name stay), then labels, annotations,
+// container and init container images, activeDeadlineSeconds and the
+// template's tolerations the pod lacks. Label and annotation keys the
+// template lacks are removed only if the source lists them as its user's
+// removals (AnnotationRemovedLabels, AnnotationRemovedAnnotations): keys
+// this cluster's admission added stay. status.observedGeneration says the
+// generation the pod was brought up to. A part the target refuses is a
+// Warning UpdateRejected Event and waits for the next change of the
+// template; a pod updated is a Normal PodUpdated Event.
+//
+// It deletes no pod but the pod of a chaperon being deleted, at once (see
+// deletePod); otherwise deletion is the garbage collector's, through the
+// owner reference.
 //
 // # Whose identity
 //
@@ -208,6 +228,9 @@
 // blockOwnerDeletion). That right is usable by the source directly too; it
 // adds no authority, since a chaperon's template already makes this
 // controller create any pod the ServiceAccount may create — same
-// namespaces, same RBAC, Pod Security and quota. It needs neither update
-// nor delete on pods: the garbage collector deletes a chaperon's pod.
+// namespaces, same RBAC, Pod Security and quota. For updates it needs patch
+// on pods, pods/resize and pods/ephemeralcontainers (and the manager
+// impersonate-on:serviceaccount:patch on the same); the
+// fleetlet-source-pod-updates admission policy holds a source's patches to
+// the pods that carry its own parent labels. It needs no delete on pods.
 package chaperon

@@ -234,8 +234,11 @@ func DeletionGrace(ch *v1alpha1.PodChaperon) (int64, bool) {
 // outcome is what one pass decided: the PodCreated condition to set (nil:
 // leave it), the pod to mirror (nil: none), and when to come back.
 type outcome struct {
-	cond   *metav1.Condition
-	pod    *corev1.Pod
+	cond *metav1.Condition
+	pod  *corev1.Pod
+	// behind: the pod is not yet at the chaperon's generation (update.go);
+	// status.observedGeneration stays where it was.
+	behind bool
 	result ctrl.Result
 	err    error
 }
@@ -292,7 +295,8 @@ func (r *PodChaperonReconciler) sync(ctx context.Context, ch *v1alpha1.PodChaper
 		// A pod of that name that is not ours, or a chaperon being
 		// deleted: nothing is created again.
 	case pod != nil && isHeldBy(pod, ch):
-		out = outcome{cond: heldConditionFor(ch, pod), pod: pod}
+		pod, current, res, err := r.update(ctx, ch, pod)
+		out = outcome{cond: heldConditionFor(ch, pod), pod: pod, behind: !current, result: res, err: err}
 	case !ch.DeletionTimestamp.IsZero():
 		// Being deleted: its pod is going, or never came. Nothing to
 		// create, and nothing to report (a loser candidate's pod going
@@ -400,7 +404,9 @@ func (r *PodChaperonReconciler) writeStatus(ctx context.Context, ch *v1alpha1.Po
 	}
 	want := ch.DeepCopy()
 	status := &want.Status
-	status.ObservedGeneration = ch.Generation
+	if !out.behind {
+		status.ObservedGeneration = ch.Generation
+	}
 	if out.cond != nil {
 		cond := *out.cond
 		cond.ObservedGeneration = ch.Generation

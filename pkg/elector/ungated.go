@@ -22,9 +22,10 @@ import (
 )
 
 // watchdog looks after an ungated proxy: it deletes losing candidates seen
-// late, and deletes a proxy that was pinned and ungated but is still
-// unbound after UnboundTimeout (nothing waits forever; its controller makes
-// a new one).
+// late, passes what the user changes on a bound proxy to its delegate
+// (syncDelegate), and deletes a proxy that was pinned and ungated but is
+// still unbound after UnboundTimeout (nothing waits forever; its controller
+// makes a new one).
 func (r *Reconciler) watchdog(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
 	rec := proxy.ElectedCondition(pod)
 	if rec == nil || rec.Status != corev1.ConditionTrue {
@@ -35,7 +36,7 @@ func (r *Reconciler) watchdog(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		r.deleteLosers(ctx, pod, keyOf(record))
 	}
 	if pod.Spec.NodeName != "" {
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.syncDelegate(ctx, pod, rec)
 	}
 	left := r.opts.UnboundTimeout - r.clock.Since(rec.LastTransitionTime.Time)
 	if left > 0 {

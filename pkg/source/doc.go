@@ -67,8 +67,9 @@
 //
 // What a source is allowed is deliberately narrow: PodChaperons (the pods
 // themselves are created by the chaperon controller, impersonating the
-// source's ServiceAccount, so the identity may create pods — never update or
-// delete them), read access to pods, their logs and streams, Events, and the
+// source's ServiceAccount, so the identity may create pods, and patch its own
+// delegates (an admission policy holds it to those) — never delete them),
+// read access to pods, their logs and streams, Events, and the
 // ConfigMaps, Secrets, ServiceAccounts and Services it follows — never
 // serviceaccounts/token, never anything outside
 // the namespaces it was admitted to except reading Namespaces and the

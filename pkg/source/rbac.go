@@ -51,15 +51,25 @@ func SourceRules() []rbacv1.PolicyRule {
 		// The chaperon controller creates the pods impersonating the
 		// source's ServiceAccount, so that the target's RBAC, quotas and
 		// Pod Security judge what a source runs: the identity needs
-		// create. That grants no authority a chaperon does not already
-		// give; never update or delete (the garbage collector removes a
-		// chaperon's pod, and the source must not delete the target's
-		// own pods). The source watches its delegates (feedback, deletion
-		// of a proxy when its delegate is deleted).
+		// create; and it passes what a user changes on a running proxy
+		// (labels, images, a resize, ephemeral containers) the same way:
+		// patch on pods and on their resize and ephemeralcontainers
+		// subresources. That grants no authority a chaperon does not
+		// already give, and the fleetlet-source-pod-updates admission
+		// policy keeps those patches to the source's own delegates;
+		// never delete (the garbage collector removes a chaperon's pod,
+		// and the source must not delete the target's own pods). The
+		// source watches its delegates (feedback, deletion of a proxy
+		// when its delegate is deleted).
 		{
 			APIGroups: []string{""},
 			Resources: []string{"pods"},
-			Verbs:     []string{"get", "list", "watch", "create"},
+			Verbs:     []string{"get", "list", "watch", "create", "patch"},
+		},
+		{
+			APIGroups: []string{""},
+			Resources: []string{"pods/resize", "pods/ephemeralcontainers"},
+			Verbs:     []string{"patch"},
 		},
 		// The source's kubelet API serves `kubectl logs` of a proxy pod by
 		// reading its delegate's log.

@@ -28,7 +28,8 @@ func TestRulesAreExactlyLeastPrivilege(t *testing.T) {
 				{APIGroups: []string{"multicluster.fleetlet.io"}, Resources: []string{"podchaperons"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 				{APIGroups: []string{"multicluster.fleetlet.io"}, Resources: []string{"podchaperons/status"}, Verbs: []string{"get"}},
 				{APIGroups: []string{"multicluster.fleetlet.io"}, Resources: []string{"podchaperons/finalizers"}, Verbs: []string{"update"}},
-				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create"}},
+				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
+				{APIGroups: []string{""}, Resources: []string{"pods/resize", "pods/ephemeralcontainers"}, Verbs: []string{"patch"}},
 				{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
 				{APIGroups: []string{"metrics.k8s.io"}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
 				{APIGroups: []string{""}, Resources: []string{"pods/exec", "pods/attach", "pods/portforward"}, Verbs: []string{"get", "create"}},
@@ -64,12 +65,17 @@ func TestRulesAreExactlyLeastPrivilege(t *testing.T) {
 	}
 }
 
-// No rule may ever grant what a source must not have.
+// No rule may ever grant what a source must not have. (patch on pods is
+// granted: the chaperon controller passes a user's changes to a running
+// proxy on as the source, and the chart's fleetlet-source-pod-updates
+// admission policy holds a source's patches to its own delegates.)
 func TestRulesNeverGrant(t *testing.T) {
 	forbidden := []struct{ group, resource, verb string }{
 		{"", "pods", "delete"},
 		{"", "pods", "update"},
-		{"", "pods", "patch"},
+		{"", "pods/status", "patch"},
+		{"", "pods/binding", "create"},
+		{"", "pods/eviction", "create"},
 		{"", "serviceaccounts/token", "create"},
 		{"", "nodes", "get"},
 		{"", "namespaces", "create"},

@@ -220,8 +220,8 @@ func checkBindable(t *testing.T, in, out *corev1.Pod) {
 	if spec.SchedulerName != corev1.DefaultSchedulerName || !ptr.Equal(spec.TerminationGracePeriodSeconds, in.Spec.TerminationGracePeriodSeconds) {
 		t.Fatalf("scheduler %q, grace %v (the pod's: %v)", spec.SchedulerName, spec.TerminationGracePeriodSeconds, in.Spec.TerminationGracePeriodSeconds)
 	}
-	for _, tol := range proxyTolerations() {
-		if !hasToleration(spec.Tolerations, tol) {
+	for _, tol := range proxy.Tolerations() {
+		if !proxy.HasToleration(spec.Tolerations, tol) {
 			t.Fatalf("toleration %v missing", tol)
 		}
 	}

@@ -2,13 +2,13 @@ package webhook
 
 import (
 	"maps"
-	"reflect"
 	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 // SourceSpec is what the webhook took off a proxy pod, or replaced, so that
@@ -125,10 +125,10 @@ func mergeNodeSelector(user, proxy map[string]string, ours func(k, v string) boo
 
 // mergeTolerations is the user's tolerations with the proxy's that are
 // neither fleetlet's nor already the user's.
-func mergeTolerations(user, proxy []corev1.Toleration) []corev1.Toleration {
+func mergeTolerations(user, onProxy []corev1.Toleration) []corev1.Toleration {
 	out := deepCopyTolerations(user)
-	for _, t := range proxy {
-		if !isProxyToleration(t) && !hasToleration(user, t) {
+	for _, t := range onProxy {
+		if !proxy.IsOwnToleration(t) && !proxy.HasToleration(user, t) {
 			out = append(out, t)
 		}
 	}
@@ -239,20 +239,6 @@ func eachContainer(spec *corev1.PodSpec) []containerFields {
 	return out
 }
 
-// proxyTolerations are the tolerations every proxy pod gets: the virtual
-// nodes' taint, a cordoned or not-ready virtual node (so that a pinned proxy
-// always binds), and an unreachable virtual node without limit (fleetlet
-// being down never evicts anything).
-func proxyTolerations() []corev1.Toleration {
-	taint := v1alpha1.VirtualNodeTaint()
-	return []corev1.Toleration{
-		{Key: taint.Key, Operator: corev1.TolerationOpEqual, Value: taint.Value, Effect: taint.Effect},
-		{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-		{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-		{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
-	}
-}
-
 // boundedUnreachable is a toleration of the unreachable NoExecute taint
 // with a limit (the DefaultTolerationSeconds admission plugin adds one of
 // 300 s to every pod): any such toleration would bound how long a proxy
@@ -261,18 +247,8 @@ func boundedUnreachable(t corev1.Toleration) bool {
 	return t.Key == corev1.TaintNodeUnreachable && t.Effect == corev1.TaintEffectNoExecute && t.TolerationSeconds != nil
 }
 
-// hasToleration reports whether list holds exactly t.
-func hasToleration(list []corev1.Toleration, t corev1.Toleration) bool {
-	return slices.ContainsFunc(list, func(u corev1.Toleration) bool { return reflect.DeepEqual(u, t) })
-}
-
-// isProxyToleration reports whether t is one of proxyTolerations.
-func isProxyToleration(t corev1.Toleration) bool {
-	return hasToleration(proxyTolerations(), t)
-}
-
 // tolerationsForProxy returns the proxy's tolerations: the user's, but for
-// bounded unreachable ones, followed by those of proxyTolerations the user
+// bounded unreachable ones, followed by those of proxy.Tolerations the user
 // does not already have.
 func tolerationsForProxy(user []corev1.Toleration) []corev1.Toleration {
 	var out []corev1.Toleration
@@ -281,8 +257,8 @@ func tolerationsForProxy(user []corev1.Toleration) []corev1.Toleration {
 			out = append(out, *t.DeepCopy())
 		}
 	}
-	for _, t := range proxyTolerations() {
-		if !hasToleration(out, t) {
+	for _, t := range proxy.Tolerations() {
+		if !proxy.HasToleration(out, t) {
 			out = append(out, t)
 		}
 	}

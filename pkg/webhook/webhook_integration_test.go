@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
@@ -97,7 +98,7 @@ func TestIntegrationProxyPod(t *testing.T) {
 		t.Errorf("hostPort %d left", hp)
 	}
 	for _, tol := range []corev1.Toleration{tolProvider, tolUnschedulable, tolNotReadyNS, tolUnreachable, tolNotReady300} {
-		if !hasToleration(p.Spec.Tolerations, tol) {
+		if !proxy.HasToleration(p.Spec.Tolerations, tol) {
 			t.Errorf("toleration %v missing from %v", tol, p.Spec.Tolerations)
 		}
 	}
@@ -109,7 +110,7 @@ func TestIntegrationProxyPod(t *testing.T) {
 	if diff := cmp.Diff(map[string]string{"disk": "ssd"}, s.NodeSelector); diff != "" {
 		t.Errorf("sealed nodeSelector (-want,+got):\n%s", diff)
 	}
-	if s.TerminationGracePeriodSeconds != nil || !hasToleration(s.Tolerations, tolUnreachable300) {
+	if s.TerminationGracePeriodSeconds != nil || !proxy.HasToleration(s.Tolerations, tolUnreachable300) {
 		t.Errorf("sealed grace %v, tolerations %v: want no grace (the proxy keeps its own) and the API server's tolerations, as the user got them", s.TerminationGracePeriodSeconds, s.Tolerations)
 	}
 	restored := p.Spec.DeepCopy()

@@ -137,6 +137,16 @@ const (
 	// deletes the delegate with, as a kubelet would stop its containers.
 	AnnotationDeletionGracePeriod = Prefix + "deletion-grace-period-seconds"
 
+	// AnnotationRemovedLabels and AnnotationRemovedAnnotations on a
+	// delegate's PodChaperon are written by the source with each update of
+	// its template: the label and annotation keys (comma-separated) its
+	// user removed from the running proxy since the delegate was created,
+	// and has not set again. The target's chaperon controller removes them
+	// from the pod, and only them: keys the target's own admission added
+	// to the pod stay.
+	AnnotationRemovedLabels      = Prefix + "removed-labels"
+	AnnotationRemovedAnnotations = Prefix + "removed-annotations"
+
 	// AnnotationPreviousDelegate on a proxy pod is written by the source
 	// when an election record is dropped: the record (target=... chaperon=...)
 	// of the candidate that may have become its delegate. The next

@@ -35,6 +35,8 @@ func TestNames(t *testing.T) {
 		"AnnotationElectedAt":           {v1alpha1.AnnotationElectedAt, "multicluster.fleetlet.io/elected-at"},
 		"AnnotationPreviousDelegate":    {v1alpha1.AnnotationPreviousDelegate, "multicluster.fleetlet.io/previous-delegate"},
 		"AnnotationDeletionGracePeriod": {v1alpha1.AnnotationDeletionGracePeriod, "multicluster.fleetlet.io/deletion-grace-period-seconds"},
+		"AnnotationRemovedLabels":       {v1alpha1.AnnotationRemovedLabels, "multicluster.fleetlet.io/removed-labels"},
+		"AnnotationRemovedAnnotations":  {v1alpha1.AnnotationRemovedAnnotations, "multicluster.fleetlet.io/removed-annotations"},
 		"LabelCluster":                  {v1alpha1.LabelCluster, "multicluster.fleetlet.io/cluster"},
 		"LabelNodeType":                 {v1alpha1.LabelNodeType, "type"},
 		"LabelNodeRole":                 {v1alpha1.LabelNodeRole, "kubernetes.io/role"},

@@ -47,7 +47,11 @@ type PodChaperonTemplateMetadata struct {
 // PodChaperonStatus is the observed state of the pod a chaperon holds.
 type PodChaperonStatus struct {
 	// observedGeneration is the metadata.generation this status was
-	// computed from.
+	// computed from, and whose template the running pod was brought up to
+	// (the updates a source passes on: labels, annotations, images,
+	// resources, activeDeadlineSeconds, tolerations, ephemeral
+	// containers). It lags metadata.generation while an update is in
+	// progress.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 

@@ -1,0 +1,151 @@
+package chaperon
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
+)
+
+// A running pod gets what its source changes in the chaperon's template, as
+// the source: labels and annotations (the keys the source lists as removed
+// go, the ones this cluster added stay), images, activeDeadlineSeconds,
+// added tolerations, an in-place resize and an ephemeral container; and
+// status.observedGeneration says so.
+func TestRunningPodGetsItsTemplateUpdates(t *testing.T) {
+	testenv.Need(t, env)
+	ctx := t.Context()
+	ns := newNamespace(t, nil)
+	provisionSource(t, ns, "cluster-a")
+	resources := func(cpu string) corev1.ResourceRequirements {
+		q := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Mi")}
+		return corev1.ResourceRequirements{Requests: q, Limits: q}
+	}
+	ch := makeChaperon(ns, "upd-0a1b2c3d").
+		templateLabels(map[string]string{"app": "web", "old": "1"}).
+		templateAnnotations(map[string]string{"note": "a", "gone": "x"}).
+		spec(corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1", Resources: resources("100m")}}}).obj()
+	create(t, ch)
+	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+
+	// Bound and running, as a kubelet would have it; this cluster's own
+	// admission added a label.
+	key := client.ObjectKeyFromObject(ch)
+	var pod corev1.Pod
+	if err := k8sClient.Get(ctx, key, &pod); err != nil {
+		t.Fatal(err)
+	}
+	// A resize is admitted against the pod's node.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-u"}}
+	if err := k8sClient.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), node) })
+	room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	node.Status.Capacity, node.Status.Allocatable = room, room
+	if err := k8sClient.Status().Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	if err := cs.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: "node-u"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Get(ctx, key, &pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodRunning
+	if err := k8sClient.Status().Update(ctx, &pod); err != nil {
+		t.Fatal(err)
+	}
+	orig := pod.DeepCopy()
+	pod.Labels["injected"] = "by-the-target"
+	if err := k8sClient.Patch(ctx, &pod, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+
+	toleration := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	debug := corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+		Name: "debugger", Image: "busybox", TerminationMessagePolicy: corev1.TerminationMessageReadFile, ImagePullPolicy: corev1.PullIfNotPresent}}
+	patchChaperon(t, ch, func(c *v1alpha1.PodChaperon) {
+		c.Spec.Template.Metadata.Labels = map[string]string{"app": "web", "new": "2"}
+		c.Spec.Template.Metadata.Annotations = map[string]string{"note": "b"}
+		c.Annotations[v1alpha1.AnnotationRemovedLabels] = "old"
+		c.Annotations[v1alpha1.AnnotationRemovedAnnotations] = "gone"
+		s := &c.Spec.Template.Spec
+		s.Containers[0].Image = "registry.example/app:2"
+		s.Containers[0].Resources = resources("200m")
+		s.ActiveDeadlineSeconds = ptrTo(int64(600))
+		s.Tolerations = append(s.Tolerations, toleration)
+		s.EphemeralContainers = []corev1.EphemeralContainer{debug}
+	})
+
+	got := waitChaperon(t, ch, "the pod at the template's generation", func(c *v1alpha1.PodChaperon) error {
+		if c.Generation < 2 || c.Status.ObservedGeneration != c.Generation {
+			return fmt.Errorf("status.observedGeneration %d, generation %d", c.Status.ObservedGeneration, c.Generation)
+		}
+		return nil
+	})
+	if err := k8sClient.Get(ctx, key, &pod); err != nil {
+		t.Fatal(err)
+	}
+	wantLabels := map[string]string{"app": "web", "new": "2", "injected": "by-the-target",
+		v1alpha1.LabelParentUID: got.Labels[v1alpha1.LabelParentUID], v1alpha1.LabelParentCluster: "cluster-a"}
+	if diff := cmp.Diff(wantLabels, pod.Labels); diff != "" {
+		t.Errorf("labels (-want,+got):\n%s", diff)
+	}
+	wantAnnotations := map[string]string{"note": "b",
+		v1alpha1.AnnotationParentName: got.Annotations[v1alpha1.AnnotationParentName], v1alpha1.AnnotationParentNamespace: "source-ns"}
+	if diff := cmp.Diff(wantAnnotations, pod.Annotations); diff != "" {
+		t.Errorf("annotations (-want,+got):\n%s", diff)
+	}
+	c := pod.Spec.Containers[0]
+	if c.Image != "registry.example/app:2" || c.Resources.Requests.Cpu().String() != "200m" || c.Resources.Limits.Cpu().String() != "200m" {
+		t.Errorf("container image %s, resources %v: want app:2 and 200m (resized); events: %s", c.Image, c.Resources, eventsOf(t, ch))
+	}
+	if d := pod.Spec.ActiveDeadlineSeconds; d == nil || *d != 600 {
+		t.Errorf("activeDeadlineSeconds %v, want 600", d)
+	}
+	if !hasToleration(pod.Spec.Tolerations, toleration) {
+		t.Errorf("tolerations %v lack %v", pod.Spec.Tolerations, toleration)
+	}
+	if len(pod.Spec.EphemeralContainers) != 1 || pod.Spec.EphemeralContainers[0].Name != "debugger" {
+		t.Errorf("ephemeral containers %v, want the debugger", pod.Spec.EphemeralContainers)
+	}
+}
+
+func hasToleration(list []corev1.Toleration, t corev1.Toleration) bool {
+	for _, u := range list {
+		if cmp.Equal(u, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// eventsOf lists the Events about a chaperon, for a failure's message.
+func eventsOf(t *testing.T, ch *v1alpha1.PodChaperon) string {
+	var list eventsv1.EventList
+	if err := k8sClient.List(t.Context(), &list, client.InNamespace(ch.Namespace)); err != nil {
+		return err.Error()
+	}
+	out := ""
+	for _, e := range list.Items {
+		if e.Regarding.Name == ch.Name {
+			out += fmt.Sprintf("\n  %s %s: %s", e.Type, e.Reason, e.Note)
+		}
+	}
+	return out
+}

@@ -1,0 +1,103 @@
+package elector
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+)
+
+// What a user changes on a running proxy is taken into its delegate's
+// template; nothing else is, and an unchanged proxy changes nothing.
+func TestUpdatedTemplate(t *testing.T) {
+	cpu := func(v string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(v)}}
+	}
+	userToleration := corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	tmpl := &v1alpha1.PodChaperonTemplate{
+		Metadata: v1alpha1.PodChaperonTemplateMetadata{Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"note": "a"}},
+		Spec: corev1.PodSpec{
+			NodeSelector:   map[string]string{"disk": "ssd"},
+			InitContainers: []corev1.Container{{Name: "init", Image: "init:1"}},
+			Containers:     []corev1.Container{{Name: "app", Image: "app:1", Resources: cpu("100m")}},
+			Tolerations:    []corev1.Toleration{userToleration},
+			Volumes:        []corev1.Volume{{Name: "data"}},
+		},
+	}
+	running := func() *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"app": "web"},
+				Annotations: map[string]string{"note": "a", v1alpha1.AnnotationSourceSpec: "sealed"}},
+			Spec: corev1.PodSpec{
+				NodeSelector:   map[string]string{v1alpha1.LabelNodeType: v1alpha1.NodeTypeVirtualKubelet},
+				InitContainers: []corev1.Container{{Name: "init", Image: "init:1"}},
+				Containers:     []corev1.Container{{Name: "app", Image: "app:1", Resources: cpu("100m")}},
+				Tolerations:    append([]corev1.Toleration{userToleration}, proxy.Tolerations()...),
+			},
+		}
+	}
+	added := corev1.Toleration{Key: "spot", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}
+	debugger := corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: "busybox",
+		VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access-x", MountPath: "/var/run/secrets"}, {Name: "data", MountPath: "/data"}}}}
+	for _, tc := range []struct {
+		name   string
+		change func(p *corev1.Pod)
+		self   bool
+		want   func(s *v1alpha1.PodChaperonTemplate)
+		what   []string
+	}{
+		{name: "unchanged", change: func(*corev1.Pod) {}},
+		{name: "labels", change: func(p *corev1.Pod) { p.Labels = map[string]string{"app": "debug", v1alpha1.LabelParentUID: "x"} },
+			want: func(s *v1alpha1.PodChaperonTemplate) { s.Metadata.Labels = map[string]string{"app": "debug"} }, what: []string{"labels"}},
+		{name: "labels in a self target", self: true, change: func(p *corev1.Pod) { p.Labels["tier"] = "1" },
+			want: func(s *v1alpha1.PodChaperonTemplate) {
+				s.Metadata.Labels = map[string]string{SelfLabelKey("app"): "web", SelfLabelKey("tier"): "1"}
+			}, what: []string{"labels"}},
+		{name: "annotations", change: func(p *corev1.Pod) { delete(p.Annotations, "note") },
+			want: func(s *v1alpha1.PodChaperonTemplate) { s.Metadata.Annotations = nil }, what: []string{"annotations"}},
+		{name: "images", change: func(p *corev1.Pod) { p.Spec.Containers[0].Image = "app:2"; p.Spec.InitContainers[0].Image = "init:2" },
+			want: func(s *v1alpha1.PodChaperonTemplate) {
+				s.Spec.Containers[0].Image = "app:2"
+				s.Spec.InitContainers[0].Image = "init:2"
+			}, what: []string{"images"}},
+		{name: "a resize", change: func(p *corev1.Pod) { p.Spec.Containers[0].Resources = cpu("250m") },
+			want: func(s *v1alpha1.PodChaperonTemplate) { s.Spec.Containers[0].Resources = cpu("250m") }, what: []string{"resources"}},
+		{name: "a deadline", change: func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](30) },
+			want: func(s *v1alpha1.PodChaperonTemplate) { s.Spec.ActiveDeadlineSeconds = ptr.To[int64](30) }, what: []string{"activeDeadlineSeconds"}},
+		{name: "a toleration added", change: func(p *corev1.Pod) { p.Spec.Tolerations = append(p.Spec.Tolerations, added) },
+			want: func(s *v1alpha1.PodChaperonTemplate) { s.Spec.Tolerations = append(s.Spec.Tolerations, added) }, what: []string{"tolerations"}},
+		{name: "an ephemeral container, without the source's token", change: func(p *corev1.Pod) { p.Spec.EphemeralContainers = []corev1.EphemeralContainer{debugger} },
+			want: func(s *v1alpha1.PodChaperonTemplate) {
+				d := *debugger.DeepCopy()
+				d.VolumeMounts = d.VolumeMounts[1:]
+				s.Spec.EphemeralContainers = []corev1.EphemeralContainer{d}
+			}, what: []string{"ephemeral containers"}},
+		{name: "the proxy's own placement is not the delegate's", change: func(p *corev1.Pod) { p.Spec.NodeSelector[corev1.LabelHostname] = "cluster-2" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := running()
+			base := tmpl.DeepCopy()
+			if tc.self {
+				base.Metadata.Labels = map[string]string{SelfLabelKey("app"): "web"}
+			}
+			tc.change(p)
+			want := base.DeepCopy()
+			if tc.want != nil {
+				tc.want(want)
+			}
+			got, what := UpdatedTemplate(base, p, tc.self)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("template (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.what, what); diff != "" {
+				t.Errorf("what changed (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
