@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/elector"
 	"github.com/fleetlet/fleetlet/pkg/sandbox"
 )
 
@@ -60,10 +61,28 @@ func TestUpdatesReachTheDelegate(t *testing.T) {
 		})
 	}
 
+	// In the source's self target, the delegate's labels are moved.
+	key := func(k string) string {
+		if cluster == sandbox.SourceCluster {
+			return elector.SelfLabelKey(k)
+		}
+		return k
+	}
+	proxyShows := func(what string, check func(p *corev1.Pod) string) {
+		t.Helper()
+		eventually(t, time.Minute, "the proxy shows "+what, func(ctx context.Context) (bool, string) {
+			p, err := src.Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			why := check(p)
+			return why == "", why
+		})
+	}
 	t.Run("labels", func(t *testing.T) {
 		run("label", "pod", "web", "tier-", "debug=true")
 		delegateShows("the new labels", func(d *corev1.Pod) string {
-			if _, ok := d.Labels["tier"]; ok || d.Labels["debug"] != "true" || d.Labels["mesh.example/injected"] != "true" || d.Labels["case"] != "updates" {
+			if _, ok := d.Labels[key("tier")]; ok || d.Labels[key("debug")] != "true" || d.Labels["mesh.example/injected"] != "true" || d.Labels[key("case")] != "updates" {
 				return fmt.Sprintf("labels %v: want debug=true, no tier, and case and the target's own kept", d.Labels)
 			}
 			return ""
@@ -83,6 +102,18 @@ func TestUpdatesReachTheDelegate(t *testing.T) {
 		delegateShows("the new images", func(d *corev1.Pod) string {
 			if d.Spec.Containers[0].Image != "registry.k8s.io/pause:3.9" || d.Spec.InitContainers[0].Image != "registry.k8s.io/pause:3.9" {
 				return fmt.Sprintf("images %s, %s", d.Spec.Containers[0].Image, d.Spec.InitContainers[0].Image)
+			}
+			return ""
+		})
+		// The target's kubelet restarts the container with its new image:
+		// the proxy says so, as a pod does.
+		proxyShows("the restart", func(p *corev1.Pod) string {
+			if len(p.Status.ContainerStatuses) == 0 {
+				return "no container status"
+			}
+			cs := p.Status.ContainerStatuses[0]
+			if cs.Image != "registry.k8s.io/pause:3.9" || cs.RestartCount != 1 || cs.LastTerminationState.Terminated == nil || cs.State.Running == nil {
+				return fmt.Sprintf("container status image %s, restartCount %d, lastState %+v, state %+v", cs.Image, cs.RestartCount, cs.LastTerminationState, cs.State)
 			}
 			return ""
 		})
@@ -115,6 +146,16 @@ func TestUpdatesReachTheDelegate(t *testing.T) {
 			}
 			return ""
 		})
+		proxyShows("the resize carried out", func(p *corev1.Pod) string {
+			if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].Resources == nil {
+				return "no container resources in the status"
+			}
+			cs := p.Status.ContainerStatuses[0]
+			if got, alloc := cs.Resources.Requests.Cpu().String(), cs.AllocatedResources.Cpu().String(); got != "150m" || alloc != "150m" {
+				return fmt.Sprintf("status resources %s, allocated %s", got, alloc)
+			}
+			return ""
+		})
 	})
 	t.Run("debug", func(t *testing.T) {
 		run("debug", "web", "--image=registry.k8s.io/pause:3.10", "-c", "debugger", "--profile=baseline")
@@ -125,6 +166,14 @@ func TestUpdatesReachTheDelegate(t *testing.T) {
 				}
 			}
 			return fmt.Sprintf("ephemeral containers %v", d.Spec.EphemeralContainers)
+		})
+		proxyShows("the ephemeral container running", func(p *corev1.Pod) string {
+			for _, e := range p.Status.EphemeralContainerStatuses {
+				if e.Name == "debugger" && e.State.Running != nil {
+					return ""
+				}
+			}
+			return fmt.Sprintf("ephemeral container statuses %+v", p.Status.EphemeralContainerStatuses)
 		})
 		out := startKubectl(t, "-n", ns, "attach", "web", "-c", "debugger")
 		line := fmt.Sprintf("debugger attached %d", time.Now().UnixNano())

@@ -3,6 +3,7 @@ package chaperon
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -27,47 +28,11 @@ func TestRunningPodGetsItsTemplateUpdates(t *testing.T) {
 	ctx := t.Context()
 	ns := newNamespace(t, nil)
 	provisionSource(t, ns, "cluster-a")
-	resources := func(cpu string) corev1.ResourceRequirements {
-		q := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Mi")}
-		return corev1.ResourceRequirements{Requests: q, Limits: q}
-	}
-	ch := makeChaperon(ns, "upd-0a1b2c3d").
-		templateLabels(map[string]string{"app": "web", "old": "1"}).
-		templateAnnotations(map[string]string{"note": "a", "gone": "x"}).
-		spec(corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1", Resources: resources("100m")}}}).obj()
-	create(t, ch)
-	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
-
-	// Bound and running, as a kubelet would have it; this cluster's own
-	// admission added a label.
+	ch := runningChaperon(t, ns, "upd-0a1b2c3d", "node-u", "4")
 	key := client.ObjectKeyFromObject(ch)
+	// This cluster's own admission, say, labelled the pod.
 	var pod corev1.Pod
 	if err := k8sClient.Get(ctx, key, &pod); err != nil {
-		t.Fatal(err)
-	}
-	// A resize is admitted against the pod's node.
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-u"}}
-	if err := k8sClient.Create(ctx, node); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), node) })
-	room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")}
-	node.Status.Capacity, node.Status.Allocatable = room, room
-	if err := k8sClient.Status().Update(ctx, node); err != nil {
-		t.Fatal(err)
-	}
-	cs := kubernetes.NewForConfigOrDie(env.Config)
-	if err := cs.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, UID: pod.UID},
-		Target:     corev1.ObjectReference{Kind: "Node", Name: "node-u"},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8sClient.Get(ctx, key, &pod); err != nil {
-		t.Fatal(err)
-	}
-	pod.Status.Phase = corev1.PodRunning
-	if err := k8sClient.Status().Update(ctx, &pod); err != nil {
 		t.Fatal(err)
 	}
 	orig := pod.DeepCopy()
@@ -124,6 +89,93 @@ func TestRunningPodGetsItsTemplateUpdates(t *testing.T) {
 	if len(pod.Spec.EphemeralContainers) != 1 || pod.Spec.EphemeralContainers[0].Name != "debugger" {
 		t.Errorf("ephemeral containers %v, want the debugger", pod.Spec.EphemeralContainers)
 	}
+}
+
+// resources are requests equal to limits (Guaranteed).
+func resources(cpu string) corev1.ResourceRequirements {
+	q := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Mi")}
+	return corev1.ResourceRequirements{Requests: q, Limits: q}
+}
+
+// runningChaperon creates a chaperon of source cluster-a in ns, waits for
+// its pod, and binds the pod to a node of that name with cpus of
+// allocatable CPU, Running as a kubelet would have it.
+func runningChaperon(t *testing.T, ns, name, nodeName, cpus string) *v1alpha1.PodChaperon {
+	t.Helper()
+	ctx := t.Context()
+	ch := makeChaperon(ns, name).
+		templateLabels(map[string]string{"app": "web", "old": "1"}).
+		templateAnnotations(map[string]string{"note": "a", "gone": "x"}).
+		spec(corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1", Resources: resources("100m")}}}).obj()
+	create(t, ch)
+	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+	// A resize is admitted against the pod's node.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
+	if err := k8sClient.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), node) })
+	room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpus), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	node.Status.Capacity, node.Status.Allocatable = room, room
+	if err := k8sClient.Status().Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(ch)
+	var pod corev1.Pod
+	if err := k8sClient.Get(ctx, key, &pod); err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	if err := cs.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: nodeName},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Get(ctx, key, &pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodRunning
+	if err := k8sClient.Status().Update(ctx, &pod); err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// A part of an update the target refuses (here a resize the node has no
+// room for) is a Warning UpdateRejected Event with the API server's words;
+// the rest is applied, and the chaperon says the pod is at its generation:
+// nothing is retried until the template changes again.
+func TestRefusedUpdateIsAnEventAndTheRestApplies(t *testing.T) {
+	testenv.Need(t, env)
+	ctx := t.Context()
+	ns := newNamespace(t, nil)
+	provisionSource(t, ns, "cluster-a")
+	ch := runningChaperon(t, ns, "refused-0a1b2c3d", "node-small", "150m")
+	patchChaperon(t, ch, func(c *v1alpha1.PodChaperon) {
+		c.Spec.Template.Metadata.Labels["tier"] = "db"
+		c.Spec.Template.Spec.Containers[0].Resources = resources("2")
+	})
+	waitChaperon(t, ch, "the pod at the template's generation", func(c *v1alpha1.PodChaperon) error {
+		if c.Generation < 2 || c.Status.ObservedGeneration != c.Generation {
+			return fmt.Errorf("status.observedGeneration %d, generation %d", c.Status.ObservedGeneration, c.Generation)
+		}
+		return nil
+	})
+	var pod corev1.Pod
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod); err != nil {
+		t.Fatal(err)
+	}
+	if pod.Labels["tier"] != "db" || pod.Spec.Containers[0].Resources.Requests.Cpu().String() != "100m" {
+		t.Errorf("labels %v, cpu %s: want tier=db applied and the resize refused", pod.Labels, pod.Spec.Containers[0].Resources.Requests.Cpu())
+	}
+	testenv.Eventually(t, waitTimeout, "an UpdateRejected Event", func() error {
+		if ev := eventsOf(t, ch); !strings.Contains(ev, "Warning "+ReasonUpdateRejected+": The target refused the resources") ||
+			!strings.Contains(ev, "enough allocatable") {
+			return fmt.Errorf("events:%s", ev)
+		}
+		return nil
+	})
 }
 
 func hasToleration(list []corev1.Toleration, t corev1.Toleration) bool {

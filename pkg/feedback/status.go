@@ -17,6 +17,8 @@ var kubeletConditions = map[corev1.PodConditionType]bool{
 	corev1.PodInitialized:            true,
 	corev1.ContainersReady:           true,
 	corev1.PodReady:                  true,
+	corev1.PodResizePending:          true,
+	corev1.PodResizeInProgress:       true,
 }
 
 // Reasons of container states fleetlet writes itself.
@@ -87,9 +89,12 @@ func initialized(s *corev1.PodStatus) bool {
 
 // containerStatuses returns one status per container of the proxy, in the
 // proxy's order: the delegate's status of the same name, or a waiting one
-// when the delegate does not report it. What describes the delegate's own
-// node (volume mounts, the user it runs as, allocated resources) is left
-// out: it would not be true of the proxy's spec.
+// when the delegate does not report it. Its resources and allocated
+// resources are the delegate's, which the proxy's spec has too (a resize of
+// the proxy is passed on; the API server admits a resize only of a pod
+// whose running containers report resources). What describes the
+// delegate's own node (volume mounts, the user it runs as) is left out: it
+// would not be true of the proxy's spec.
 func containerStatuses(containers []corev1.Container, got []corev1.ContainerStatus, waitingReason string) []corev1.ContainerStatus {
 	if len(containers) == 0 {
 		return nil
@@ -124,6 +129,12 @@ func containerStatuses(containers []corev1.Container, got []corev1.ContainerStat
 		}
 		if s.Started != nil {
 			cs.Started = ptr.To(*s.Started)
+		}
+		if s.Resources != nil {
+			cs.Resources = s.Resources.DeepCopy()
+		}
+		if s.AllocatedResources != nil {
+			cs.AllocatedResources = s.AllocatedResources.DeepCopy()
 		}
 		out = append(out, cs)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -156,6 +157,30 @@ func TestTranslate(t *testing.T) {
 				s.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Image: "img-app", RestartCount: 4,
 					State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off"}},
 					LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}
+			},
+		},
+		{
+			name:  "a resize: the resources and allocated resources, and the kubelet's resize condition",
+			proxy: proxyPod([]string{"app"}, nil, elected),
+			delegate: corev1.PodStatus{
+				Phase: corev1.PodRunning,
+				ContainerStatuses: func() []corev1.ContainerStatus {
+					app := running("app", 0)
+					app.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("150m")}}
+					app.AllocatedResources = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+					return []corev1.ContainerStatus{app}
+				}(),
+				Conditions: []corev1.PodCondition{{Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue, LastTransitionTime: t1}},
+			},
+			want: func(s *corev1.PodStatus) {
+				s.Phase = corev1.PodRunning
+				s.HostIP, s.HostIPs = "127.0.0.9", []corev1.HostIP{{IP: "127.0.0.9"}}
+				app := running("app", 0)
+				app.VolumeMounts, app.User = nil, nil
+				app.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("150m")}}
+				app.AllocatedResources = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+				s.ContainerStatuses = []corev1.ContainerStatus{app}
+				s.Conditions = []corev1.PodCondition{elected, {Type: corev1.PodResizeInProgress, Status: corev1.ConditionTrue, LastTransitionTime: t1}}
 			},
 		},
 		{

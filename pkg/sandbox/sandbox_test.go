@@ -262,7 +262,7 @@ func TestKwokStages(t *testing.T) {
 			succeeded = obj
 		}
 	}
-	want := []string{"sandbox-node-ready", "sandbox-node-heartbeat", "sandbox-pod-running", "sandbox-pod-succeeded", "sandbox-pod-gone"}
+	want := []string{"sandbox-node-ready", "sandbox-node-heartbeat", "sandbox-pod-running", "sandbox-pod-updated", "sandbox-pod-succeeded", "sandbox-pod-gone"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("stages (-want,+got):\n%s", diff)
 	}

@@ -18,12 +18,14 @@ const (
 // kwokStages returns the kwok Stage definitions every sandbox cluster runs:
 // nodes become Ready and keep a lease; pods become Running and Ready; pods
 // that do not restart (Never, OnFailure) succeed after completeAfter, so Jobs
-// complete; pods being deleted go away.
+// complete; a running pod's spec changes are carried out as a kubelet would
+// (stagePodUpdated); pods being deleted go away.
 func kwokStages(completeAfter time.Duration) string {
 	return strings.Join([]string{
 		stageNodeReady,
 		stageNodeHeartbeat,
 		stagePodRunning,
+		stagePodUpdated,
 		fmt.Sprintf(stagePodSucceededFormat, completeAfter.Milliseconds(), AnnotationCompleteAfter),
 		stagePodGone,
 	}, "---\n")
@@ -172,7 +174,14 @@ spec:
         state:
           running:
             startedAt: {{ $now | Quote }}
+        {{ with .resources }}
+        resources: {{ YAML . 2 }}
+        {{ with .requests }}
+        allocatedResources: {{ YAML . 2 }}
+        {{ end }}
+        {{ end }}
       {{ end }}
+      observedGeneration: {{ .metadata.generation }}
       {{ with NodeIPsWith .spec.nodeName }}
       hostIP: {{ index . 0 | Quote }}
       hostIPs:
@@ -189,6 +198,82 @@ spec:
       {{ end }}
       phase: Running
       startTime: {{ $now | Quote }}
+`
+
+// stagePodUpdated is a kubelet's answer to a change of a running pod's spec
+// (its generation moved past status.observedGeneration): a container whose
+// image changed is restarted with it (restartCount, lastState), every
+// container's resources are its spec's (an in-place resize, actuated at
+// once), ephemeral containers run, and observedGeneration catches up.
+const stagePodUpdated = `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: sandbox-pod-updated
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: DoesNotExist
+    - key: '.status.phase'
+      operator: In
+      values: ["Running"]
+    - key: '.metadata.generation != .status.observedGeneration'
+      operator: In
+      values: ["true"]
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      {{ $statuses := .status.containerStatuses }}
+      observedGeneration: {{ .metadata.generation }}
+      containerStatuses:
+      {{ range $i, $c := .spec.containers }}
+      {{ $s := index $statuses $i }}
+      - name: {{ $c.name | Quote }}
+        image: {{ $c.image | Quote }}
+        ready: true
+        started: true
+        {{ if eq $c.image $s.image }}
+        restartCount: {{ $s.restartCount }}
+        state: {{ YAML $s.state 2 }}
+        {{ with $s.lastState }}
+        lastState: {{ YAML . 2 }}
+        {{ end }}
+        {{ else }}
+        restartCount: {{ add1 $s.restartCount }}
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+        lastState:
+          terminated:
+            exitCode: 0
+            reason: Completed
+            {{ with $s.state.running }}
+            startedAt: {{ .startedAt | Quote }}
+            {{ end }}
+            finishedAt: {{ $now | Quote }}
+        {{ end }}
+        {{ with $c.resources }}
+        resources: {{ YAML . 2 }}
+        {{ with .requests }}
+        allocatedResources: {{ YAML . 2 }}
+        {{ end }}
+        {{ end }}
+      {{ end }}
+      {{ with .spec.ephemeralContainers }}
+      ephemeralContainerStatuses:
+      {{ range . }}
+      - name: {{ .name | Quote }}
+        image: {{ .image | Quote }}
+        ready: false
+        restartCount: 0
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+      {{ end }}
 `
 
 // stagePodSucceededFormat takes the default delay in milliseconds and the
