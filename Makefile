@@ -22,7 +22,7 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 UPGRADE_FROM ?= 7162b030241ae95bc372699a215250604c8aee59
 UPGRADE_DIR := $(BIN)/upgrade-from
 
-.PHONY: all build cluster-bins kueue metrics-server fleetlet-bins chart upgrade-from image image-push version test e2e bench unit lint demo demo-down generate verify diagrams clean help
+.PHONY: all build cluster-bins kueue metrics-server fleetlet-bins chart upgrade-from conformance-bins conformance image image-push version test e2e bench unit lint demo demo-down generate verify diagrams clean help
 
 # `make` alone prints the help.
 .DEFAULT_GOAL := help
@@ -92,11 +92,22 @@ image-push: image ## Push the image index to REGISTRY/fleetlet:VERSION (credenti
 version: ## Print the version the build stamps.
 	@echo $(VERSION) $(COMMIT)
 
-test: build kueue metrics-server image upgrade-from ## Run unit and integration tests, then the e2e suite alone, against real control planes.
+test: build kueue metrics-server image upgrade-from conformance-bins ## Run unit and integration tests, then the e2e suite alone, against real control planes.
 	BIN=$(BIN) UPGRADE_DIR=$(UPGRADE_DIR) TEST_TIMEOUT=$(TEST_TIMEOUT) hack/test.sh
 
-e2e: build kueue metrics-server upgrade-from ## Run the end-to-end suite only (a 3-cluster fleetlet sandbox).
-	FLEETLET_BIN_DIR=$(BIN) FLEETLET_E2E_UPGRADE_FROM=$(UPGRADE_DIR) go test -count=1 -timeout $(TEST_TIMEOUT) -v ./e2e/...
+e2e: build kueue metrics-server upgrade-from conformance-bins ## Run the end-to-end suite only (a 3-cluster fleetlet sandbox).
+	FLEETLET_BIN_DIR=$(BIN) FLEETLET_E2E_UPGRADE_FROM=$(UPGRADE_DIR) FLEETLET_E2E_KUBE_E2E=$(BIN)/kube-e2e.test FLEETLET_E2E_GINKGO=$(BIN)/ginkgo go test -count=1 -timeout $(TEST_TIMEOUT) -v ./e2e/...
+
+conformance-bins: $(BIN)/.conformance ## Build the upstream Kubernetes e2e specs (bin/kube-e2e.test) and the ginkgo CLI from their tools module, hack/conformance.
+
+$(BIN)/.conformance: hack/conformance/go.mod hack/conformance/go.sum hack/conformance/suite/suite_test.go hack/build-conformance.sh
+	BIN=$(BIN) hack/build-conformance.sh
+	touch $@
+
+conformance: build kueue metrics-server upgrade-from conformance-bins ## Run the upstream sig-node and sig-apps specs in plain and in enabled namespaces, side by side (table: bin/conformance.md; see docs/conformance.md).
+	cd e2e && FLEETLET_BIN_DIR=$(BIN) FLEETLET_E2E_UPGRADE_FROM=$(UPGRADE_DIR) FLEETLET_E2E_KUBE_E2E=$(BIN)/kube-e2e.test \
+		FLEETLET_E2E_GINKGO=$(BIN)/ginkgo FLEETLET_E2E_CONFORMANCE=full FLEETLET_E2E_CONFORMANCE_TABLE=$(BIN)/conformance.md \
+		go test -count=1 -timeout 4h -v -run 'TestUpstreamSpecsPassEnabledAsPlain$$' .
 
 bench: build ## Benchmark fleetlet against the same pods created directly in the targets: bursts of PODS (1,000), paced at RATE pods/s (10) for a minute, RUNS (3) times.
 	COMMIT=$(COMMIT) go run ./hack/bench --bin-dir $(BIN) --pods $${PODS:-1000} --runs $${RUNS:-3} --rate $${RATE:-10} --placement-pods $${PLACEMENT_PODS:-100} --out $(BIN)/bench.json

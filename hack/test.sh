@@ -12,6 +12,9 @@ export FLEETLET_BIN_DIR="$BIN"
 # The earlier release the e2e suite starts its sandbox with and upgrades
 # from (make upgrade-from).
 export FLEETLET_E2E_UPGRADE_FROM="${UPGRADE_DIR:?UPGRADE_DIR: the earlier release (make upgrade-from)}"
+# The upstream Kubernetes e2e specs a subset of which the suite runs plain
+# and enabled (make conformance-bins).
+export FLEETLET_E2E_KUBE_E2E="$BIN/kube-e2e.test" FLEETLET_E2E_GINKGO="$BIN/ginkgo"
 
 stage() { printf '\n==> make test: stage %s\n' "$*"; }
 elapsed() { local s=$(( $(date +%s) - $1 )); printf '%dm%02ds' $((s / 60)) $((s % 60)); }

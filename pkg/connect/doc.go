@@ -3,7 +3,7 @@
 // configurations (the sandbox calls it in-process; the CLI only loads
 // kubeconfig contexts).
 //
-// Credentials flow one way (DESIGN.md, "Sources and targets talk one way"):
+// Credentials flow one way (docs/design.md, "Sources and targets talk one way"):
 // only the source cluster ends up holding credentials for the target.
 //
 // Connect, in the target cluster B:

@@ -88,7 +88,7 @@ func candidateAnnotations(annotations map[string]string) map[string]string {
 }
 
 // CandidateSpec builds a candidate's pod spec from the user's spec (the
-// proxy's with the source-spec restored), as DESIGN step 2 says: the source's
+// proxy's with the source-spec restored), as docs/design.md step 2 says: the source's
 // injected service-account token volume and its mounts removed (the target
 // injects its own); priorityClassName fleetlet-candidate with priority and
 // preemptionPolicy unset (the target's Priority admission fills them from

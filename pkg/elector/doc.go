@@ -38,7 +38,9 @@
 //	                                            Event (completion.go)
 //	Ungated      no gate of ours                delete losers seen late; unbound     a proxy is bound or deleted
 //	                                            past UnboundTimeout: delete it
-//	                                            (ungated.go)
+//	                                            (ungated.go); bound: pass what the
+//	                                            user changed to the delegate's
+//	                                            chaperon (updates.go)
 //	Held         another controller's gate too  nothing until it is lifted           a quota system decides first
 //	Finalizing   deletionTimestamp              delete the chaperons Foreground      no delegate outlives its proxy
 //	                                            everywhere; remove our finalizer

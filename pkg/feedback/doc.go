@@ -1,5 +1,5 @@
 // Package feedback is the source-side controller that makes proxy pods tell
-// the truth about their delegates (DESIGN.md, steps 6 and 7).
+// the truth about their delegates (docs/design.md, steps 6 and 7).
 //
 // For every proxy bound to a virtual node it reads the elected chaperon and
 // the delegate pod from the target registry's per-namespace caches — which

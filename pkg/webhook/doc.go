@@ -1,6 +1,6 @@
 // Package webhook is the proxy-pod webhook: the mutating admission webhook
 // that turns every pod created in an enabled namespace into a proxy pod
-// (DESIGN.md, "The life of a proxy pod", step 1).
+// (docs/design.md, "The life of a proxy pod", step 1).
 //
 // # What it does
 //

@@ -70,7 +70,7 @@ var userAnnotations = map[string]bool{
 	v1alpha1.AnnotationFollow:          true,
 }
 
-// Mutate turns a pod being created into a proxy pod, as DESIGN.md's step 1
+// Mutate turns a pod being created into a proxy pod, as docs/design.md's step 1
 // says. It never modifies pod.
 //
 // Left alone (Skipped): pods labelled multicluster.fleetlet.io/parent-uid

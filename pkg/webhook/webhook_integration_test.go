@@ -131,7 +131,7 @@ func TestIntegrationProxyPod(t *testing.T) {
 	if p.Spec.NodeSelector[corev1.LabelHostname] != "fleetlet-c2" || p.Spec.NodeSelector[v1alpha1.LabelNodeType] != v1alpha1.NodeTypeVirtualKubelet {
 		t.Errorf("nodeSelector after pinning: %v", p.Spec.NodeSelector)
 	}
-	// Changing an existing key is refused, as DESIGN.md says.
+	// Changing an existing key is refused, as docs/design.md says.
 	change := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"nodeSelector":{"`+v1alpha1.LabelNodeType+`":"other"}}}`))
 	if err := k8sClient.Patch(ctx, p.DeepCopy(), change); err == nil {
 		t.Error("changing an existing nodeSelector key of a gated pod was accepted")

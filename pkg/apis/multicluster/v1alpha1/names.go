@@ -5,7 +5,7 @@ import (
 )
 
 // Prefix is the prefix of every label, annotation, finalizer, scheduling
-// gate and condition fleetlet owns ("mf/" in DESIGN.md).
+// gate and condition fleetlet owns ("mf/" in docs/design.md).
 const Prefix = GroupName + "/"
 
 // Labels, annotations, finalizers and scheduling gates on user objects

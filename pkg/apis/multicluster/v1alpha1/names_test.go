@@ -10,7 +10,7 @@ import (
 )
 
 // TestNames checks that every fleetlet name is valid where Kubernetes uses it,
-// and that the ones in DESIGN.md's "Names" table are spelled as written there.
+// and that the ones in docs/design.md's "Names" table are spelled as written there.
 func TestNames(t *testing.T) {
 	qualified := map[string]struct {
 		got, want string
@@ -95,7 +95,7 @@ func TestNames(t *testing.T) {
 		"ClusterRoleSource":      v1alpha1.ClusterRoleSource,
 	} {
 		if v != "fleetlet-candidate" && v != "fleetlet-source" {
-			t.Errorf("%s = %q, want the name DESIGN.md gives", name, v)
+			t.Errorf("%s = %q, want the name docs/design.md gives", name, v)
 		}
 		if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
 			t.Errorf("%s = %q is not a valid object name: %v", name, v, errs)
