@@ -451,3 +451,41 @@ func (h *harness) orphanDelegate(t *testing.T, key target.Key, p *corev1.Pod) *c
 	h.collect(t, key, p)
 	return pod
 }
+
+// What a user changes on a bound proxy reaches its delegate's chaperon
+// template: labels (a removed key recorded for the target), images, a
+// resize; the sealed rest of the template stays. Before: nothing after the
+// election reached the delegate.
+func TestBoundProxyUpdatesReachItsDelegatesChaperon(t *testing.T) {
+	h, remote, local := start(t, elector.Options{})
+	ctx := context.Background()
+	p := h.proxy(t, "web-1")
+	runIn(t, h, remote, local, p)
+	// The source scheduler's binding.
+	cur := h.get(t, p)
+	require.NoError(t, h.source.SubResource("binding").Create(ctx, cur, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: cur.Name, Namespace: cur.Namespace},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: nodeName(remote)},
+	}))
+	before, ok := h.chaperon(t, remote, p)
+	require.True(t, ok)
+
+	cur = h.get(t, p)
+	orig := cur.DeepCopy()
+	cur.Labels = map[string]string{"tier": "debug"}
+	require.NoError(t, h.source.Patch(ctx, cur, client.MergeFrom(orig)))
+	cur = h.get(t, p)
+	orig = cur.DeepCopy()
+	cur.Spec.Containers[0].Image = "busybox:2"
+	require.NoError(t, h.source.Patch(ctx, cur, client.StrategicMergeFrom(orig)))
+
+	testenv.EventuallyTrue(t, waitTimeout, "the chaperon's template updated", func(context.Context) bool {
+		pc, ok := h.chaperon(t, remote, p)
+		return ok && pc.Spec.Template.Metadata.Labels["tier"] == "debug" && pc.Spec.Template.Spec.Containers[0].Image == "busybox:2"
+	})
+	after, _ := h.chaperon(t, remote, p)
+	assert.Greater(t, after.Generation, before.Generation)
+	assert.Equal(t, before.Spec.Template.Spec.Affinity, after.Spec.Template.Spec.Affinity, "the sealed placement changed")
+	assert.Equal(t, before.Spec.Template.Spec.SchedulerName, after.Spec.Template.Spec.SchedulerName)
+	h.waitEvent(t, p, elector.EventDelegateUpdated)
+}

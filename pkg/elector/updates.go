@@ -24,8 +24,9 @@ const EventDelegateUpdated = "DelegateUpdated"
 
 // syncDelegate passes what the user changed on a bound proxy to its
 // delegate's chaperon (UpdatedTemplate); the target's chaperon controller
-// applies it to the pod. It reads the chaperon from the target's cache and
-// writes only when something changed, with the chaperon's resourceVersion
+// applies it to the pod. It reads the chaperon from the target's cache
+// (never from the API server: every pass of every bound proxy comes here)
+// and writes only when something changed, with the chaperon's resourceVersion
 // as precondition. A target away, or a chaperon going, is left alone: the
 // next event of the proxy or of its chaperon brings it back.
 func (r *Reconciler) syncDelegate(ctx context.Context, pod *corev1.Pod, rec *corev1.PodCondition) error {
@@ -40,9 +41,17 @@ func (r *Reconciler) syncDelegate(ctx context.Context, pod *corev1.Pod, rec *cor
 	if !ok || !cl.Health().Ready {
 		return nil
 	}
+	// From the cache only, never a request per proxy per pass: a cache
+	// that has not synced yet delivers every chaperon as an event when it
+	// does, which brings the proxy back here.
+	cl.WatchChaperons(pod.Namespace)
+	cached, synced := cl.ChaperonCache(pod.Namespace)
+	if !synced {
+		return nil
+	}
 	var pc v1alpha1.PodChaperon
 	nn := types.NamespacedName{Namespace: pod.Namespace, Name: record.Chaperon}
-	if err := cl.Chaperons(pod.Namespace).Get(ctx, nn, &pc); err != nil {
+	if err := cached.Get(ctx, nn, &pc); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if pc.DeletionTimestamp != nil || pc.Labels[v1alpha1.LabelParentUID] != string(pod.UID) || r.chaperonWrites.Stale(pc.UID, pc.ResourceVersion) {
