@@ -104,9 +104,9 @@ $(BIN)/.conformance: hack/conformance/go.mod hack/conformance/go.sum hack/confor
 	BIN=$(BIN) hack/build-conformance.sh
 	touch $@
 
-conformance: build kueue metrics-server upgrade-from conformance-bins ## Run the upstream sig-node and sig-apps specs in plain and in enabled namespaces, side by side (table: bin/conformance.md; see docs/conformance.md).
+conformance: build kueue metrics-server upgrade-from conformance-bins ## Run the upstream sig-node and sig-apps specs in plain and in enabled namespaces, side by side (table: bin/conformance.md; see docs/conformance.md); FOCUS=regex runs a part.
 	cd e2e && FLEETLET_BIN_DIR=$(BIN) FLEETLET_E2E_UPGRADE_FROM=$(UPGRADE_DIR) FLEETLET_E2E_KUBE_E2E=$(BIN)/kube-e2e.test \
-		FLEETLET_E2E_GINKGO=$(BIN)/ginkgo FLEETLET_E2E_CONFORMANCE=full FLEETLET_E2E_CONFORMANCE_TABLE=$(BIN)/conformance.md \
+		FLEETLET_E2E_GINKGO=$(BIN)/ginkgo FLEETLET_E2E_CONFORMANCE='$(or $(FOCUS),full)' FLEETLET_E2E_CONFORMANCE_TABLE=$(BIN)/conformance.md \
 		go test -count=1 -timeout 4h -v -run 'TestUpstreamSpecsPassEnabledAsPlain$$' .
 
 bench: build ## Benchmark fleetlet against the same pods created directly in the targets: bursts of PODS (1,000), paced at RATE pods/s (10) for a minute, RUNS (3) times.
