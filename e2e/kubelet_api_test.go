@@ -91,6 +91,28 @@ func (l *lines) until(t *testing.T, want string, timeout time.Duration) string {
 }
 
 // appendContainerLog appends msg to what every container of cluster logs.
+// attachSees runs `kubectl attach` with args and waits until it shows
+// line, which it appends to the cluster's container log once a second
+// meanwhile: kwok attaches from the log's end, so only lines written from
+// then on show.
+func attachSees(t *testing.T, cluster, line string, args ...string) {
+	t.Helper()
+	out := startKubectl(t, args...)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second):
+				appendContainerLog(t, cluster, line)
+			}
+		}
+	}()
+	out.until(t, line, 30*time.Second)
+}
+
 func appendContainerLog(t *testing.T, cluster, msg string) {
 	t.Helper()
 	st := sb.State()
@@ -267,23 +289,7 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 	})
 
 	t.Run("attach", func(t *testing.T) {
-		out := startKubectl(t, "-n", ns, "attach", p.Name, "-c", "main")
-		// kwok attaches from the log's end: lines written from now on,
-		// once a second until one shows.
-		line := fmt.Sprintf("attached %d", time.Now().UnixNano())
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(time.Second):
-					appendContainerLog(t, cluster, line)
-				}
-			}
-		}()
-		out.until(t, line, 30*time.Second)
+		attachSees(t, cluster, fmt.Sprintf("attached %d", time.Now().UnixNano()), "-n", ns, "attach", p.Name, "-c", "main")
 	})
 
 	t.Run("port-forward", func(t *testing.T) {

@@ -175,21 +175,7 @@ func TestUpdatesReachTheDelegate(t *testing.T) {
 			}
 			return fmt.Sprintf("ephemeral container statuses %+v", p.Status.EphemeralContainerStatuses)
 		})
-		out := startKubectl(t, "-n", ns, "attach", "web", "-c", "debugger")
-		line := fmt.Sprintf("debugger attached %d", time.Now().UnixNano())
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() {
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(time.Second):
-					appendContainerLog(t, cluster, line)
-				}
-			}
-		}()
-		out.until(t, line, 30*time.Second)
+		attachSees(t, cluster, fmt.Sprintf("debugger attached %d", time.Now().UnixNano()), "-n", ns, "attach", "web", "-c", "debugger")
 	})
 
 	// The delegate is the same pod throughout, and its chaperon says it
