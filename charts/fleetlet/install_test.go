@@ -446,7 +446,7 @@ func testManagerDeletesPolicy(t *testing.T, admin client.Client) {
 			return err
 		}
 		if err := manager.Delete(ctx, probe); err == nil || !strings.Contains(err.Error(), "fleetlet deletes only what it made") {
-			return fmt.Errorf("deleting a foreign ServiceAccount: %v", err)
+			return fmt.Errorf("deleting a foreign ServiceAccount: %w", err)
 		}
 		return nil
 	})
@@ -463,9 +463,9 @@ func testManagerDeletesPolicy(t *testing.T, admin client.Client) {
 			case tc.refused && err == nil:
 				return fmt.Errorf("the manager deleted %s, which fleetlet did not make", name)
 			case tc.refused && !strings.Contains(err.Error(), "fleetlet deletes only what it made"):
-				return fmt.Errorf("deleting %s: %v, want the policy's refusal", name, err)
+				return fmt.Errorf("deleting %s: %w, want the policy's refusal", name, err)
 			case !tc.refused && err != nil && !apierrors.IsNotFound(err):
-				return fmt.Errorf("deleting %s: %v", name, err)
+				return fmt.Errorf("deleting %s: %w", name, err)
 			}
 			return nil
 		})

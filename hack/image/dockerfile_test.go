@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"encoding/json"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -95,7 +96,7 @@ func TestRootfsIsTheLayer(t *testing.T) {
 	tr := tar.NewReader(rc)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		require.NoError(t, err)
@@ -137,7 +138,7 @@ func describe(mode fs.FileMode, dir bool, mod time.Time, data []byte) string {
 	if dir {
 		kind = "dir"
 	}
-	return kind + " " + strings.TrimLeft(fs.FileMode(mode&0o7777).String(), "-") + " " + mod.UTC().Format(time.RFC3339) + " " + string(data)
+	return kind + " " + strings.TrimLeft((mode&0o7777).String(), "-") + " " + mod.UTC().Format(time.RFC3339) + " " + string(data)
 }
 
 // makefileLDFlags is the Makefile's LDFLAGS with make's $(VERSION) and

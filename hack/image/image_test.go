@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"debug/elf"
 	"encoding/pem"
+	"errors"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -103,7 +104,7 @@ func layerFiles(t *testing.T, img v1.Image) map[string][]byte {
 		tr := tar.NewReader(rc)
 		for {
 			h, err := tr.Next()
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				break
 			}
 			if err != nil {
@@ -290,7 +291,7 @@ func untar(t *testing.T, archive string) string {
 	tr := tar.NewReader(f)
 	for {
 		h, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return dir
 		}
 		if err != nil {

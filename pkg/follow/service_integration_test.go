@@ -137,7 +137,9 @@ func TestServiceClash(t *testing.T) {
 	f.create(t, f.target, theirs)
 
 	_, err := fl.EnsureService(ctx, f.target, "t1", src)
-	refusal(t, err, follow.ReasonClash)
+	if r := refusal(t, err, follow.ReasonClash); r.Message == "" {
+		t.Error("the clash's refusal says nothing (its Event and condition would be empty)")
+	}
 	if removed, err := fl.RemoveService(ctx, f.target, "t1", f.ns, "web"); err != nil || removed {
 		t.Fatalf("RemoveService of a foreign Service: removed %v, %v", removed, err)
 	}
@@ -264,7 +266,9 @@ func TestEnsureSlices(t *testing.T) {
 	theirs := want[0].DeepCopy()
 	theirs.Labels = map[string]string{discoveryv1.LabelServiceName: "web"}
 	f.create(t, f.target, theirs)
-	refusal(t, fl.EnsureSlices(ctx, f.target, "t1", cp, want), follow.ReasonClash)
+	if r := refusal(t, fl.EnsureSlices(ctx, f.target, "t1", cp, want), follow.ReasonClash); r.Message == "" {
+		t.Error("the clash's refusal says nothing (its Event would be empty)")
+	}
 	var cur discoveryv1.EndpointSlice
 	if !f.get(t, f.target, theirs.Name, &cur) || cur.ResourceVersion != theirs.ResourceVersion {
 		t.Error("the target's own EndpointSlice was written or deleted")

@@ -2,16 +2,17 @@ package kubeletapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
 	utilexec "k8s.io/utils/exec"
 )
 
@@ -62,7 +63,7 @@ func (h *nodeHandlers) stream(ctx context.Context, namespace, name, subresource 
 		opts.TerminalSizeQueue = sizeQueue{ctx: ctx, sizes: io.Resize()}
 	}
 	err = ex.StreamWithContext(ctx, opts)
-	if _, exited := err.(utilexec.ExitError); exited {
+	if exit := utilexec.ExitError(nil); errors.As(err, &exit) {
 		return err // the command's exit code, handed back as is
 	}
 	return targetError(d, err)

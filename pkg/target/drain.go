@@ -210,7 +210,7 @@ func (r *Registry) podsOf(ctx context.Context, key Key, cl *Cluster) ([]string, 
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("listing this source's pods in namespace %s there: %v", ns, err)
+			return nil, fmt.Errorf("listing this source's pods in namespace %s there: %w", ns, err)
 		}
 		for i := range list.Items {
 			out = append(out, ns+"/"+list.Items[i].Name)
@@ -246,7 +246,7 @@ func (r *Registry) chaperonsOf(ctx context.Context, key Key, cl *Cluster) ([]v1a
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("listing this source's chaperons in namespace %s there: %v", ns, err)
+			return nil, fmt.Errorf("listing this source's chaperons in namespace %s there: %w", ns, err)
 		}
 		out = append(out, list.Items...)
 	}

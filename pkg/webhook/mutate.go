@@ -188,7 +188,7 @@ func previousPass(pod *corev1.Pod, keys Keys) (*SourceSpec, bool, error) {
 	}
 	s, err := Open(pod, keys)
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: %v", ErrUnverifiedPass, err)
+		return nil, false, fmt.Errorf("%w: %w", ErrUnverifiedPass, err)
 	}
 	return s, true, nil
 }
