@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/elector"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/sandbox"
 )
 
@@ -23,6 +23,8 @@ import (
 // Seconds, an added toleration, an in-place resize (the resize subresource)
 // and an ephemeral container (`kubectl debug`), which `kubectl attach`
 // reaches through the virtual node. Before: every one stopped at the proxy.
+// After each spec change the proxy's status.observedGeneration reaches its
+// generation once the delegate has acted on it, as a kubelet's does.
 func TestUpdatesReachTheDelegate(t *testing.T) {
 	need(t)
 	ns := enabledNamespace(t, "updates", sb.ClusterNames()[1:]...)
@@ -64,7 +66,7 @@ func TestUpdatesReachTheDelegate(t *testing.T) {
 	// In the source's self target, the delegate's labels are moved.
 	key := func(k string) string {
 		if cluster == sandbox.SourceCluster {
-			return elector.SelfLabelKey(k)
+			return proxy.SelfLabelKey(k)
 		}
 		return k
 	}
@@ -79,6 +81,18 @@ func TestUpdatesReachTheDelegate(t *testing.T) {
 			return why == "", why
 		})
 	}
+	// As a kubelet does, once the delegate has acted on the proxy's spec
+	// change, the proxy's status.observedGeneration says so.
+	actedOn := func() {
+		t.Helper()
+		proxyShows("its generation acted on", func(p *corev1.Pod) string {
+			if p.Status.ObservedGeneration != p.Generation {
+				return fmt.Sprintf("generation %d, status.observedGeneration %d", p.Generation, p.Status.ObservedGeneration)
+			}
+			return ""
+		})
+	}
+	actedOn()
 	t.Run("labels", func(t *testing.T) {
 		run("label", "pod", "web", "tier-", "debug=true")
 		delegateShows("the new labels", func(d *corev1.Pod) string {
@@ -117,6 +131,7 @@ func TestUpdatesReachTheDelegate(t *testing.T) {
 			}
 			return ""
 		})
+		actedOn()
 	})
 	t.Run("activeDeadlineSeconds", func(t *testing.T) {
 		run("patch", "pod", "web", "-p", `{"spec":{"activeDeadlineSeconds":86400}}`)
@@ -126,6 +141,7 @@ func TestUpdatesReachTheDelegate(t *testing.T) {
 			}
 			return ""
 		})
+		actedOn()
 	})
 	t.Run("toleration", func(t *testing.T) {
 		run("patch", "pod", "web", "--type=json", "-p", `[{"op":"add","path":"/spec/tolerations/-","value":{"key":"spot","operator":"Exists","effect":"NoSchedule"}}]`)
@@ -137,6 +153,7 @@ func TestUpdatesReachTheDelegate(t *testing.T) {
 			}
 			return fmt.Sprintf("tolerations %v", d.Spec.Tolerations)
 		})
+		actedOn()
 	})
 	t.Run("resize", func(t *testing.T) {
 		run("patch", "pod", "web", "--subresource", "resize", "-p", `{"spec":{"containers":[{"name":"main","resources":{"requests":{"cpu":"150m"}}}]}}`)
@@ -156,6 +173,7 @@ func TestUpdatesReachTheDelegate(t *testing.T) {
 			}
 			return ""
 		})
+		actedOn()
 	})
 	t.Run("debug", func(t *testing.T) {
 		run("debug", "web", "--image=registry.k8s.io/pause:3.10", "-c", "debugger", "--profile=baseline")
@@ -176,6 +194,7 @@ func TestUpdatesReachTheDelegate(t *testing.T) {
 			return fmt.Sprintf("ephemeral container statuses %+v", p.Status.EphemeralContainerStatuses)
 		})
 		attachSees(t, cluster, fmt.Sprintf("debugger attached %d", time.Now().UnixNano()), "-n", ns, "attach", "web", "-c", "debugger")
+		actedOn()
 	})
 
 	// The delegate is the same pod throughout, and its chaperon says it

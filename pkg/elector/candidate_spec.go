@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/naming"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 // CandidateInput is what a candidate is built from.
@@ -45,46 +46,12 @@ func Chaperon(in CandidateInput) *v1alpha1.PodChaperon {
 		},
 		Spec: v1alpha1.PodChaperonSpec{Template: v1alpha1.PodChaperonTemplate{
 			Metadata: v1alpha1.PodChaperonTemplateMetadata{
-				Labels:      candidateLabels(p.Labels, in.Self),
-				Annotations: candidateAnnotations(p.Annotations),
+				Labels:      proxy.CandidateLabels(p.Labels, in.Self),
+				Annotations: proxy.CandidateAnnotations(p.Annotations),
 			},
 			Spec: CandidateSpec(p, in.Spec),
 		}},
 	}
-}
-
-// candidateLabels are the proxy's labels, moved under
-// delegate.multicluster.fleetlet.io/ in a self target.
-func candidateLabels(labels map[string]string, self bool) map[string]string {
-	out := make(map[string]string, len(labels))
-	for k, v := range labels {
-		if strings.HasPrefix(k, v1alpha1.Prefix) {
-			continue
-		}
-		if self {
-			k = SelfLabelKey(k)
-		}
-		out[k] = v
-	}
-	return out
-}
-
-// SelfLabelKey is where a label key k of a proxy goes on its candidate in a
-// self target: delegate.multicluster.fleetlet.io/<k with "/" replaced by ".">.
-func SelfLabelKey(k string) string {
-	return v1alpha1.DelegateLabelPrefix + strings.ReplaceAll(k, "/", ".")
-}
-
-// candidateAnnotations are the proxy's annotations but fleetlet's own.
-func candidateAnnotations(annotations map[string]string) map[string]string {
-	out := make(map[string]string, len(annotations))
-	for k, v := range annotations {
-		if strings.HasPrefix(k, v1alpha1.Prefix) {
-			continue
-		}
-		out[k] = v
-	}
-	return out
 }
 
 // CandidateSpec builds a candidate's pod spec from the user's spec (the

@@ -123,8 +123,10 @@ func boundProxy() predicate.Predicate {
 			o, n := e.ObjectOld.(*corev1.Pod), e.ObjectNew.(*corev1.Pod)
 			// Another writer's Ready (the node lifecycle controller
 			// marks a NotReady node's pods) is put back in line too.
+			// A spec change is acted on (status.observedGeneration)
+			// even when it passes nothing to the delegate.
 			return ok(n) && (o.Spec.NodeName != n.Spec.NodeName || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
-				readyStatus(o) != readyStatus(n))
+				o.Generation != n.Generation || readyStatus(o) != readyStatus(n))
 		},
 	}
 }
@@ -176,7 +178,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if d.status != nil {
-		if err := r.writeStatus(ctx, &proxy, d.status, r.HidePodIPs != nil && !cl.Self() && r.HidePodIPs(key)); err != nil {
+		if err := r.writeStatus(ctx, &proxy, d, r.HidePodIPs != nil && !cl.Self() && r.HidePodIPs(key)); err != nil {
 			if apierrors.IsConflict(err) {
 				return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
 			}
@@ -203,6 +205,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 type delegateState struct {
 	status *corev1.PodStatus
 	gone   string
+	// actedOn is the proxy's generation the delegate has acted on (0:
+	// not all of it yet).
+	actedOn int64
 }
 
 // delegate reads the elected chaperon and its pod. A chaperon the cache
@@ -238,6 +243,7 @@ func (r *Reconciler) delegate(ctx context.Context, cl *target.Cluster, proxy *co
 	if err := cl.Chaperons(proxy.Namespace).Get(ctx, key, &pod); err == nil && metav1.IsControlledBy(&pod, &pc) {
 		// The pod itself is fresher than the chaperon's mirror.
 		st.status = &pod.Status
+		st.actedOn = actedOn(proxy, &pc, &pod, cl.Self())
 		if pod.DeletionTimestamp != nil {
 			st.gone = fmt.Sprintf("the delegate %s is being deleted", key)
 		}
@@ -261,11 +267,15 @@ func deletedRecord(pc *v1alpha1.PodChaperon) bool {
 	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == chaperon.ReasonPodDeleted
 }
 
-// writeStatus writes the translated status through the status subresource,
-// with the proxy's resourceVersion as precondition, when it changes
-// anything; without the delegate's pod IPs when hideIPs.
-func (r *Reconciler) writeStatus(ctx context.Context, proxy *corev1.Pod, delegate *corev1.PodStatus, hideIPs bool) error {
-	want := Translate(proxy, delegate, r.hostIP(ctx, proxy.Spec.NodeName))
+// writeStatus writes the translated status, with the generation the
+// delegate has acted on, through the status subresource, with the proxy's
+// resourceVersion as precondition, when it changes anything; without the
+// delegate's pod IPs when hideIPs.
+func (r *Reconciler) writeStatus(ctx context.Context, proxy *corev1.Pod, d delegateState, hideIPs bool) error {
+	want := Translate(proxy, d.status, r.hostIP(ctx, proxy.Spec.NodeName))
+	if !terminal(proxy.Status.Phase) {
+		setObservedGeneration(&want, d.status.Conditions, d.actedOn)
+	}
 	if hideIPs {
 		want.PodIP, want.PodIPs = "", nil
 	}

@@ -11,7 +11,11 @@
 // yet is Waiting). Conditions are merged: the kubelet's (Initialized,
 // ContainersReady, Ready, PodReadyToStartContainers) come from the delegate,
 // every other one (fleetlet's Elected, PodScheduled, DisruptionTarget,
-// readiness gates) stays as it is. A finished proxy keeps its final status.
+// readiness gates) stays as it is. status.observedGeneration (and that of
+// the kubelet conditions, when the delegate's kubelet tracks them) says, as
+// a kubelet's does, which generation of the proxy's spec has been acted
+// on: the one whose updates its delegate's chaperon holds and whose pod is
+// up to them. A finished proxy keeps its final status.
 //
 // When the delegate or its chaperon is deleted in the target (and it had
 // not finished), the proxy is deleted: its controller makes a new one, and

@@ -34,8 +34,8 @@ const (
 // Translate returns the status the proxy should have, given the status of
 // its delegate and the virtual node's address; it changes nothing in
 // proxy. The proxy keeps what is not the delegate's to say: its QoS class,
-// nominated node, resize status, observed generation and every condition
-// not owned by a kubelet. A proxy already Succeeded or Failed keeps its
+// nominated node, resize status, observed generations (the proxy's, which
+// setObservedGeneration moves) and every condition not owned by a kubelet. A proxy already Succeeded or Failed keeps its
 // final status: the API server allows no way back, and Jobs count it.
 func Translate(proxy *corev1.Pod, delegate *corev1.PodStatus, hostIP string) corev1.PodStatus {
 	out := *proxy.Status.DeepCopy()
@@ -181,11 +181,14 @@ func mergeConditions(proxy, delegate []corev1.PodCondition) []corev1.PodConditio
 
 // keepTransition returns the delegate's condition, keeping the proxy's
 // transition time when the status did not change (a mirror never moves a
-// transition the user already saw).
+// transition the user already saw) and the proxy's observedGeneration (the
+// delegate's counts another object's generations; setObservedGeneration
+// moves the proxy's).
 func keepTransition(old, c corev1.PodCondition) corev1.PodCondition {
 	if old.Status == c.Status && !old.LastTransitionTime.IsZero() {
 		c.LastTransitionTime = old.LastTransitionTime
 	}
+	c.ObservedGeneration = old.ObservedGeneration
 	return c
 }
 

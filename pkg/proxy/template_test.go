@@ -1,4 +1,4 @@
-package elector
+package proxy
 
 import (
 	"testing"
@@ -10,7 +10,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 // What a user changes on a running proxy is taken into its delegate's
@@ -38,7 +37,7 @@ func TestUpdatedTemplate(t *testing.T) {
 				NodeSelector:   map[string]string{v1alpha1.LabelNodeType: v1alpha1.NodeTypeVirtualKubelet},
 				InitContainers: []corev1.Container{{Name: "init", Image: "init:1"}},
 				Containers:     []corev1.Container{{Name: "app", Image: "app:1", Resources: cpu("100m")}},
-				Tolerations:    append([]corev1.Toleration{userToleration}, proxy.Tolerations()...),
+				Tolerations:    append([]corev1.Toleration{userToleration}, Tolerations()...),
 			},
 		}
 	}
