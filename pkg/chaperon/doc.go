@@ -105,9 +105,13 @@
 // record is written in the same reconcile as the creation, and both
 // directions of cache lag are checked against the API server:
 //
-//   - before creating, the chaperon is read again from the API server, so a
-//     cache that has not yet seen our own "created" record cannot cause a
-//     second creation;
+//   - before creating, the chaperon is read again from the API server when
+//     the cache may lack our own "created" record: the cache still shows a
+//     version one of our status writes replaced (kept until an event shows
+//     a later one), or the chaperon is older than this controller's lead
+//     (plus a margin: a manager before it may have recorded a creation).
+//     A burst of new chaperons thus costs no read, and no cache behind our
+//     record can cause a second creation;
 //   - a pod recorded as created but missing from the cache is read from the
 //     API server before it is declared deleted, so a pod created a moment
 //     ago is not mistaken for a deleted one;

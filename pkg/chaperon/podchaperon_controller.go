@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -27,10 +28,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 // maxMessageLength bounds a condition's message (the API allows 32768).
@@ -45,8 +48,9 @@ type PodChaperonReconciler struct {
 	// manager. It never writes a pod.
 	Client client.Client
 	// APIReader reads from the API server what the cache may show late:
-	// a chaperon about to get its pod (is it really not created yet?) and
-	// a pod that seems gone (is it really deleted?).
+	// a chaperon about to get its pod, when the cache may lack our record
+	// of a creation (cacheMayBeBehind), and a pod that seems gone (is it
+	// really deleted?).
 	APIReader client.Reader
 	// Impersonator gives the clients that create pods as a source.
 	Impersonator Impersonator
@@ -75,6 +79,13 @@ type PodChaperonReconciler struct {
 
 	once    sync.Once
 	backoff workqueue.TypedRateLimiter[types.NamespacedName]
+	// writes are the chaperon versions our status writes replaced, so
+	// that a cache behind one of them is known without asking the API
+	// server (cacheMayBeBehind).
+	writes proxy.Writes
+	// leading is when this controller started to act (it runs only
+	// while its manager leads); zero until then.
+	leading atomic.Pointer[time.Time]
 }
 
 // +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=podchaperons,verbs=get;list;watch
@@ -111,13 +122,21 @@ func (r *PodChaperonReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Recorder = mgr.GetEventRecorder(EventSource)
 	}
 	r.defaults()
+	// Started with the controllers, once the manager leads.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		r.leadingSince(r.Clock.Now())
+		<-ctx.Done()
+		return nil
+	})); err != nil {
+		return err
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.PodChaperon{}, IndexAwaitingRecreation,
 		awaitingRecreationIndex); err != nil {
 		return fmt.Errorf("indexing PodChaperons by %s: %w", IndexAwaitingRecreation, err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(&v1alpha1.PodChaperon{}, builder.WithPredicates(chaperonChanged())).
+		For(&v1alpha1.PodChaperon{}, builder.WithPredicates(r.chaperonChanged())).
 		Owns(&corev1.Pod{}, builder.WithPredicates(podChanged())).
 		Watches(&v1alpha1.Source{}, handler.EnqueueRequestsFromMapFunc(r.chaperonsOfSource)).
 		Watches(&v1alpha1.ClusterSource{}, handler.EnqueueRequestsFromMapFunc(r.chaperonsOfClusterSource)).
@@ -259,7 +278,7 @@ func (r *PodChaperonReconciler) sync(ctx context.Context, ch *v1alpha1.PodChaper
 			return ctrl.Result{}, err
 		}
 	}
-	if pod == nil && !created && ch.DeletionTimestamp.IsZero() && !live {
+	if pod == nil && !created && ch.DeletionTimestamp.IsZero() && !live && r.cacheMayBeBehind(ch) {
 		// About to create the pod: make sure the record that says it never
 		// was is current, not a cache that has not seen our last write.
 		fresh := &v1alpha1.PodChaperon{}
@@ -425,6 +444,7 @@ func (r *PodChaperonReconciler) writeStatus(ctx context.Context, ch *v1alpha1.Po
 	if equality.Semantic.DeepEqual(ch.Status, want.Status) {
 		return nil
 	}
+	replaced := ch.ResourceVersion
 	if err := r.Client.Status().Patch(ctx, want, client.MergeFromWithOptions(ch, client.MergeFromWithOptimisticLock{}),
 		client.FieldOwner(FieldOwner)); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -432,6 +452,7 @@ func (r *PodChaperonReconciler) writeStatus(ctx context.Context, ch *v1alpha1.Po
 		}
 		return fmt.Errorf("writing the status of PodChaperon %s: %w", klog.KObj(ch), err)
 	}
+	r.writes.Wrote(ch.UID, replaced)
 	after := meta.FindStatusCondition(want.Status.Conditions, v1alpha1.ConditionPodCreated)
 	if after != nil && after.Status == metav1.ConditionFalse &&
 		(before == nil || before.Status != after.Status || before.Reason != after.Reason || before.Message != after.Message) {
@@ -522,11 +543,18 @@ func getPod(ctx context.Context, c client.Reader, key types.NamespacedName) (*co
 }
 
 // chaperonChanged passes the chaperon events that can change what to do:
-// not our own status writes.
-func chaperonChanged() predicate.Predicate {
+// not our own status writes. Every event also tells r.writes that the cache
+// has moved past the version it carries (so it keeps only the writes the
+// cache has not shown yet).
+func (r *PodChaperonReconciler) chaperonChanged() predicate.Predicate {
 	return predicate.Funcs{
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			r.writes.Forget(e.Object.GetUID())
+			return true
+		},
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld, e.ObjectNew
+			r.writes.Stale(n.GetUID(), n.GetResourceVersion())
 			return o.GetGeneration() != n.GetGeneration() ||
 				!maps.Equal(o.GetLabels(), n.GetLabels()) ||
 				!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
