@@ -275,6 +275,22 @@ func TestConnectAndDisconnect(t *testing.T) {
 		_, err := src.CoreV1().Nodes().Get(ctx, "fleetlet-cluster-3", metav1.GetOptions{})
 		return err != nil, "still there"
 	})
+	// The pods bound to the node (the DaemonSets' pods fleetlet
+	// acknowledged there) go too: Kubernetes' pod garbage collector
+	// deletes a deleted node's pods after its 40 s quarantine, and only
+	// that brings the DaemonSets' status back to the remaining nodes (their
+	// controller does not watch node deletions).
+	eventually(t, 2*time.Minute, "no pod left bound to fleetlet-cluster-3 in cluster-2", func(ctx context.Context) (bool, string) {
+		pods, err := src.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=fleetlet-cluster-3"})
+		if err != nil {
+			return false, err.Error()
+		}
+		names := make([]string, 0, len(pods.Items))
+		for _, p := range pods.Items {
+			names = append(names, p.Namespace+"/"+p.Name)
+		}
+		return len(names) == 0, fmt.Sprintf("still bound there: %v", names)
+	})
 	var lease coordinationv1.Lease
 	err = ctrlClient(t, "cluster-2").Get(context.Background(), client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: "fleetlet-cluster-3"}, &lease)
 	if err == nil {
