@@ -19,6 +19,11 @@ import (
 // it reports one). A spec change that passes nothing (the pin and the
 // lifting of the gate) is acted on as soon as it is made.
 func actedOn(proxy *corev1.Pod, pc *v1alpha1.PodChaperon, pod *corev1.Pod, self bool) int64 {
+	if proxy.Generation != 0 && proxy.Status.ObservedGeneration == proxy.Generation {
+		// Already acted on: most passes (a status change of the
+		// delegate) come here, and need no template compared.
+		return proxy.Generation
+	}
 	if pod == nil || pc.Generation == 0 || pc.Status.ObservedGeneration != pc.Generation {
 		return 0
 	}

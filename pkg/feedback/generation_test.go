@@ -48,10 +48,15 @@ func TestActedOn(t *testing.T) {
 			pc.Spec.Template.Spec.Containers[0].Image = "old"
 		}},
 		{name: "no delegate pod", noPod: true},
+		{name: "already acted on: kept, whatever the chaperon says", change: func(pc *v1alpha1.PodChaperon, _ *corev1.Pod) {
+			pc.Generation = 4
+			proxy.Status.ObservedGeneration = 4
+		}, want: 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			pc, pod := upToDate()
+			proxy.Status.ObservedGeneration = 0
 			if tc.change != nil {
 				tc.change(pc, pod)
 			}
