@@ -41,6 +41,11 @@ func TestMain(m *testing.M) {
 // orphan to be old enough.
 const gcMinAge = 20 * time.Second
 
+// gcInterval is the managers' --gc-interval in the suite's sandbox (two
+// minutes by default): TestNamespacesOnDemand waits for a pass to delete the
+// namespaces a source created.
+const gcInterval = 30 * time.Second
+
 func run(m *testing.M) int {
 	if testing.Short() {
 		return m.Run() // every scenario skips itself; no sandbox
@@ -62,7 +67,7 @@ func run(m *testing.M) int {
 	defer cancel()
 	began := time.Now()
 	sb, err = sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: bin, Clusters: 3, Kueue: true, MetricsServer: true, Furnished: true, DieWithParent: true, Out: os.Stderr,
-		ManagerArgs: []string{"--gc-min-age=" + gcMinAge.String()}})
+		ManagerArgs: []string{"--gc-min-age=" + gcMinAge.String(), "--gc-interval=" + gcInterval.String()}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -39,6 +39,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/config"
 	"github.com/fleetlet/fleetlet/pkg/candidate"
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/source"
 	"github.com/fleetlet/fleetlet/pkg/summary"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
@@ -105,6 +106,7 @@ var scheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
 	return s
 }()
 
@@ -214,7 +216,7 @@ func TestRenderDefaults(t *testing.T) {
 	}
 	for kind, n := range map[string]int{
 		"CustomResourceDefinition": 6, "Deployment": 2, "PodDisruptionBudget": 2, "MutatingWebhookConfiguration": 1,
-		"PriorityClass": 1, "ValidatingAdmissionPolicy": 8, "ValidatingAdmissionPolicyBinding": 8, "Job": 1,
+		"PriorityClass": 1, "ValidatingAdmissionPolicy": 9, "ValidatingAdmissionPolicyBinding": 9, "Job": 1,
 	} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s rendered, want %d", kinds[kind], kind, n)
@@ -599,6 +601,7 @@ func TestManagerRBAC(t *testing.T) {
 		{"", "serviceaccounts", "create", ""}, {"rbac.authorization.k8s.io", "rolebindings", "create", ""},
 		{"rbac.authorization.k8s.io", "clusterrolebindings", "delete", ""}, {"rbac.authorization.k8s.io", "roles", "update", ""},
 		{"rbac.authorization.k8s.io", "clusterroles", "bind", "fleetlet-source"}, {"rbac.authorization.k8s.io", "clusterroles", "bind", "fleetlet-source-reader"},
+		{"rbac.authorization.k8s.io", "clusterroles", "bind", "fleetlet-source-namespaces"},
 		{"rbac.authorization.k8s.io", "clusterroles", "get", "fleetlet-source"},
 		{"scheduling.k8s.io", "priorityclasses", "get", "fleetlet-candidate"}, {"scheduling.k8s.io", "priorityclasses", "create", ""},
 		{"coordination.k8s.io", "leases", "watch", ""},
@@ -659,7 +662,7 @@ func TestManagerRBAC(t *testing.T) {
 		}
 	}
 	// The source ClusterRoles are what the manager ensures.
-	for name, want := range map[string][]rbacv1.PolicyRule{"fleetlet-source": source.SourceRules(), "fleetlet-source-reader": source.SourceReaderRules()} {
+	for name, want := range map[string][]rbacv1.PolicyRule{"fleetlet-source": source.SourceRules(), "fleetlet-source-reader": source.SourceReaderRules(), "fleetlet-source-namespaces": source.SourceNamespacesRules()} {
 		got := find[*rbacv1.ClusterRole](t, objs, name)
 		if !equality.Semantic.DeepEqual(got.Rules, want) {
 			t.Errorf("ClusterRole %s rules differ from pkg/source's:\ngot  %+v\nwant %+v", name, got.Rules, want)

@@ -193,6 +193,7 @@ scheduler:
 	t.Run("a source writes only its own copies", func(t *testing.T) { testSourceCopiesPolicy(t, admin) })
 	t.Run("only a source makes its delegates", func(t *testing.T) { testDelegatePodsPolicy(t, admin) })
 	t.Run("a source patches only its own delegates", func(t *testing.T) { testSourcePodUpdatesPolicy(t) })
+	t.Run("a source creates and deletes only the namespaces its ClusterSource allows", func(t *testing.T) { testSourceNamespacesPolicy(t, admin) })
 	t.Run("the manager approves only its own CSRs", func(t *testing.T) { testManagerCSRPolicy(t, admin) })
 
 	// Uninstall removes what the release created, extra resources included,

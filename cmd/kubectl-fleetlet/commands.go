@@ -249,7 +249,7 @@ func newStatusCommand(kubeconfig *string, stdout io.Writer) *cobra.Command {
 	var kubeContext string
 	cmd := &cobra.Command{
 		Use:   "status [--context A]",
-		Short: "List the targets of a cluster, their virtual nodes and capacity",
+		Short: "List the targets of a cluster, their virtual nodes and capacity, and which targets can take each enabled namespace's pods",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := restConfig(*kubeconfig, kubeContext)
@@ -266,7 +266,15 @@ func newStatusCommand(kubeconfig *string, stdout io.Writer) *cobra.Command {
 				fmt.Fprintln(stdout, "No targets: connect one with `kubectl fleetlet connect`.")
 				return nil
 			}
-			return connect.WriteStatus(stdout, rows)
+			if err := connect.WriteStatus(stdout, rows); err != nil {
+				return err
+			}
+			namespaces, err := connect.Namespaces(ctx, cfg)
+			if err != nil || len(namespaces) == 0 {
+				return err
+			}
+			fmt.Fprintln(stdout)
+			return connect.WriteNamespaces(stdout, namespaces)
 		},
 	}
 	cmd.Flags().StringVar(&kubeContext, "context", "", "kubeconfig context of the source cluster; default: the current context")

@@ -536,6 +536,7 @@ func (r *run) targetSide(ctx context.Context) {
 	r.releaseSources(ctx)
 	r.deleteOwned(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSource}})
 	r.deleteOwned(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSourceReader}})
+	r.deleteOwned(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSourceNamespaces}})
 	r.deleteOwned(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassCandidate}})
 }
 

@@ -296,7 +296,7 @@ func TestCleanup(t *testing.T) {
 		create(t, tgt, append(made, foreign)...)
 
 		dry, err := run(t, tgt, cleanup.Options{DryRun: true})
-		want := cleanup.Summary{ChaperonsDeleted: 1, SourceFinalizersRemoved: 1, ClusterObjectsDeleted: 3, SourceIdentitiesDeleted: 1 + len(made)}
+		want := cleanup.Summary{ChaperonsDeleted: 1, SourceFinalizersRemoved: 1, ClusterObjectsDeleted: 4, SourceIdentitiesDeleted: 1 + len(made)}
 		if err != nil || !cmp.Equal(want, dry) {
 			t.Errorf("dry run = %+v, %v; want %+v", dry, err, want)
 		}
@@ -335,6 +335,7 @@ func TestCleanup(t *testing.T) {
 		for _, o := range []client.Object{
 			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSource}},
 			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSourceReader}},
+			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSourceNamespaces}},
 			&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassCandidate}},
 		} {
 			if err := tgt.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {

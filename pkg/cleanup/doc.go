@@ -22,8 +22,9 @@
 // Target side: every PodChaperon of every source is deleted (the pods they
 // hold go with them, by owner reference), the Source finalizer is removed
 // once the ClusterRoleBinding it guards is deleted, and the cluster-scoped
-// objects the manager creates itself (ClusterRoles fleetlet-source and
-// fleetlet-source-reader, PriorityClass fleetlet-candidate) are deleted when
+// objects the manager creates itself (ClusterRoles fleetlet-source,
+// fleetlet-source-reader and fleetlet-source-namespaces, PriorityClass
+// fleetlet-candidate) are deleted when
 // they carry app.kubernetes.io/managed-by=fleetlet.
 //
 // Missing CRDs are not an error. Cleanup is idempotent: a second run finds

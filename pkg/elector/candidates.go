@@ -36,6 +36,9 @@ type targetState struct {
 	// spec as the candidate there carries it (placement.Placement.NodeSpec).
 	score int64
 	spec  *corev1.PodSpec
+	// soon: the target may take a candidate in a moment, with no event
+	// to say so (a namespace this source just created there).
+	soon bool
 }
 
 // targets is every target's view for the proxy: eligible when the target
@@ -136,7 +139,12 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, refs 
 	if r.opts.Follower != nil && !ts.cluster.Self() {
 		why, err := r.follow(ctx, pod, refs, ts.cluster, follow.StageCandidate)
 		if isNamespaceNotFound(err) {
-			return nil, missingNamespace(pod.Namespace)
+			why, ts.soon = r.missingNamespaceThere(ctx, pod, ts)
+			return nil, why
+		}
+		if awaiting, ok := r.awaitingNamespace(pod, ts); ok && apierrors.IsForbidden(err) {
+			ts.soon = true
+			return nil, awaiting
 		}
 		if err != nil {
 			return nil, fmt.Sprintf("copying what the pod needs: %v", err)
@@ -152,8 +160,15 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, refs 
 		}
 		if isNamespaceNotFound(err) {
 			// The namespace is missing there (no GET before each
-			// create: the create says so): it filters the target.
-			return nil, missingNamespace(pod.Namespace)
+			// create: the create says so): it filters the target,
+			// unless this source may create it there.
+			why, soon := r.missingNamespaceThere(ctx, pod, ts)
+			ts.soon = soon
+			return nil, why
+		}
+		if why, ok := r.awaitingNamespace(pod, ts); ok && apierrors.IsForbidden(err) {
+			ts.soon = true
+			return nil, why
 		}
 		candidatesTotal.WithLabelValues(ts.key.String(), "error").Inc()
 		return nil, fmt.Sprintf("creating the candidate: %v", err)

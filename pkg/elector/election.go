@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -178,7 +179,11 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 	// No candidate is schedulable anywhere: keep pending candidates in the
 	// K best targets only, and say why for each cluster.
 	r.trimPending(ctx, pod, states, requests)
-	return r.requeueAfter(pod, requeueNoCluster, r.opts.RetryInterval), r.setNotElected(ctx, pod, reasonNoClusters, reasons(states), EventNotSchedulable)
+	retry, why := r.opts.RetryInterval, requeueNoCluster
+	if slices.ContainsFunc(states, func(ts *targetState) bool { return ts.soon }) {
+		retry, why = namespaceAdmitWait, requeueNamespace
+	}
+	return r.requeueAfter(pod, why, retry), r.setNotElected(ctx, pod, reasonNoClusters, reasons(states), EventNotSchedulable)
 }
 
 // reasons says, per cluster, why it does not run the pod.

@@ -152,6 +152,9 @@ type Reconciler struct {
 	// peers serializes and remembers the choices of pods whose spread or
 	// anti-affinity is over clusters (peers.go).
 	peers peerLedger
+	// namespaces are the last namespace creates asked of each target
+	// (namespaces.go).
+	namespaces namespaceTries
 }
 
 // New returns the elector.

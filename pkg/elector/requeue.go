@@ -22,6 +22,7 @@ const (
 	requeueConflict         = "conflict"           // the record met a newer proxy
 	requeueSafety           = "safety"             // candidates deciding: the slow resync after a lost event
 	requeueNoCluster        = "no-cluster"         // no target can run it: tried again
+	requeueNamespace        = "awaiting-namespace" // a namespace created for it in a target, the source not admitted there yet
 	requeuePeers            = "peers"              // spread or anti-affinity over clusters allows no offer now
 	requeuePreviousDelegate = "previous-delegate"  // a re-election waits for the old delegate to be gone
 	requeueAwaitingBind     = "awaiting-bind"      // the marked winner not bound and started yet

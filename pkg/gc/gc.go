@@ -421,6 +421,10 @@ func (g *GC) Collect(ctx context.Context) (Report, error) {
 		nss := namespaces
 		if key.Namespace != "" {
 			nss = []string{key.Namespace}
+		} else if !t.Self() {
+			if err := g.collectNamespaces(ctx, t, &report); err != nil {
+				errs = append(errs, fmt.Errorf("%s %s, namespaces: %w", key.Kind(), key, err))
+			}
 		}
 		for _, ns := range nss {
 			if ctx.Err() != nil {

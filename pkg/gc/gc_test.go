@@ -87,11 +87,13 @@ type fakeTarget struct {
 	key   target.Key
 	c     client.Client
 	ready bool
+	self  bool
 }
 
 func (f fakeTarget) Key() target.Key       { return f.key }
 func (f fakeTarget) Client() client.Client { return f.c }
 func (f fakeTarget) Ready() bool           { return f.ready }
+func (f fakeTarget) Self() bool            { return f.self }
 
 type fakeTargets []Target
 

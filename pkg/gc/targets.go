@@ -15,6 +15,9 @@ type Target interface {
 	Client() client.Client
 	// Ready is true when the target answered its last probe.
 	Ready() bool
+	// Self is true for the source cluster as its own target: its
+	// namespaces are the source's.
+	Self() bool
 }
 
 // Targets lists the live targets.

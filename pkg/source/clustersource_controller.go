@@ -219,20 +219,26 @@ func (r *ClusterSourceReconciler) provision(ctx context.Context, p *provisioner,
 		return 0, true, err
 	}
 	crbName := ClusterSourceClusterRoleBindingName(cs.Name)
-	if err := p.ensureClusterRoleBinding(ctx, crbName, sa, labels, &owner); err != nil {
+	if err := p.ensureClusterRoleBinding(ctx, crbName, ClusterRoleSourceReader, sa, labels, &owner); err != nil {
 		return 0, true, err
 	}
+	nsCRBName := ClusterSourceNamespacesBindingName(cs.Name)
+	if cs.Spec.Namespaces != nil {
+		if err := p.ensureClusterRoleBinding(ctx, nsCRBName, ClusterRoleSourceNamespaces, sa, labels, &owner); err != nil {
+			return 0, true, err
+		}
+	}
 
-	var namespaces corev1.NamespaceList
-	if err := r.Client.List(ctx, &namespaces, client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return 0, true, fmt.Errorf("listing namespaces: %w", err)
+	namespaces, err := r.selectedNamespaces(ctx, cs, sel)
+	if err != nil {
+		return 0, true, err
 	}
 	rbName := ClusterSourceRoleBindingName(cs.Name)
 	selected := map[string]bool{}
 	var errs []error
 	count := 0
-	for _, ns := range namespaces.Items {
-		if !ns.DeletionTimestamp.IsZero() || ns.Status.Phase == corev1.NamespaceTerminating || neverAdmitted(ns.Name, sa.Namespace) {
+	for _, ns := range namespaces {
+		if !ns.DeletionTimestamp.IsZero() || ns.Status.Phase == corev1.NamespaceTerminating || neverAdmitted(ns.Name, sa.Namespace) || selected[ns.Name] {
 			continue
 		}
 		selected[ns.Name] = true
@@ -253,8 +259,25 @@ func (r *ClusterSourceReconciler) provision(ctx context.Context, p *provisioner,
 			return obj.GetName() == heartbeat && obj.GetNamespace() == sa.Namespace
 		}),
 		p.deleteLabelled(ctx, &rbacv1.ClusterRoleBindingList{}, labels, func(obj client.Object) bool {
-			return obj.GetName() == crbName
+			return obj.GetName() == crbName || (obj.GetName() == nsCRBName && cs.Spec.Namespaces != nil)
 		}),
 	)
 	return count, true, errors.Join(errs...)
+}
+
+// selectedNamespaces lists the namespaces sel selects and those its source
+// created (labelled created-by-source=<name>): a namespace made on demand is
+// the source's to use, whatever labels the selector wants, and stays so when
+// spec.namespaces is removed (that only stops new ones; removing the label
+// takes one back). A namespace may come twice.
+func (r *ClusterSourceReconciler) selectedNamespaces(ctx context.Context, cs *v1alpha1.ClusterSource, sel labels.Selector) ([]corev1.Namespace, error) {
+	var namespaces corev1.NamespaceList
+	if err := r.Client.List(ctx, &namespaces, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, fmt.Errorf("listing namespaces: %w", err)
+	}
+	var created corev1.NamespaceList
+	if err := r.Client.List(ctx, &created, client.MatchingLabels{v1alpha1.LabelCreatedBySource: cs.Name}); err != nil {
+		return nil, fmt.Errorf("listing namespaces: %w", err)
+	}
+	return append(namespaces.Items, created.Items...), nil
 }

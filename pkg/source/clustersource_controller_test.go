@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -252,5 +253,80 @@ func TestClusterSourceNeverActsInSystemNamespaces(t *testing.T) {
 		if err := get(&rbacv1.RoleBinding{}, ns, ClusterSourceRoleBindingName(name)); !apierrors.IsNotFound(err) {
 			t.Errorf("fleetlet-source bound in %s: %v", ns, err)
 		}
+	}
+}
+
+// A ClusterSource that lets its source create namespaces binds it to
+// fleetlet-source-namespaces, and only then. The namespaces its source
+// created are its own whatever its selector says, with the policy or
+// without (it only stops new ones), until their label is removed.
+func TestClusterSourceNamespacePolicy(t *testing.T) {
+	testenv.Need(t, env)
+	ctx := context.Background()
+	const name = "cluster-ns"
+	system := newNamespace(t, nil)
+	selected := newNamespace(t, map[string]string{DefaultNamespaceLabel(name): "true"})
+	created := newNamespace(t, map[string]string{v1alpha1.LabelCreatedBySource: name})
+	// Another source's: never this one's (waitBound wants exactly).
+	newNamespace(t, map[string]string{v1alpha1.LabelCreatedBySource: "another"})
+
+	cs := newClusterSource(name, system)
+	if err := k8sClient.Create(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	waitClusterSourceReady(t, name, metav1.ConditionTrue, v1alpha1.ReasonProvisioned, 2)
+	waitBound(t, name, selected, created)
+	if err := gone(&rbacv1.ClusterRoleBinding{}, "", ClusterSourceNamespacesBindingName(name)); err != nil {
+		t.Errorf("without spec.namespaces: %v", err)
+	}
+
+	// Opt in.
+	if err := k8sClient.Get(ctx, client.ObjectKey{Name: name}, cs); err != nil {
+		t.Fatal(err)
+	}
+	cs.Spec.Namespaces = &v1alpha1.NamespacePolicy{Prefixes: []string{"src-"}}
+	if err := k8sClient.Update(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	waitBound(t, name, selected, created)
+	var crb rbacv1.ClusterRoleBinding
+	testenv.Eventually(t, waitTimeout, "the namespaces ClusterRoleBinding", func() error {
+		return get(&crb, "", ClusterSourceNamespacesBindingName(name))
+	})
+	if crb.RoleRef.Name != ClusterRoleSourceNamespaces || !isControlledBy(&crb, string(cs.UID)) {
+		t.Errorf("ClusterRoleBinding = roleRef %v, owners %v", crb.RoleRef, crb.OwnerReferences)
+	}
+	if diff := cmp.Diff(wantSubjects(system, DefaultServiceAccountName(name)), crb.Subjects); diff != "" {
+		t.Errorf("ClusterRoleBinding subjects (-want,+got):\n%s", diff)
+	}
+
+	// Opt out: the binding goes; the namespace it created stays its own
+	// (removing the label takes it back).
+	if err := k8sClient.Get(ctx, client.ObjectKey{Name: name}, cs); err != nil {
+		t.Fatal(err)
+	}
+	cs.Spec.Namespaces = nil
+	if err := k8sClient.Update(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, waitTimeout, "the namespaces ClusterRoleBinding gone", func() error {
+		return gone(&rbacv1.ClusterRoleBinding{}, "", ClusterSourceNamespacesBindingName(name))
+	})
+	waitBound(t, name, selected, created)
+	setLabel(t, created, v1alpha1.LabelCreatedBySource, "")
+	waitBound(t, name, selected)
+}
+
+// An empty namespace policy is refused by the API server.
+func TestClusterSourceNamespacePolicyNeedsANameOrPrefix(t *testing.T) {
+	testenv.Need(t, env)
+	cs := newClusterSource("cluster-ns-empty", "default")
+	cs.Spec.Namespaces = &v1alpha1.NamespacePolicy{Labels: []string{"team"}}
+	err := k8sClient.Create(context.Background(), cs)
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("creating a ClusterSource with spec.namespaces naming no name or prefix: %v, want Invalid", err)
+	}
+	if !strings.Contains(err.Error(), "at least one name or prefix") {
+		t.Errorf("refusal %q does not say why", err)
 	}
 }

@@ -342,12 +342,12 @@ func (p *provisioner) ensureHeartbeat(ctx context.Context, sourceName string, sa
 	return p.ensureRoleBinding(ctx, sa.Namespace, name, roleRef, sa, labels, owner)
 }
 
-// ensureClusterRoleBinding binds sa cluster-wide to the reader role. owner
-// is nil for a namespaced Source, which cannot own it.
-func (p *provisioner) ensureClusterRoleBinding(ctx context.Context, name string, sa types.NamespacedName, labels map[string]string, owner *metav1.OwnerReference) error {
+// ensureClusterRoleBinding binds sa cluster-wide to the ClusterRole role.
+// owner is nil for a namespaced Source, which cannot own it.
+func (p *provisioner) ensureClusterRoleBinding(ctx context.Context, name, role string, sa types.NamespacedName, labels map[string]string, owner *metav1.OwnerReference) error {
 	want := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: copyLabels(labels)},
-		RoleRef:    clusterRoleRef(ClusterRoleSourceReader),
+		RoleRef:    clusterRoleRef(role),
 		Subjects:   serviceAccountSubject(sa),
 	}
 	if owner != nil {

@@ -55,11 +55,13 @@
 //
 // # The ClusterRoles
 //
-// EnsureClusterRoles writes fleetlet-source and fleetlet-source-reader;
+// EnsureClusterRoles writes fleetlet-source, fleetlet-source-reader and
+// fleetlet-source-namespaces (bound only to a ClusterSource whose
+// spec.namespaces lets its source create namespaces);
 // the controllers call it once per process, before the first binding.
 // SourceRules, SourceReaderRules and HeartbeatRules document each rule. The
 // manager's own RBAC needs, besides managing ServiceAccounts, Roles,
-// RoleBindings and ClusterRoleBindings: create/update on those two
+// RoleBindings and ClusterRoleBindings: create/update on those three
 // ClusterRoles (or the chart installs them), and `bind` on them and
 // `escalate` on roles (for the heartbeat Role) — or simply every
 // permission it grants, which Kubernetes' RBAC escalation check accepts

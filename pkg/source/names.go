@@ -19,6 +19,12 @@ const (
 	// every Source and ClusterSource: read access to Namespaces and the
 	// ClusterSummary, which every source needs.
 	ClusterRoleSourceReader = "fleetlet-source-reader"
+
+	// ClusterRoleSourceNamespaces is bound cluster-wide to the
+	// ServiceAccount of a ClusterSource whose spec.namespaces lets its
+	// source create namespaces: create and delete on namespaces, which the
+	// fleetlet-source-namespaces admission policy holds to that policy.
+	ClusterRoleSourceNamespaces = "fleetlet-source-namespaces"
 )
 
 // Labels on the objects this package creates, so that it finds them again
@@ -103,6 +109,13 @@ func HeartbeatRoleName(sourceName string) string {
 // ClusterSource's ServiceAccount to ClusterRoleSourceReader.
 func ClusterSourceClusterRoleBindingName(sourceName string) string {
 	return "fleetlet-clustersource-" + sourceName
+}
+
+// ClusterSourceNamespacesBindingName is the ClusterRoleBinding of a
+// ClusterSource's ServiceAccount to ClusterRoleSourceNamespaces. Its prefix
+// is no other binding's, so no source name can make two of them collide.
+func ClusterSourceNamespacesBindingName(sourceName string) string {
+	return "fleetlet-namespaces-" + sourceName
 }
 
 // SourceClusterRoleBindingName is the ClusterRoleBinding of a Source's

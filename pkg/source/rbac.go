@@ -145,6 +145,23 @@ func SourceReaderRules() []rbacv1.PolicyRule {
 	}
 }
 
+// SourceNamespacesRules are the rules of ClusterRoleSourceNamespaces, bound
+// cluster-wide to the sources whose ClusterSource sets spec.namespaces: the
+// elector creates a namespace a pod needs where it is missing, and the
+// garbage collector deletes it once the source's own is gone. RBAC cannot
+// narrow these to names; the fleetlet-source-namespaces admission policy
+// holds them to the ClusterSource's policy and to namespaces the source
+// created.
+func SourceNamespacesRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{
+			APIGroups: []string{""},
+			Resources: []string{"namespaces"},
+			Verbs:     []string{"create", "delete"},
+		},
+	}
+}
+
 // HeartbeatRules are the rules of a source's heartbeat Role, in the
 // namespace of its ServiceAccount: it may create its Lease (RBAC cannot
 // limit create to a name) and read and renew that Lease only, so that it
@@ -177,6 +194,10 @@ func ClusterRoles() []*rbacv1.ClusterRole {
 		{
 			ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleSourceReader, Labels: labels()},
 			Rules:      SourceReaderRules(),
+		},
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: ClusterRoleSourceNamespaces, Labels: labels()},
+			Rules:      SourceNamespacesRules(),
 		},
 	}
 }

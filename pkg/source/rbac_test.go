@@ -48,6 +48,13 @@ func TestRulesAreExactlyLeastPrivilege(t *testing.T) {
 			},
 		},
 		{
+			name: "fleetlet-source-namespaces",
+			got:  SourceNamespacesRules(),
+			want: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"create", "delete"}},
+			},
+		},
+		{
 			name: "heartbeat",
 			got:  HeartbeatRules("cluster-1"),
 			want: []rbacv1.PolicyRule{

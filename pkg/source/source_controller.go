@@ -184,7 +184,7 @@ func (r *SourceReconciler) provision(ctx context.Context, p *provisioner, src *v
 	if err := p.ensureHeartbeat(ctx, src.Name, sa, labels, owner); err != nil {
 		return err
 	}
-	if err := p.ensureClusterRoleBinding(ctx, crbName, sa, labels, nil); err != nil {
+	if err := p.ensureClusterRoleBinding(ctx, crbName, ClusterRoleSourceReader, sa, labels, nil); err != nil {
 		return err
 	}
 	// A ClusterRoleBinding under an older naming scheme would grant

@@ -107,7 +107,7 @@ func TestSourceProvisionsIdentity(t *testing.T) {
 	if len(crb.OwnerReferences) != 0 {
 		t.Errorf("ClusterRoleBinding has owners %v: a namespaced owner is unresolvable for the garbage collector", crb.OwnerReferences)
 	}
-	for _, name := range []string{"fleetlet-source", "fleetlet-source-reader"} {
+	for _, name := range []string{"fleetlet-source", "fleetlet-source-reader", "fleetlet-source-namespaces"} {
 		if err := get(&rbacv1.ClusterRole{}, "", name); err != nil {
 			t.Errorf("ClusterRole %s: %v", name, err)
 		}

@@ -38,6 +38,67 @@ type ClusterSourceSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="namespaceSelector must not be empty: omit it to select the namespaces labelled source.multicluster.fleetlet.io/<name>=true"
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// namespaces lets the source create here the namespaces its pods
+	// need, on demand, within these limits. When omitted (the default) the
+	// source may create none: a namespace its pods need must be made and
+	// labelled here by hand, and until it is, this cluster is not a
+	// candidate for them. A namespace the source creates carries the label
+	// multicluster.fleetlet.io/created-by-source=<name>, is selected for
+	// the source whatever namespaceSelector says (also once namespaces is
+	// removed: removing the label takes it back), and is deleted by the
+	// source only once its namespace in the source is gone and nothing but
+	// the source's own objects is left in it.
+	// +optional
+	Namespaces *NamespacePolicy `json:"namespaces,omitempty"`
+}
+
+// NamespacePolicy says which namespaces a source may create in a target,
+// and what it may set on them. An admission policy (fleetlet-source-namespaces)
+// holds the source to it.
+// +kubebuilder:validation:XValidation:rule="(has(self.names) && size(self.names) > 0) || (has(self.prefixes) && size(self.prefixes) > 0)",message="namespaces must name at least one name or prefix"
+type NamespacePolicy struct {
+	// names the source may create, exactly.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Names []string `json:"names,omitempty"`
+
+	// prefixes: the source may create any namespace whose name starts
+	// with one of them (team-, say).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=62
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9][-a-z0-9]*$`
+	Prefixes []string `json:"prefixes,omitempty"`
+
+	// labels the source may set on a namespace it creates, by key; a key
+	// ending in / allows every key with that prefix. The source copies
+	// these from its own namespace: the Pod Security labels always
+	// (pod-security.kubernetes.io/), and the keys its namespace lists in
+	// the multicluster.fleetlet.io/target-labels annotation. A Pod
+	// Security label of level restricted or baseline, and a version label,
+	// need no entry here (they only tighten what runs there); a level of
+	// privileged does.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=317
+	Labels []string `json:"labels,omitempty"`
+
+	// annotations the source may set on a namespace it creates, by key (a
+	// key ending in / allows that prefix). The source copies the keys its
+	// namespace lists in the multicluster.fleetlet.io/target-annotations
+	// annotation.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=317
+	Annotations []string `json:"annotations,omitempty"`
 }
 
 // ClusterSourceStatus is the observed state of a ClusterSource.

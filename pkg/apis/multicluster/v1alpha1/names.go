@@ -165,6 +165,24 @@ const (
 	SourceLabelPrefix = "source." + Prefix
 )
 
+// Namespaces created on demand (ClusterSource spec.namespaces).
+const (
+	// LabelCreatedBySource on a target's namespace names the source that
+	// created it there: the source may delete it (once its own namespace
+	// is gone and nothing but its objects is left in it), and its
+	// ClusterSource selects it. Removing the label keeps the namespace for
+	// good.
+	LabelCreatedBySource = Prefix + "created-by-source"
+
+	// AnnotationTargetLabels and AnnotationTargetAnnotations on a source
+	// namespace list (comma-separated) the label and annotation keys of
+	// that namespace a source copies onto the namespace it creates in a
+	// target, besides the Pod Security labels; the target's ClusterSource
+	// must allow each.
+	AnnotationTargetLabels      = Prefix + "target-labels"
+	AnnotationTargetAnnotations = Prefix + "target-annotations"
+)
+
 // Virtual nodes.
 const (
 	// VirtualNodeNamePrefix starts the name of every virtual node:
