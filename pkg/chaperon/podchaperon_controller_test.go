@@ -172,6 +172,25 @@ func TestReconcile(t *testing.T) {
 			wantEvents: nil, // a candidate created is no Event
 		},
 		{
+			name:     "a ClusterSource admits the namespaces its source created, whatever its selector",
+			chaperon: chaperon().obj(),
+			objects: []client.Object{namespace(testNS, map[string]string{v1alpha1.LabelCreatedBySource: "cluster-a"}),
+				readyClusterSource("cluster-a", "fleetlet-system", "sa-cluster-a", map[string]string{"team": "other"})},
+			wantCreates: []string{"system:serviceaccount:fleetlet-system:sa-cluster-a " + testNS + "/" + testName},
+			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated,
+			wantPods:   map[string]types.UID{testName: "created-pod-uid"},
+			wantEvents: nil, // a candidate created is no Event
+		},
+		{
+			name:     "nor those another source created",
+			chaperon: chaperon().obj(),
+			objects: []client.Object{namespace(testNS, map[string]string{v1alpha1.LabelCreatedBySource: "cluster-b"}),
+				readyClusterSource("cluster-a", "fleetlet-system", "sa-cluster-a", map[string]string{"team": "other"})},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonNamespaceNotSelected, wantMessage: "its source did not create it",
+			wantResult: ctrl.Result{RequeueAfter: testInterval},
+			wantEvents: []string{ReasonNamespaceNotSelected},
+		},
+		{
 			name:     "a ClusterSource that does not select the namespace",
 			chaperon: chaperon().obj(),
 			objects: []client.Object{ns, readyClusterSource("cluster-a", "fleetlet-system", "sa-cluster-a",

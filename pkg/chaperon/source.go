@@ -8,7 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -89,9 +88,9 @@ func resolveSource(ctx context.Context, c client.Reader, ch *v1alpha1.PodChapero
 	if err := c.Get(ctx, types.NamespacedName{Name: ch.Namespace}, &ns); err != nil {
 		return identity{}, fmt.Errorf("reading namespace %s: %w", ch.Namespace, err)
 	}
-	if !sel.Matches(labels.Set(ns.Labels)) {
+	if selected, _ := source.Selects(&cs, &ns); !selected {
 		return identity{}, &waitError{reason: ReasonNamespaceNotSelected, message: fmt.Sprintf(
-			"%s does not select namespace %s (its namespace selector is %q)", what, ch.Namespace, sel.String())}
+			"%s does not select namespace %s (its namespace selector is %q, and its source did not create it)", what, ch.Namespace, sel.String())}
 	}
 	return identity{kind: source.KindClusterSource, name: cs.Name,
 		serviceAccount: types.NamespacedName{Namespace: cs.Status.ServiceAccountNamespace, Name: cs.Status.ServiceAccountName}}, nil

@@ -125,6 +125,14 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, refs 
 		return &got, ""
 	}
 	if !apierrors.IsNotFound(err) {
+		if apierrors.IsForbidden(err) {
+			// A namespace that does not exist there admits nobody: RBAC
+			// answers before the namespace is looked up.
+			if why, soon, absent := r.namespaceAbsent(ctx, pod, ts); absent {
+				ts.soon = soon
+				return nil, why
+			}
+		}
 		return nil, fmt.Sprintf("reading the chaperon: %v", err)
 	}
 	if r.createdLately(pod.UID, ts.key) {

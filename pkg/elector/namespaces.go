@@ -105,6 +105,25 @@ func (r *Reconciler) missingNamespaceThere(ctx context.Context, pod *corev1.Pod,
 	return t.why, t.created
 }
 
+// namespaceAbsent tells a target that refused this source in the pod's
+// namespace because the namespace is not there (or is being deleted) from
+// one where it exists and does not admit the source (absent false: the
+// refusal says it). It asks the target's API server once per
+// namespaceRetry at most: the last answer stands until then.
+func (r *Reconciler) namespaceAbsent(ctx context.Context, pod *corev1.Pod, ts *targetState) (why string, soon, absent bool) {
+	if t, ok := r.namespaces.get(namespaceKey{target: ts.key, name: pod.Namespace}, r.clock.Now()); ok {
+		return t.why, t.created, true
+	}
+	switch ts.cluster.Namespace(ctx, pod.Namespace) {
+	case target.NamespaceGone:
+		why, soon := r.missingNamespaceThere(ctx, pod, ts)
+		return why, soon, true
+	case target.NamespaceTerminating:
+		return fmt.Sprintf("namespace %s is being deleted there", pod.Namespace), false, true
+	}
+	return "", false, false
+}
+
 // awaitingNamespace says, for a candidate the target refused (forbidden),
 // whether that is because this source created the namespace a moment ago
 // and is not admitted there yet.

@@ -138,6 +138,20 @@ func NamespaceSelector(cs *v1alpha1.ClusterSource) (labels.Selector, error) {
 	return sel, nil
 }
 
+// Selects reports whether a ClusterSource admits its source to namespace
+// ns: its selector selects it, or its source created it there (label
+// created-by-source, see selectedNamespaces).
+func Selects(cs *v1alpha1.ClusterSource, ns *corev1.Namespace) (bool, error) {
+	if ns.Labels[v1alpha1.LabelCreatedBySource] == cs.Name {
+		return true, nil
+	}
+	sel, err := NamespaceSelector(cs)
+	if err != nil {
+		return false, err
+	}
+	return sel.Matches(labels.Set(ns.Labels)), nil
+}
+
 // Reconcile brings one ClusterSource's identity and namespaces in line
 // with its spec and the namespaces' labels.
 func (r *ClusterSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
