@@ -38,8 +38,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetlet/fleetlet/config"
-	"github.com/fleetlet/fleetlet/pkg/candidate"
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/candidate"
 	"github.com/fleetlet/fleetlet/pkg/source"
 	"github.com/fleetlet/fleetlet/pkg/summary"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
