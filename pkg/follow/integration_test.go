@@ -474,6 +474,7 @@ type testTarget struct {
 func (t testTarget) Key() target.Key       { return t.key }
 func (t testTarget) Client() client.Client { return t.c }
 func (t testTarget) Ready() bool           { return true }
+func (t testTarget) Self() bool            { return false }
 
 type testTargets []gc.Target
 
