@@ -51,7 +51,7 @@ const (
 
 	// ReasonPodDeleted: the pod was created and has since been deleted.
 	// It is final: the pod is never created again for this chaperon.
-	ReasonPodDeleted = "PodDeleted"
+	ReasonPodDeleted = v1alpha1.ReasonPodDeleted
 )
 
 // ReasonPodCreated and ReasonPodRejected, from the API package, for

@@ -227,17 +227,7 @@ func recordOf(key target.Key, chaperon string) proxy.Record {
 }
 
 // keyOf is the elected target of a record.
-func keyOf(r proxy.Record) target.Key {
-	return target.Key{Namespace: r.TargetNamespace, Name: r.TargetName}
-}
-
-// ElectedTarget reads a proxy's election record: the elected target and
-// the chaperon there. ok is false while no election stands (no record, or
-// Elected is not True, or the record cannot be read).
-func ElectedTarget(p *corev1.Pod) (key target.Key, chaperon string, ok bool) {
-	r, ok := proxy.Elected(p)
-	return keyOf(r), r.Chaperon, ok
-}
+func keyOf(r proxy.Record) target.Key { return target.KeyOf(r) }
 
 func setCondition(p *corev1.Pod, c corev1.PodCondition, now time.Time) bool {
 	c.LastProbeTime = metav1.Time{}

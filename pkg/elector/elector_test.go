@@ -20,9 +20,9 @@ func TestElectionRecordNamesTheTarget(t *testing.T) {
 		p := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
 			Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue, Message: recordOf(key, "web-abc-1234abcd").Message(),
 		}}}}
-		gotKey, gotName, ok := ElectedTarget(p)
+		gotKey, gotName, ok := target.Elected(p)
 		if !ok || gotKey != key || gotName != "web-abc-1234abcd" {
-			t.Errorf("ElectedTarget = %v %q %t, want %v", gotKey, gotName, ok, key)
+			t.Errorf("target.Elected = %v %q %t, want %v", gotKey, gotName, ok, key)
 		}
 	}
 }

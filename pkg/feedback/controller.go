@@ -22,8 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/chaperon"
-	"github.com/fleetlet/fleetlet/pkg/elector"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
 	proxypod "github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/target"
@@ -154,7 +152,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// the predicate drops): writing from it would conflict.
 		return reconcile.Result{RequeueAfter: staleCacheRecheck}, nil
 	}
-	key, name, ok := elector.ElectedTarget(&proxy)
+	key, name, ok := target.Elected(&proxy)
 	if !ok || proxy.Spec.NodeName != vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name}) {
 		return reconcile.Result{}, nil
 	}
@@ -264,7 +262,7 @@ func (r *Reconciler) delegate(ctx context.Context, cl *target.Cluster, proxy *co
 // deleted.
 func deletedRecord(pc *v1alpha1.PodChaperon) bool {
 	c := meta.FindStatusCondition(pc.Status.Conditions, v1alpha1.ConditionPodCreated)
-	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == chaperon.ReasonPodDeleted
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonPodDeleted
 }
 
 // writeStatus writes the translated status, with the generation the

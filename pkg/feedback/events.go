@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/elector"
 	"github.com/fleetlet/fleetlet/pkg/target"
 )
 
@@ -105,7 +104,7 @@ func (r *Reconciler) OnDelegateEvent(key target.Key, e *corev1.Event) {
 	if string(proxy.UID) != pod.Labels[v1alpha1.LabelParentUID] {
 		return
 	}
-	if k, chaperon, ok := elector.ElectedTarget(&proxy); !ok || k != key || chaperon != pod.Name {
+	if k, chaperon, ok := target.Elected(&proxy); !ok || k != key || chaperon != pod.Name {
 		return // a candidate's news (scheduling attempts) is not the proxy's
 	}
 	if !r.events.allow(proxy.UID, time.Now()) {

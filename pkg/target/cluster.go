@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 // Key names a Target (Namespace set) or a ClusterTarget (Namespace empty).
@@ -49,6 +50,17 @@ func (k Key) Kind() string {
 		return "ClusterTarget"
 	}
 	return "Target"
+}
+
+// KeyOf is the target an election record names.
+func KeyOf(r proxy.Record) Key { return Key{Namespace: r.TargetNamespace, Name: r.TargetName} }
+
+// Elected reads a proxy's election record: the elected target and the
+// chaperon there. ok is false while no election stands (no record, or
+// Elected is not True, or the record cannot be read).
+func Elected(p *corev1.Pod) (key Key, chaperon string, ok bool) {
+	r, ok := proxy.Elected(p)
+	return KeyOf(r), r.Chaperon, ok
 }
 
 // Health is what the last probe of a target found.

@@ -353,4 +353,9 @@ const (
 	// ReasonPodRejected: the target refused to create a PodChaperon's pod
 	// (RBAC, Pod Security, quota or validation); the message says why.
 	ReasonPodRejected = "PodRejected"
+
+	// ReasonPodDeleted: a PodChaperon's pod was created and has since been
+	// deleted. It is final: the pod is never created again for that
+	// chaperon (the source's feedback deletes the proxy).
+	ReasonPodDeleted = "PodDeleted"
 )
