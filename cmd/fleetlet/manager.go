@@ -391,14 +391,49 @@ func setupProbes(mgr ctrl.Manager) error {
 // setupSourceSide wires the target registry, the virtual nodes and the
 // proxy reconciler (elector).
 func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, sealKeys webhook.KeySource) error {
-	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	targets := &registryTargets{}
+	nodes, err := setupVirtualNodes(ctx, mgr, o, targets)
 	if err != nil {
 		return err
 	}
-	targets := &registryTargets{}
+	openSpec := specOpener(sealKeys)
+	follower, err := newFollower(mgr, o)
+	if err != nil {
+		return err
+	}
+	// The feedback controller mirrors delegates' Events: it is made once
+	// the registry it reads exists.
+	var fb *feedback.Reconciler
+	reg, err := newTargetRegistry(o, nodes, func(k target.Key, e *corev1.Event) { fb.OnDelegateEvent(k, e) })
+	if err != nil {
+		return err
+	}
+	targets.reg = reg
+	if err := reg.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the target registry: %w", err)
+	}
+	if err := setupElector(ctx, mgr, o, openSpec, follower, reg); err != nil {
+		return err
+	}
+	fb = feedback.New(reg)
+	fb.HidePodIPs = hidden(o.hidePodIPs)
+	if err := fb.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the feedback controller: %w", err)
+	}
+	return setupFollowing(ctx, mgr, o, openSpec, follower, reg)
+}
+
+// setupVirtualNodes starts the virtual nodes' controller and their kubelet
+// API, which reaches the targets through targets (filled in once the
+// registry exists).
+func setupVirtualNodes(ctx context.Context, mgr ctrl.Manager, o managerOptions, targets *registryTargets) (*vnode.Controller, error) {
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, err
+	}
 	kubelet, err := newKubeletAPI(ctx, mgr, cs, o.kubeletAPI, o.nodeAddress, targets)
 	if err != nil {
-		return fmt.Errorf("creating the virtual nodes' kubelet API: %w", err)
+		return nil, fmt.Errorf("creating the virtual nodes' kubelet API: %w", err)
 	}
 	nodes, err := vnode.NewController(vnode.Config{
 		Client:         cs,
@@ -408,12 +443,15 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		NodeAddress:    o.nodeAddress,
 	})
 	if err != nil {
-		return fmt.Errorf("creating the virtual node controller: %w", err)
+		return nil, fmt.Errorf("creating the virtual node controller: %w", err)
 	}
-	if err := mgr.Add(manager.RunnableFunc(nodes.Run)); err != nil {
-		return err
-	}
-	openSpec := func(pod *corev1.Pod) (*corev1.PodSpec, error) {
+	return nodes, mgr.Add(manager.RunnableFunc(nodes.Run))
+}
+
+// specOpener opens a proxy's sealed spec with the current seal keys: the
+// pod as its user wrote it.
+func specOpener(sealKeys webhook.KeySource) func(*corev1.Pod) (*corev1.PodSpec, error) {
+	return func(pod *corev1.Pod) (*corev1.PodSpec, error) {
 		keys, err := sealKeys.Keys()
 		if err != nil {
 			return nil, err
@@ -426,7 +464,10 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		ss.Restore(spec)
 		return spec, nil
 	}
-	follower, err := follow.New(follow.Options{
+}
+
+func newFollower(mgr ctrl.Manager, o managerOptions) (*follow.Follower, error) {
+	return follow.New(follow.Options{
 		SourceName:   o.clusterName,
 		AllowedKinds: o.followAllowedKinds,
 		Source:       mgr.GetClient(),
@@ -437,17 +478,14 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		ServiceNodePorts:     o.serviceNodePorts,
 		SecretNamespaces:     o.secretNamespacesWithOwn(),
 	})
-	if err != nil {
-		return err
-	}
-	// The feedback controller mirrors delegates' Events: it is made once
-	// the registry it reads exists.
-	var fb *feedback.Reconciler
+}
+
+func newTargetRegistry(o managerOptions, nodes *vnode.Controller, onDelegateEvent func(target.Key, *corev1.Event)) (*target.Registry, error) {
 	allowed, err := target.ParseHostAllowList(o.allowedTargetHosts)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	reg, err := target.New(target.Options{
+	return target.New(target.Options{
 		AllowedHosts:          allowed,
 		SecretNamespaces:      o.secretNamespacesWithOwn(),
 		SourceName:            o.clusterName,
@@ -459,15 +497,11 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 		SummaryStaleAfter:     o.summaryStaleAfter,
 		QPS:                   o.targetAPIQPS,
 		Burst:                 o.targetAPIBurst,
-		OnDelegateEvent:       func(k target.Key, e *corev1.Event) { fb.OnDelegateEvent(k, e) },
+		OnDelegateEvent:       onDelegateEvent,
 	}, nodes)
-	if err != nil {
-		return err
-	}
-	targets.reg = reg
-	if err := reg.SetupWithManager(ctx, mgr); err != nil {
-		return fmt.Errorf("setting up the target registry: %w", err)
-	}
+}
+
+func setupElector(ctx context.Context, mgr ctrl.Manager, o managerOptions, openSpec func(*corev1.Pod) (*corev1.PodSpec, error), follower *follow.Follower, reg *target.Registry) error {
 	proxies, err := elector.New(elector.Options{
 		SourceName:           o.clusterName,
 		Spec:                 openSpec,
@@ -489,11 +523,13 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	if err := proxies.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the proxy reconciler: %w", err)
 	}
-	fb = feedback.New(reg)
-	fb.HidePodIPs = hidden(o.hidePodIPs)
-	if err := fb.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the feedback controller: %w", err)
-	}
+	return nil
+}
+
+// setupFollowing sets up what keeps the targets in line with the source
+// besides the election: the garbage collector, the sync of followed
+// objects, and the Service follower.
+func setupFollowing(ctx context.Context, mgr ctrl.Manager, o managerOptions, openSpec func(*corev1.Pod) (*corev1.PodSpec, error), follower *follow.Follower, reg *target.Registry) error {
 	collector, err := gc.New(gc.Options{SourceName: o.clusterName, Targets: gc.RegistryTargets(reg), Interval: o.gcInterval, MinAge: o.gcMinAge,
 		Collectors: append(follower.Collectors(), follower.ServiceCollector())})
 	if err != nil {
