@@ -786,6 +786,14 @@ func TestCleanupHook(t *testing.T) {
 			t.Errorf("cleanup may not %s %s.%s %s", n.verb, n.resource, n.group, n.name)
 		}
 	}
+	// Every ClusterRole the manager ensures, cleanup may read and delete.
+	for _, cr := range source.ClusterRoles() {
+		for _, verb := range []string{"get", "delete"} {
+			if !allows(role.Rules, "rbac.authorization.k8s.io", "clusterroles", verb, cr.Name) {
+				t.Errorf("cleanup may not %s ClusterRole %s, which the manager ensures and cleanup deletes", verb, cr.Name)
+			}
+		}
+	}
 	if has[*batchv1.Job](mustRender(t, "cleanup:\n  enabled: false\n"), name) {
 		t.Error("cleanup.enabled=false still renders the Job")
 	}
