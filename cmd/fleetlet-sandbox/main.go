@@ -75,6 +75,19 @@ func newRootCommand() *cobra.Command {
 	}
 	addUpFlags(up)
 
+	var provisionKubeconfig, provisionVolumes string
+	provision := &cobra.Command{
+		Use:    "provision",
+		Short:  "Run a cluster's storage provisioner (up starts one in every furnished cluster)",
+		Args:   cobra.NoArgs,
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return sandbox.RunProvisioner(cmd.Context(), provisionKubeconfig, provisionVolumes)
+		},
+	}
+	provision.Flags().StringVar(&provisionKubeconfig, "kubeconfig", "", "the cluster's kubeconfig")
+	provision.Flags().StringVar(&provisionVolumes, "volumes", "", "folder that holds the volumes")
+
 	down := &cobra.Command{
 		Use:   "down",
 		Short: "Stop every process the sandbox started",
@@ -216,7 +229,7 @@ that chart, then the candidate scheduler and the manager are stopped
 			return sandbox.ServeHTTPStdio(cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
-	root.AddCommand(up, down, upgrade, stopCmd, start, env, demo, uninstall, httpStdio)
+	root.AddCommand(up, down, upgrade, stopCmd, start, env, demo, uninstall, httpStdio, provision)
 	return root
 }
 

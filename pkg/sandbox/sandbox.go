@@ -420,9 +420,17 @@ func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState, install boo
 		return err
 	}
 	if install && s.opts.Furnished {
-		s.step(c, start, "furnishing kube-system (kube-proxy and CNI DaemonSets, CoreDNS)")
+		s.step(c, start, "furnishing kube-system (kube-proxy and CNI DaemonSets, CoreDNS) and storage (a default StorageClass)")
 		if err := furnish(ctx, cs); err != nil {
 			return fmt.Errorf("%s: furnishing: %w", c.Name, err)
+		}
+	}
+	if s.opts.Furnished {
+		if err := ensureStorageClass(ctx, cs); err != nil {
+			return fmt.Errorf("%s: %w", c.Name, err)
+		}
+		if err := s.startComponent(ctx, c, provisionerComponent, started); err != nil {
+			return err
 		}
 	}
 	if runsMetricsServer(s.opts) {
@@ -579,7 +587,7 @@ func (s *Sandbox) StartComponentWith(ctx context.Context, cluster, name string, 
 }
 
 func componentNamed(name string) (component, error) {
-	all := append(components[:len(components):len(components)], fleetletComponent, standbyComponent, schedulerComponent, kueueComponent, metricsServerComponent)
+	all := append(components[:len(components):len(components)], fleetletComponent, standbyComponent, schedulerComponent, kueueComponent, metricsServerComponent, provisionerComponent)
 	var names []string
 	for _, c := range all {
 		if c.name == name {
