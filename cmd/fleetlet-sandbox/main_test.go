@@ -87,8 +87,10 @@ func TestCommandLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	procs := st.AllProcesses()
-	if len(procs) != 5 {
-		t.Fatalf("sandbox.json records %d processes, want 5: %s", len(procs), data)
+	// The control plane (etcd, kube-apiserver, kube-controller-manager,
+	// kube-scheduler, kwok) and a furnished cluster's storage provisioner.
+	if len(procs) != 6 {
+		t.Fatalf("sandbox.json records %d processes, want 6: %s", len(procs), data)
 	}
 	for _, p := range procs {
 		if !p.Alive() {
