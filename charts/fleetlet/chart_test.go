@@ -216,7 +216,7 @@ func TestRenderDefaults(t *testing.T) {
 	}
 	for kind, n := range map[string]int{
 		"CustomResourceDefinition": 6, "Deployment": 2, "PodDisruptionBudget": 2, "MutatingWebhookConfiguration": 1,
-		"PriorityClass": 1, "ValidatingAdmissionPolicy": 9, "ValidatingAdmissionPolicyBinding": 9, "Job": 1,
+		"PriorityClass": 1, "ValidatingAdmissionPolicy": 10, "ValidatingAdmissionPolicyBinding": 10, "Job": 1,
 	} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s rendered, want %d", kinds[kind], kind, n)

@@ -78,6 +78,13 @@ func (g *GC) collectNamespaces(ctx context.Context, t Target, report *Report) er
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			continue
 		}
+		if apierrors.IsForbidden(err) {
+			// The target's ClusterSource no longer lets this source
+			// create (and delete) namespaces: the namespace is the
+			// target's admin's now.
+			g.opts.Logger.Info("Keeping a namespace this source created: the target no longer lets it delete namespaces", "target", f.Target, "namespace", ns.Name, "answer", err.Error())
+			continue
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("deleting namespace %s: %w", ns.Name, err))
 			continue

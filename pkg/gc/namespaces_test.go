@@ -2,16 +2,19 @@ package gc
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/target"
@@ -125,5 +128,39 @@ func TestOwnOrBuiltIn(t *testing.T) {
 				t.Errorf("ownOrBuiltIn = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// A target that no longer lets the source delete namespaces (its
+// ClusterSource's spec.namespaces removed) keeps them: no error, no
+// deletion counted.
+func TestCollectNamespacesForbidden(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	s := testenv.Scheme()
+	gone := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", CreationTimestamp: metav1.NewTime(now.Add(-time.Hour)),
+		Labels: map[string]string{v1alpha1.LabelCreatedBySource: "src"}}}
+	deletes := 0
+	remote := fake.NewClientBuilder().WithScheme(s).WithObjects(gone).WithInterceptorFuncs(interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			deletes++
+			return apierrors.NewForbidden(corev1.Resource("namespaces"), obj.GetName(), errors.New("cannot delete resource namespaces"))
+		},
+	}).Build()
+	source := fake.NewClientBuilder().WithScheme(s).Build()
+	g, err := New(Options{
+		SourceName: "src",
+		Targets:    fakeTargets{fakeTarget{key: target.Key{Name: "t1"}, c: remote, ready: true}},
+		Reader:     source, APIReader: source,
+		Clock: clocktesting.NewFakeClock(now), Logger: testr.New(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, err := g.Collect(context.Background())
+	if err != nil {
+		t.Errorf("a refused delete is an error of the pass: %v", err)
+	}
+	if deletes != 1 || len(report.Deleted) != 0 {
+		t.Errorf("%d deletes asked, %v reported deleted; want 1 asked, none reported", deletes, report.Deleted)
 	}
 }

@@ -83,7 +83,7 @@ type NamespacePolicy struct {
 	// the multicluster.fleetlet.io/target-labels annotation. A Pod
 	// Security label of level restricted or baseline, and a version label,
 	// need no entry here (they only tighten what runs there); a level of
-	// privileged does.
+	// privileged is never allowed.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64
