@@ -108,8 +108,9 @@ func (r *Reconciler) missingNamespaceThere(ctx context.Context, pod *corev1.Pod,
 // namespaceAbsent tells a target that refused this source in the pod's
 // namespace because the namespace is not there (or is being deleted) from
 // one where it exists and does not admit the source (absent false: the
-// refusal says it). It asks the target's API server once per
-// namespaceRetry at most: the last answer stands until then.
+// refusal says it). A missing namespace's answer stands for
+// namespaceRetry; a namespace that exists (a target that does not admit
+// this source there) is read again at each refusal.
 func (r *Reconciler) namespaceAbsent(ctx context.Context, pod *corev1.Pod, ts *targetState) (why string, soon, absent bool) {
 	if t, ok := r.namespaces.get(namespaceKey{target: ts.key, name: pod.Namespace}, r.clock.Now()); ok {
 		return t.why, t.created, true
