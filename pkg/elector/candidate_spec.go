@@ -25,12 +25,24 @@ type CandidateInput struct {
 	// under delegate.multicluster.fleetlet.io/ so that the source's own
 	// Services, PodDisruptionBudgets and affinities never count a pod twice.
 	Self bool
+	// Probe makes a candidate that places the pod's claims: an emptyDir
+	// stands for each claim, and it is never elected (see claims.go).
+	Probe bool
 }
 
 // Chaperon builds the PodChaperon of a proxy for one target: the same name
 // in every target (naming.RemoteName), owned through the parent labels.
 func Chaperon(in CandidateInput) *v1alpha1.PodChaperon {
 	p := in.Proxy
+	spec := CandidateSpec(p, in.Spec)
+	annotations := map[string]string{
+		v1alpha1.AnnotationParentName:      p.Name,
+		v1alpha1.AnnotationParentNamespace: p.Namespace,
+	}
+	if in.Probe {
+		claimsAsEmptyDirs(&spec)
+		annotations[v1alpha1.AnnotationProbe] = "true"
+	}
 	return &v1alpha1.PodChaperon{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      naming.RemoteName(p.Name, p.UID),
@@ -39,17 +51,14 @@ func Chaperon(in CandidateInput) *v1alpha1.PodChaperon {
 				v1alpha1.LabelParentUID:     string(p.UID),
 				v1alpha1.LabelParentCluster: in.SourceName,
 			},
-			Annotations: map[string]string{
-				v1alpha1.AnnotationParentName:      p.Name,
-				v1alpha1.AnnotationParentNamespace: p.Namespace,
-			},
+			Annotations: annotations,
 		},
 		Spec: v1alpha1.PodChaperonSpec{Template: v1alpha1.PodChaperonTemplate{
 			Metadata: v1alpha1.PodChaperonTemplateMetadata{
 				Labels:      proxy.CandidateLabels(p.Labels, in.Self),
 				Annotations: proxy.CandidateAnnotations(p.Annotations),
 			},
-			Spec: CandidateSpec(p, in.Spec),
+			Spec: spec,
 		}},
 	}
 }
@@ -75,6 +84,17 @@ func CandidateSpec(proxy *corev1.Pod, userSpec *corev1.PodSpec) corev1.PodSpec {
 	}
 	excludeVirtualNodes(&spec)
 	return spec
+}
+
+// claimsAsEmptyDirs puts an emptyDir of the same name in place of each
+// persistentVolumeClaim volume: a probe is scheduled as the pod, but for
+// the claims, which no target has yet.
+func claimsAsEmptyDirs(spec *corev1.PodSpec) {
+	for i, v := range spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			spec.Volumes[i].VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+		}
+	}
 }
 
 // hostname is the proxy's name as a host name: a DNS label of at most 63

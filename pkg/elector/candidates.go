@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/claims"
 	"github.com/fleetlet/fleetlet/pkg/follow"
 	"github.com/fleetlet/fleetlet/pkg/placement"
 	"github.com/fleetlet/fleetlet/pkg/target"
@@ -106,8 +107,8 @@ func answer(pc *v1alpha1.PodChaperon) (answerKind, string) {
 // ensureCandidate makes sure the target has the proxy's chaperon; it returns
 // it, or nil and why not. A target whose pending candidate was trimmed in
 // a round still running gets no new one.
-func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, refs follow.RefSet, ts *targetState) (*v1alpha1.PodChaperon, string) {
-	want := Chaperon(CandidateInput{Proxy: pod, Spec: ts.spec, SourceName: r.opts.SourceName, Self: ts.cluster.Self()})
+func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, refs follow.RefSet, place claims.Placement, ts *targetState) (*v1alpha1.PodChaperon, string) {
+	want := Chaperon(CandidateInput{Proxy: pod, Spec: ts.spec, SourceName: r.opts.SourceName, Self: ts.cluster.Self(), Probe: place.Probing()})
 	var got v1alpha1.PodChaperon
 	err := ts.cluster.Chaperons(pod.Namespace).Get(ctx, client.ObjectKeyFromObject(want), &got)
 	if err == nil {
@@ -121,6 +122,15 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, refs 
 			// the way out: never this election's. Its deletion brings
 			// the proxy back.
 			return nil, "an earlier candidate there is still being deleted"
+		}
+		if isProbe(&got) != place.Probing() {
+			// A probe, and the claims are placed now (or the other way
+			// round, a placement removed): this one goes, its deletion
+			// brings the proxy back.
+			if err := r.deleteChaperon(ctx, ts.cluster, &got, pod.UID); err != nil {
+				return nil, fmt.Sprintf("replacing the candidate: %v", err)
+			}
+			return nil, "its candidate there is being replaced: the pod's claims were placed"
 		}
 		return &got, ""
 	}
@@ -160,6 +170,13 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, refs 
 		if why != "" {
 			return nil, why
 		}
+	}
+	// Its claims are placed there, and copied, before it is.
+	if why, err := r.readyClaims(ctx, place, ts); err != nil || why != "" {
+		if err != nil {
+			return nil, fmt.Sprintf("readying the pod's claims: %v", err)
+		}
+		return nil, why
 	}
 	if err := ts.cluster.Client().Create(ctx, want); err != nil {
 		if apierrors.IsAlreadyExists(err) {

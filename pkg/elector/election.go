@@ -63,8 +63,13 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 			return reconcile.Result{}, r.setNotElected(ctx, pod, reasonFollowRefused, err.Error(), EventFollowRefused)
 		}
 	}
+	place, stop, err := r.claimsOf(ctx, pod, userSpec)
+	if stop != nil {
+		return *stop, err
+	}
 	pl := placement.Split(userSpec, pod.Labels)
 	states := r.targets(ctx, pod, userSpec, clusters, pl)
+	keepWithClaims(place, states)
 	requests := summary.PodRequests(&corev1.Pod{Spec: *userSpec})
 	r.narrow(ctx, pod, states, requests)
 
@@ -77,7 +82,7 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts.chaperon, ts.reason = r.ensureCandidate(ctx, pod, refs, ts)
+			ts.chaperon, ts.reason = r.ensureCandidate(ctx, pod, refs, place, ts)
 			if ts.chaperon == nil {
 				ts.eligible = false
 			}
@@ -144,6 +149,10 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 			winner = Rank(pod.UID, fitting)[0]
 		}
 		ts := byKey[winner.Target]
+		if place.Probing() {
+			unlock()
+			return r.placeClaims(ctx, pod, place, ts, states)
+		}
 		log.V(2).Info("Electing a candidate", "target", winner.Target, "chaperon", ts.chaperon.Name, "offers", len(offers), "eligible", eligible)
 		recorded, err := r.recordElection(ctx, pod, ts)
 		if err == nil && pl.CountsPeers() {

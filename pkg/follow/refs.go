@@ -73,7 +73,7 @@ type RefSet []Ref
 // them and empty entries are ignored). A malformed annotation is a
 // *Refusal with ReasonMalformed: it is refused for every target.
 func Refs(pod *corev1.Pod, spec *corev1.PodSpec) (RefSet, error) {
-	b := refBuilder{seen: map[string]int{}}
+	b := refBuilder{seen: map[string]int{}, mounted: map[string]bool{}}
 	if spec != nil {
 		b.spec(spec)
 	}
@@ -98,6 +98,8 @@ func Refs(pod *corev1.Pod, spec *corev1.PodSpec) (RefSet, error) {
 type refBuilder struct {
 	refs []Ref
 	seen map[string]int
+	// mounted are the claims the spec mounts.
+	mounted map[string]bool
 }
 
 func (b *refBuilder) add(r Ref) {
@@ -182,6 +184,8 @@ func (b *refBuilder) env(env []corev1.EnvVar, envFrom []corev1.EnvFromSource) {
 
 func (b *refBuilder) volume(v *corev1.VolumeSource) {
 	switch {
+	case v.PersistentVolumeClaim != nil:
+		b.mounted[v.PersistentVolumeClaim.ClaimName] = true
 	case v.ConfigMap != nil:
 		b.configMap(v.ConfigMap.Name, v.ConfigMap.Optional)
 	case v.Secret != nil:
@@ -246,7 +250,18 @@ func (b *refBuilder) annotation(value string) error {
 				Message: fmt.Sprintf("%s: %q %s (want kind/name pairs separated by commas, such as configmap/extra,persistentvolumeclaim/data)", v1alpha1.AnnotationFollow, entry, problem),
 			}
 		}
+		if b.mounted[name] && isClaimKind(kind) {
+			// A claim the pod mounts is kept with the pod in one
+			// target (package claims), never followed.
+			continue
+		}
 		b.add(Ref{Kind: kind, Name: name, Annotated: true})
 	}
 	return nil
+}
+
+// isClaimKind tells the ways a pod may write PersistentVolumeClaim.
+func isClaimKind(kind string) bool {
+	k := strings.TrimSuffix(strings.ToLower(kind), ".")
+	return k == "persistentvolumeclaim" || k == "persistentvolumeclaims"
 }

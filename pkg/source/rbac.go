@@ -124,6 +124,14 @@ func SourceRules() []rbacv1.PolicyRule {
 			Resources: []string{"endpointslices"},
 			Verbs:     readWrite,
 		},
+		// Claims kept with their pods (package claims): the source
+		// creates its copy of a claim where the pod is elected, and
+		// deletes a copy of an earlier claim of the same name.
+		{
+			APIGroups: []string{""},
+			Resources: []string{"persistentvolumeclaims"},
+			Verbs:     []string{"get", "create", "delete"},
+		},
 	}
 }
 

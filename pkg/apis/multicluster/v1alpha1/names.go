@@ -42,8 +42,17 @@ const (
 	// AnnotationTarget on a virtual node names the target it stands for:
 	// "<namespace>/<name>" for a Target, "<name>" for a ClusterTarget. A
 	// node of a target that is gone is deleted; one that names another
-	// target is never deleted for this one.
+	// target is never deleted for this one. On a PersistentVolumeClaim of
+	// the source it names the target that holds the claim's copy: every
+	// pod that mounts the claim is elected there, and only there (removing
+	// it is how a user moves the claim, without its data).
 	AnnotationTarget = Prefix + "target"
+
+	// AnnotationProbe set to "true" on a PodChaperon marks a candidate
+	// that places a pod's claims: an emptyDir stands for each claim not
+	// placed yet, and it is never elected. The target of the best probe
+	// is recorded on the claims, then the pod is elected there with them.
+	AnnotationProbe = Prefix + "probe"
 
 	// AnnotationForceDisconnect set to "true" on a Target or ClusterTarget
 	// ends its drain at once: what is still there is left behind (an Event

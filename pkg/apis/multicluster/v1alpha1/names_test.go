@@ -31,6 +31,8 @@ func TestNames(t *testing.T) {
 		"AnnotationParentName":          {v1alpha1.AnnotationParentName, "multicluster.fleetlet.io/parent-name"},
 		"AnnotationParentNamespace":     {v1alpha1.AnnotationParentNamespace, "multicluster.fleetlet.io/parent-namespace"},
 		"AnnotationReserved":            {v1alpha1.AnnotationReserved, "multicluster.fleetlet.io/reserved"},
+		"AnnotationTarget":              {v1alpha1.AnnotationTarget, "multicluster.fleetlet.io/target"},
+		"AnnotationProbe":               {v1alpha1.AnnotationProbe, "multicluster.fleetlet.io/probe"},
 		"AnnotationElected":             {v1alpha1.AnnotationElected, "multicluster.fleetlet.io/elected"},
 		"AnnotationElectedAt":           {v1alpha1.AnnotationElectedAt, "multicluster.fleetlet.io/elected-at"},
 		"AnnotationPreviousDelegate":    {v1alpha1.AnnotationPreviousDelegate, "multicluster.fleetlet.io/previous-delegate"},
