@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,9 +28,6 @@ const (
 	// is missing, being deleted, or they are in different targets).
 	EventClaimsUnavailable = "ClaimsUnavailable"
 )
-
-// requeueClaims brings back a pod whose claims cannot be placed now.
-const requeueClaims = "claims"
 
 // claimsOf reads where the pod's claims are. A *claims.Problem is written
 // on the pod (Elected=False) and stops this pass.
@@ -134,4 +132,34 @@ func (r *Reconciler) placeClaims(ctx context.Context, pod *corev1.Pod, place cla
 		return reconcile.Result{}, err
 	}
 	return r.requeueAfter(pod, requeueSafety, r.opts.ResyncInterval), nil
+}
+
+// bindSourceClaims binds the claims the proxy mounts to their mirror
+// volumes on its virtual node before it is ungated: the source's
+// scheduler then binds it there, and never provisions a volume in the
+// source for it. It tells whether the proxy must wait.
+func (r *Reconciler) bindSourceClaims(ctx context.Context, pod *corev1.Pod, nodeName string) (reconcile.Result, bool, error) {
+	names := claims.Names(&pod.Spec)
+	if len(names) == 0 {
+		return reconcile.Result{}, false, nil
+	}
+	place, err := claims.Read(ctx, r.client, pod.Namespace, names)
+	if err != nil {
+		return r.requeueAfter(pod, requeueAwaitingClaims, time.Second), true, nil
+	}
+	waiting := false
+	for _, c := range place.Claims {
+		if claims.TargetOf(c) == "" {
+			return r.requeueAfter(pod, requeueAwaitingClaims, time.Second), true, nil
+		}
+		bound, err := claims.BindMirror(ctx, r.client, c, nodeName)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("Binding a claim to its mirror volume", "claim", c.Name, "err", err.Error())
+		}
+		waiting = waiting || !bound
+	}
+	if waiting {
+		return r.requeueAfter(pod, requeueAwaitingClaims, time.Second), true, nil
+	}
+	return reconcile.Result{}, false, nil
 }

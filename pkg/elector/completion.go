@@ -214,6 +214,9 @@ func refused(st *corev1.PodStatus) bool {
 // already (by an older manager) is only ungated.
 func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *corev1.PodCondition, key target.Key) (reconcile.Result, error) {
 	nodeName := vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})
+	if res, wait, err := r.bindSourceClaims(ctx, pod, nodeName); wait {
+		return res, err
+	}
 	if !r.fits(ctx, pod, nodeName) {
 		// Never ungated without a fit: the source scheduler would fail
 		// to bind it, or preempt. The node's allocatable growing brings

@@ -34,6 +34,8 @@ const (
 	requeueTargetRoom       = "target-room"        // a target has more room, for proxies no cluster could take
 	requeueNodeScheduling   = "node-scheduling"    // a virtual node cordoned, uncordoned or tainted
 	requeueNodeAllocatable  = "node-allocatable"   // a virtual node's allocatable changed, for proxies headed there
+	requeueClaims           = "claims"             // its claims cannot be placed now (missing, being deleted, apart)
+	requeueAwaitingClaims   = "awaiting-claims"    // elected, its claims not bound to their mirror volumes in the source yet
 )
 
 // timers hold each proxy's pending timed requeue (types.NamespacedName to

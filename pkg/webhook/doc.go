@@ -21,9 +21,10 @@
 //     gate are appended (others kept, in order; ours never twice); the
 //     nodeSelector becomes type=virtual-kubelet (a map the election adds
 //     kubernetes.io/hostname to); affinity, topology spread, hostPorts,
-//     PersistentVolumeClaim and ephemeral volumes with the mounts and
-//     devices that use them, and resource claims (pod and containers) are
-//     removed; the scheduler name is reset to the default; the tolerations
+//     ephemeral volumes with the mounts and devices that use them, and
+//     resource claims (pod and containers) are removed (PersistentVolumeClaim
+//     volumes stay: a StatefulSet matches them, and the election binds each
+//     claim to a volume of the pod's virtual node, package claims); the scheduler name is reset to the default; the tolerations
 //     are the user's plus those of the virtual nodes' taint and of
 //     unschedulable and not-ready (NoSchedule), with any bounded
 //     unreachable NoExecute toleration (the 300 s default) replaced by an

@@ -221,7 +221,11 @@ func strip(spec *corev1.PodSpec) *SourceSpec {
 	strippedVolumes := map[string]bool{}
 	var volumes []corev1.Volume
 	for i, v := range spec.Volumes {
-		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
+		// A claim stays: a StatefulSet matches its pods' claims, and the
+		// source's scheduler binds the proxy where the claim's mirror
+		// volume is (package claims). An ephemeral volume would make a
+		// claim in the source: it goes.
+		if v.Ephemeral != nil {
 			rec.Volumes = append(rec.Volumes, Indexed[corev1.Volume]{Index: i, Item: v})
 			strippedVolumes[v.Name] = true
 			continue

@@ -189,20 +189,19 @@ func TestMutate(t *testing.T) {
 			},
 		},
 		{
-			name: "claim-backed volumes and what references them removed, others kept",
+			name: "ephemeral volumes and what references them removed; claims and others kept",
 			in: makePod("ns", "p").initContainer("init").
 				emptyDir("cache").pvc("data", "data-0").ephemeral("scratch").
 				mount("app", "cache", "/cache").mount("app", "data", "/data").device("app", "scratch", "/dev/xvda").
 				mount("init", "data", "/data"),
-			want: proxyOf(makePod("ns", "p").initContainer("init").emptyDir("cache").mount("app", "cache", "/cache")),
+			want: proxyOf(makePod("ns", "p").initContainer("init").emptyDir("cache").pvc("data", "data-0").
+				mount("app", "cache", "/cache").mount("app", "data", "/data").mount("init", "data", "/data")),
 			wantSpec: func(s *SourceSpec) {
-				w := makePod("", "").pvc("data", "data-0").ephemeral("scratch")
-				s.Volumes = []Indexed[corev1.Volume]{{Index: 1, Item: w.Spec.Volumes[0]}, {Index: 2, Item: w.Spec.Volumes[1]}}
+				w := makePod("", "").ephemeral("scratch")
+				s.Volumes = []Indexed[corev1.Volume]{{Index: 2, Item: w.Spec.Volumes[0]}}
 				s.Containers = []ContainerSourceSpec{
-					{Name: "init", VolumeMounts: []Indexed[corev1.VolumeMount]{{Index: 0, Item: corev1.VolumeMount{Name: "data", MountPath: "/data"}}}},
 					{
 						Name:          "app",
-						VolumeMounts:  []Indexed[corev1.VolumeMount]{{Index: 1, Item: corev1.VolumeMount{Name: "data", MountPath: "/data"}}},
 						VolumeDevices: []Indexed[corev1.VolumeDevice]{{Index: 0, Item: corev1.VolumeDevice{Name: "scratch", DevicePath: "/dev/xvda"}}},
 					},
 				}
@@ -464,15 +463,16 @@ func TestMutateFoldsLaterWebhooks(t *testing.T) {
 	for _, v := range p.Spec.Volumes {
 		volumes = append(volumes, v.Name)
 	}
-	if diff := cmp.Diff([]string{"sidecar-tmp"}, volumes); diff != "" {
+	// Claims stay (a StatefulSet matches them); the ephemeral one goes.
+	if diff := cmp.Diff([]string{"data", "sidecar-state", "sidecar-tmp"}, volumes); diff != "" {
 		t.Errorf("proxy volumes (-want,+got):\n%s", diff)
 	}
 	sidecar := (&podWrapper{*p}).container("sidecar")
-	if diff := cmp.Diff([]corev1.VolumeMount{{Name: "sidecar-tmp", MountPath: "/tmp"}}, sidecar.VolumeMounts); diff != "" {
+	if diff := cmp.Diff([]corev1.VolumeMount{{Name: "sidecar-state", MountPath: "/state"}, {Name: "sidecar-tmp", MountPath: "/tmp"}}, sidecar.VolumeMounts); diff != "" {
 		t.Errorf("sidecar mounts (-want,+got):\n%s", diff)
 	}
-	if len((&podWrapper{*p}).container("app").VolumeMounts) != 0 {
-		t.Errorf("app keeps mounts of stripped volumes: %v", (&podWrapper{*p}).container("app").VolumeMounts)
+	if diff := cmp.Diff([]corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "sidecar-state", MountPath: "/state"}}, (&podWrapper{*p}).container("app").VolumeMounts); diff != "" {
+		t.Errorf("app mounts (-want,+got):\n%s", diff)
 	}
 	if sidecar.Ports[0].HostPort != 0 {
 		t.Errorf("sidecar hostPort left: %v", sidecar.Ports)

@@ -41,8 +41,9 @@ type SourceSpec struct {
 	// kubelet does), so a new seal records none; an older one still
 	// restores it.
 	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
-	// Volumes are the PersistentVolumeClaim and ephemeral volumes, which the
-	// source scheduler would try to bind in the source cluster.
+	// Volumes are the ephemeral volumes, which would make claims in the
+	// source cluster. An older seal also holds the PersistentVolumeClaim
+	// volumes, which the proxy now keeps (package claims).
 	Volumes []Indexed[corev1.Volume] `json:"volumes,omitempty"`
 	// ResourceClaims are the pod's resource claims (dynamic resource
 	// allocation), which only the target can allocate.

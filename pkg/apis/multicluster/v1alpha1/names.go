@@ -54,6 +54,11 @@ const (
 	// is recorded on the claims, then the pod is elected there with them.
 	AnnotationProbe = Prefix + "probe"
 
+	// LabelClaimMirror set to "true" marks a PersistentVolume of the
+	// source that stands for a claim placed in a target: a local volume of
+	// that target's virtual node, pre-bound to the claim.
+	LabelClaimMirror = Prefix + "claim-mirror"
+
 	// AnnotationForceDisconnect set to "true" on a Target or ClusterTarget
 	// ends its drain at once: what is still there is left behind (an Event
 	// says what).

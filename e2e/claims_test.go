@@ -1,0 +1,204 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/sandbox"
+)
+
+// A StatefulSet with volumeClaimTemplates across clusters: each pod runs
+// in one target with its own claim there, bound by that target's
+// provisioner; db-1 deleted five times always comes back to the same
+// cluster and the same claim; with db-1's target stopped, a new db-1 waits
+// Pending, saying why, and never runs elsewhere, then returns there once
+// the target is back.
+func TestStatefulSetKeepsItsClaims(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	targets := sb.ClusterNames()[1:]
+	ns := enabledNamespace(t, "claims", targets...)
+	src := kube(t, sandbox.SourceCluster)
+	watchOneCopy(t, ns)
+	claimedStatefulSet(t, ns, "db", 3)
+	proxies := waitStatefulSetRunning(t, ns, "db", 3, 4*time.Minute)
+
+	where := map[string]string{}     // pod -> cluster
+	copies := map[string]types.UID{} // claim -> UID of its copy
+	volumes := map[string]string{}   // claim -> the target's volume
+	for _, p := range proxies {
+		cluster := clusterOfNode(p.Spec.NodeName)
+		where[p.Name] = cluster
+		claim := "data-" + p.Name
+		c := sourceClaim(t, ns, claim)
+		if got := c.Annotations[v1alpha1.AnnotationTarget]; got != cluster {
+			t.Errorf("claim %s: %s=%q, want %q, where %s runs", claim, v1alpha1.AnnotationTarget, got, cluster, p.Name)
+		}
+		copies[claim], volumes[claim] = boundCopy(t, cluster, ns, claim, c.UID)
+		for _, other := range targets {
+			if other == cluster {
+				continue
+			}
+			if _, err := kube(t, other).CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{}); err == nil {
+				t.Errorf("claim %s has a copy in %s too; want one copy, in %s", claim, other, cluster)
+			}
+		}
+	}
+
+	home := where["db-1"]
+	for i := range 5 {
+		old, err := src.CoreV1().Pods(ns).Get(ctx, "db-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := src.CoreV1().Pods(ns).Delete(ctx, "db-1", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := waitRecreated(t, ns, "db-1", old.UID)
+		if got := clusterOfNode(p.Spec.NodeName); got != home {
+			t.Fatalf("deletion %d: db-1 came back in %s, want %s, where its claim is", i+1, got, home)
+		}
+		if uid, volume := boundCopy(t, home, ns, "data-db-1", sourceClaim(t, ns, "data-db-1").UID); uid != copies["data-db-1"] || volume != volumes["data-db-1"] {
+			t.Fatalf("deletion %d: db-1's claim in %s is %s on %s, want the same claim %s on %s", i+1, home, uid, volume, copies["data-db-1"], volumes["data-db-1"])
+		}
+	}
+
+	// Scaled down, its claims kept (the default retention); db-1's target
+	// stopped; scaled up: db-1 waits for its target.
+	scaleStatefulSet(t, ns, "db", 1)
+	eventually(t, 2*time.Minute, "db-1 and db-2 gone", func(ctx context.Context) (bool, string) {
+		list, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=db"})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) == 1, fmt.Sprintf("%d pods", len(list.Items))
+	})
+	if err := sb.Stop(ctx, home); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = sb.Start(context.Background(), home)
+		}
+	})
+	scaleStatefulSet(t, ns, "db", 3)
+	waitElectedReason(t, ns, "db-1", "holds claim data-db-1")
+	// It never runs elsewhere meanwhile.
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		p, err := src.CoreV1().Pods(ns).Get(ctx, "db-1", metav1.GetOptions{})
+		if err == nil && p.Spec.NodeName != "" {
+			t.Fatalf("db-1 was bound to %s while %s, which holds its claim, is down", p.Spec.NodeName, home)
+		}
+		time.Sleep(time.Second)
+	}
+	if err := sb.Start(ctx, home); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	for _, p := range waitStatefulSetRunning(t, ns, "db", 3, 5*time.Minute) {
+		if got := clusterOfNode(p.Spec.NodeName); got != where[p.Name] {
+			t.Errorf("%s runs in %s after the outage, want %s, where its claim is", p.Name, got, where[p.Name])
+		}
+	}
+	if uid, _ := boundCopy(t, home, ns, "data-db-1", sourceClaim(t, ns, "data-db-1").UID); uid != copies["data-db-1"] {
+		t.Errorf("db-1's claim in %s is %s after the outage, want the same claim %s", home, uid, copies["data-db-1"])
+	}
+}
+
+// claimedStatefulSet makes a Parallel StatefulSet of n replicas, each with
+// a 1Gi claim "data" of the default class mounted at /data, kept off the
+// source cluster (its self target) so that every claim is copied.
+func claimedStatefulSet(t *testing.T, ns, name string, n int32) {
+	t.Helper()
+	spec := podSpec("10m")
+	spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+			Key: v1alpha1.LabelCluster, Operator: corev1.NodeSelectorOpNotIn, Values: []string{sandbox.SourceCluster},
+		}}}},
+	}}}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(n),
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template:            corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: spec},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				},
+			}},
+		},
+	}
+	if _, err := kube(t, sandbox.SourceCluster).AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func scaleStatefulSet(t *testing.T, ns, name string, n int32) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
+	if _, err := kube(t, sandbox.SourceCluster).AppsV1().StatefulSets(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sourceClaim(t *testing.T, ns, name string) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	c, err := kube(t, sandbox.SourceCluster).CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// boundCopy waits until the cluster's copy of a source claim (parent-uid
+// its UID) is Bound, and returns the copy's UID and volume.
+func boundCopy(t *testing.T, cluster, ns, name string, parent types.UID) (types.UID, string) {
+	t.Helper()
+	var uid types.UID
+	var volume string
+	eventually(t, time.Minute, fmt.Sprintf("claim %s/%s Bound in %s", ns, name, cluster), func(ctx context.Context) (bool, string) {
+		c, err := kube(t, cluster).CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		if got := c.Labels[v1alpha1.LabelParentUID]; got != string(parent) {
+			t.Fatalf("claim %s in %s has parent-uid %q, want the source claim's %s", name, cluster, got, parent)
+		}
+		uid, volume = c.UID, c.Spec.VolumeName
+		return c.Status.Phase == corev1.ClaimBound, string(c.Status.Phase)
+	})
+	return uid, volume
+}
+
+// waitRecreated waits until the pod was made again (another UID) and is a
+// Running proxy on a virtual node.
+func waitRecreated(t *testing.T, ns, name string, old types.UID) *corev1.Pod {
+	t.Helper()
+	var p *corev1.Pod
+	eventually(t, 2*time.Minute, name+" made again and Running", func(ctx context.Context) (bool, string) {
+		got, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		p = got
+		return got.UID != old && got.Status.Phase == corev1.PodRunning && got.Spec.NodeName != "", fmt.Sprintf("%s %s on %q", got.UID, got.Status.Phase, got.Spec.NodeName)
+	})
+	return p
+}

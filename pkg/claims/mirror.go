@@ -1,0 +1,78 @@
+package claims
+
+import (
+	"context"
+	"fmt"
+	"path"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+)
+
+// MirrorName is the name of the source volume that stands for a placed
+// claim: fleetlet- and the claim's UID.
+func MirrorName(c *corev1.PersistentVolumeClaim) string { return "fleetlet-" + string(c.UID) }
+
+// Mirror is the source volume a placed claim is bound to: a local volume
+// of the target's virtual node, so that the source's scheduler binds
+// every proxy that mounts the claim to that node only, and `kubectl get
+// pvc` shows the claim Bound with its size. Nothing ever mounts it (no
+// kubelet runs a virtual node's pods); its reclaim policy is Retain, so
+// that the source's controllers never try to delete what it stands for.
+func Mirror(c *corev1.PersistentVolumeClaim, target, node string) *corev1.PersistentVolume {
+	size := c.Spec.Resources.Requests[corev1.ResourceStorage]
+	if size.IsZero() {
+		size = resource.MustParse("1")
+	}
+	return &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        MirrorName(c),
+			Labels:      map[string]string{v1alpha1.LabelClaimMirror: "true"},
+			Annotations: map[string]string{v1alpha1.AnnotationTarget: target},
+		},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
+			AccessModes:                   c.Spec.AccessModes,
+			VolumeMode:                    c.Spec.VolumeMode,
+			StorageClassName:              ptr.Deref(c.Spec.StorageClassName, ""),
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			ClaimRef: &corev1.ObjectReference{
+				APIVersion: "v1", Kind: "PersistentVolumeClaim",
+				Namespace: c.Namespace, Name: c.Name, UID: c.UID,
+			},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{
+				Path: path.Join("/", v1alpha1.GroupName, target, c.Namespace, c.Name),
+			}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+			}}}},
+		},
+	}
+}
+
+// BindMirror binds a placed source claim to its mirror volume: the volume
+// is created (pre-bound to the claim's UID) and the claim names it; the
+// source's volume controller completes the binding. It tells whether the
+// claim is Bound to it. A claim the source bound to a volume of its own
+// (an Immediate class with a provisioner in the source) is left as it is.
+func BindMirror(ctx context.Context, c client.Client, claim *corev1.PersistentVolumeClaim, node string) (bool, error) {
+	pv := Mirror(claim, TargetOf(claim), node)
+	if claim.Spec.VolumeName != "" {
+		return claim.Status.Phase == corev1.ClaimBound, nil
+	}
+	if err := c.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
+		return false, fmt.Errorf("creating volume %s for claim %s: %w", pv.Name, claim.Name, err)
+	}
+	patched := claim.DeepCopy()
+	patched.Spec.VolumeName = pv.Name
+	if err := c.Patch(ctx, patched, client.MergeFromWithOptions(claim, client.MergeFromWithOptimisticLock{})); err != nil {
+		return false, fmt.Errorf("binding claim %s to volume %s: %w", claim.Name, pv.Name, err)
+	}
+	return false, nil
+}
