@@ -19,7 +19,8 @@
 // with its group ("configmap", "ConfigMaps", "persistentvolumeclaim",
 // "deployments.apps"). Only namespaced kinds whose Kind is in the
 // allow-list (--follow-allowed-kinds) are taken; short names are not
-// understood.
+// understood. A PersistentVolumeClaim the pod mounts is left out of the
+// annotation's list: package claims keeps it in the pod's one target.
 //
 // # When
 //

@@ -195,3 +195,24 @@ func TestRefsMalformedAnnotation(t *testing.T) {
 		})
 	}
 }
+
+// A claim the pod mounts is kept with the pod by package claims: the
+// follow annotation's entry for it is left out, whatever its spelling; a
+// claim it does not mount is still followed.
+func TestRefsLeaveMountedClaims(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		v1alpha1.AnnotationFollow: "persistentvolumeclaim/data,PersistentVolumeClaims/logs,persistentvolumeclaim/other,configmap/extra",
+	}}}
+	spec := &corev1.PodSpec{Volumes: []corev1.Volume{
+		{Name: "d", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
+		{Name: "l", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "logs"}}},
+	}}
+	got, err := Refs(pod, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := RefSet{saRef("default"), annotated("configmap", "extra"), annotated("persistentvolumeclaim", "other")}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Refs (-want,+got):\n%s", diff)
+	}
+}

@@ -1,0 +1,224 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+)
+
+func claim(name, target string) *corev1.PersistentVolumeClaim {
+	c := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			StorageClassName: ptr.To("standard"),
+		},
+	}
+	if target != "" {
+		c.Annotations = map[string]string{v1alpha1.AnnotationTarget: target}
+	}
+	return c
+}
+
+func TestNames(t *testing.T) {
+	spec := &corev1.PodSpec{Volumes: []corev1.Volume{
+		{Name: "b", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-1"}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "a", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0"}}},
+		{Name: "c", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0", ReadOnly: true}}},
+	}}
+	if diff := cmp.Diff([]string{"data-0", "data-1"}, Names(spec)); diff != "" {
+		t.Errorf("Names (-want,+got):\n%s", diff)
+	}
+	if Names(&corev1.PodSpec{}) != nil || Names(nil) != nil {
+		t.Error("a spec without claims has names")
+	}
+}
+
+func TestRead(t *testing.T) {
+	ctx := context.Background()
+	deleting := claim("going", "")
+	now := metav1.Now()
+	deleting.DeletionTimestamp = &now
+	deleting.Finalizers = []string{"kubernetes.io/pvc-protection"}
+	c := fake.NewClientBuilder().WithObjects(claim("a", "west"), claim("b", ""), claim("c", "east"), deleting).Build()
+
+	p, err := Read(ctx, c, "ns", []string{"a", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Target != "west" || p.Probing() || len(p.Unplaced()) != 1 || p.Unplaced()[0].Name != "b" {
+		t.Errorf("a placed in west, b not: target %q, probing %v, unplaced %v", p.Target, p.Probing(), p.Unplaced())
+	}
+	if why := p.Why("east"); !strings.Contains(why, "claim a is kept in target west") {
+		t.Errorf("Why(east) = %q", why)
+	}
+	if why := p.Why("west"); why != "" {
+		t.Errorf("Why(west) = %q, want nothing", why)
+	}
+
+	p, err = Read(ctx, c, "ns", []string{"b"})
+	if err != nil || !p.Probing() || p.Target != "" {
+		t.Errorf("b alone: probing %v, target %q, %v; want probing", p.Probing(), p.Target, err)
+	}
+	for _, tc := range []struct {
+		names  []string
+		reason string
+	}{
+		{[]string{"a", "c"}, ReasonClaimsApart},
+		{[]string{"a", "missing"}, ReasonClaimNotFound},
+		{[]string{"going"}, ReasonClaimDeleting},
+	} {
+		_, err := Read(ctx, c, "ns", tc.names)
+		var problem *Problem
+		if !errors.As(err, &problem) || problem.Reason != tc.reason {
+			t.Errorf("Read(%v) = %v, want a %s problem", tc.names, err, tc.reason)
+		}
+	}
+}
+
+func TestPlace(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientBuilder().WithObjects(claim("a", ""), claim("b", "west")).Build()
+	read := func(name string) *corev1.PersistentVolumeClaim {
+		var got corev1.PersistentVolumeClaim
+		if err := c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: name}, &got); err != nil {
+			t.Fatal(err)
+		}
+		return &got
+	}
+	stale := read("a")
+	if err := Place(ctx, c, []*corev1.PersistentVolumeClaim{read("a"), read("b")}, "west"); err != nil {
+		t.Fatal(err)
+	}
+	if got := TargetOf(read("a")); got != "west" {
+		t.Errorf("a placed in %q, want west", got)
+	}
+	// Another pod read a before it was placed: its placement fails.
+	if err := Place(ctx, c, []*corev1.PersistentVolumeClaim{stale}, "east"); !apierrors.IsConflict(err) {
+		t.Errorf("placing from a stale read: %v, want a conflict", err)
+	}
+	if err := Place(ctx, c, []*corev1.PersistentVolumeClaim{read("b")}, "east"); err == nil {
+		t.Error("placing b, kept in west, in east succeeded")
+	}
+}
+
+func TestCopy(t *testing.T) {
+	src := claim("data", "west")
+	src.Labels = map[string]string{"app": "db", v1alpha1.LabelParentCluster: "forged"}
+	src.Annotations["volume.kubernetes.io/selected-node"] = "n1"
+	src.Annotations["owner"] = "team-a"
+	src.Spec.VolumeName = "pv-1"
+	src.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"disk": "ssd"}}
+	src.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "VolumeSnapshot", Name: "snap"}
+	got := Copy(src, "east")
+	want := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "ns", Name: "data",
+			Labels: map[string]string{"app": "db", v1alpha1.LabelParentCluster: "east", v1alpha1.LabelParentUID: "uid-data"},
+			Annotations: map[string]string{"owner": "team-a",
+				v1alpha1.AnnotationParentName: "data", v1alpha1.AnnotationParentNamespace: "ns"},
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      src.Spec.AccessModes,
+			Resources:        src.Spec.Resources,
+			StorageClassName: ptr.To("standard"),
+		},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Copy (-want,+got):\n%s", diff)
+	}
+}
+
+func TestEnsure(t *testing.T) {
+	ctx := context.Background()
+	src := claim("data", "west")
+	foreign := claim("other", "")
+	earlier := Copy(claim("earlier", ""), "east")
+	earlier.Name = "old"
+	src2 := claim("old", "west")
+	target := fake.NewClientBuilder().WithObjects(foreign, earlier).Build()
+
+	if why, err := Ensure(ctx, target, src, "east"); why != "" || err != nil {
+		t.Fatalf("first Ensure: %q, %v", why, err)
+	}
+	var got corev1.PersistentVolumeClaim
+	if err := target.Get(ctx, client.ObjectKeyFromObject(src), &got); err != nil || got.Labels[v1alpha1.LabelParentUID] != "uid-data" {
+		t.Fatalf("the copy: %v, %v", got.Labels, err)
+	}
+	if why, err := Ensure(ctx, target, src, "east"); why != "" || err != nil {
+		t.Errorf("Ensure of an existing copy: %q, %v", why, err)
+	}
+	// Another source's claim, or the target's own: a clash, left alone.
+	if why, err := Ensure(ctx, target, claim("other", ""), "east"); err != nil || !strings.Contains(why, "did not create") {
+		t.Errorf("Ensure over a foreign claim: %q, %v; want a clash", why, err)
+	}
+	if err := target.Get(ctx, client.ObjectKeyFromObject(foreign), &got); err != nil {
+		t.Errorf("the foreign claim: %v", err)
+	}
+	// This source's copy of an earlier claim of that name goes first.
+	if why, err := Ensure(ctx, target, src2, "east"); err != nil || !strings.Contains(why, "earlier claim") {
+		t.Errorf("Ensure over an earlier copy: %q, %v", why, err)
+	}
+	if err := target.Get(ctx, client.ObjectKeyFromObject(earlier), &got); !apierrors.IsNotFound(err) {
+		t.Errorf("the earlier copy: %v, want it deleted", err)
+	}
+	if why, err := Ensure(ctx, target, src2, "east"); why != "" || err != nil {
+		t.Errorf("Ensure once the earlier copy is gone: %q, %v", why, err)
+	}
+}
+
+func TestBindMirror(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientBuilder().WithObjects(claim("data", "west")).Build()
+	var pvc corev1.PersistentVolumeClaim
+	get := func() *corev1.PersistentVolumeClaim {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "data"}, &pvc); err != nil {
+			t.Fatal(err)
+		}
+		return &pvc
+	}
+	bound, err := BindMirror(ctx, c, get(), "fleetlet-west")
+	if err != nil || bound {
+		t.Fatalf("BindMirror: %v, %v; want not bound yet", bound, err)
+	}
+	var pv corev1.PersistentVolume
+	if err := c.Get(ctx, types.NamespacedName{Name: "fleetlet-uid-data"}, &pv); err != nil {
+		t.Fatal(err)
+	}
+	if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != "uid-data" || pv.Spec.Local == nil ||
+		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || pv.Spec.StorageClassName != "standard" ||
+		pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "fleetlet-west" ||
+		pv.Annotations[v1alpha1.AnnotationTarget] != "west" || pv.Labels[v1alpha1.LabelClaimMirror] != "true" {
+		t.Errorf("mirror volume: %+v", pv)
+	}
+	if q := pv.Spec.Capacity[corev1.ResourceStorage]; q.Cmp(resource.MustParse("1Gi")) != 0 {
+		t.Errorf("mirror capacity %s, want the claim's request", q.String())
+	}
+	if got := get().Spec.VolumeName; got != pv.Name {
+		t.Errorf("claim volumeName %q, want %q", got, pv.Name)
+	}
+	// The source's volume controller binds it.
+	claimNow := get()
+	claimNow.Status.Phase = corev1.ClaimBound
+	if err := c.Status().Update(ctx, claimNow); err != nil {
+		t.Fatal(err)
+	}
+	if bound, err := BindMirror(ctx, c, get(), "fleetlet-west"); err != nil || !bound {
+		t.Errorf("BindMirror once Bound: %v, %v", bound, err)
+	}
+}
