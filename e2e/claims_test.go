@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -45,6 +46,18 @@ func TestStatefulSetKeepsItsClaims(t *testing.T) {
 			t.Errorf("claim %s: %s=%q, want %q, where %s runs", claim, v1alpha1.AnnotationTarget, got, cluster, p.Name)
 		}
 		copies[claim], volumes[claim] = boundCopy(t, cluster, ns, claim, c.UID)
+		// kubectl get pvc in the source tells the truth: Bound, the
+		// copy's capacity, its volume there.
+		held, err := kube(t, cluster).CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c = sourceClaim(t, ns, claim)
+		want, got := held.Status.Capacity[corev1.ResourceStorage], c.Status.Capacity[corev1.ResourceStorage]
+		if c.Status.Phase != corev1.ClaimBound || got.Cmp(want) != 0 || c.Annotations[v1alpha1.AnnotationTargetVolume] != volumes[claim] {
+			t.Errorf("source claim %s: %s, capacity %s, %s=%q; want Bound, %s, %q as in %s",
+				claim, c.Status.Phase, got.String(), v1alpha1.AnnotationTargetVolume, c.Annotations[v1alpha1.AnnotationTargetVolume], want.String(), volumes[claim], cluster)
+		}
 		for _, other := range targets {
 			if other == cluster {
 				continue
@@ -114,6 +127,26 @@ func TestStatefulSetKeepsItsClaims(t *testing.T) {
 	}
 	if uid, _ := boundCopy(t, home, ns, "data-db-1", sourceClaim(t, ns, "data-db-1").UID); uid != copies["data-db-1"] {
 		t.Errorf("db-1's claim in %s is %s after the outage, want the same claim %s", home, uid, copies["data-db-1"])
+	}
+
+	// Deleting a source claim deletes its copy (once no pod there uses
+	// it); the others stay.
+	scaleStatefulSet(t, ns, "db", 2)
+	if err := src.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data-db-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, gcInterval+gcMinAge+2*time.Minute, "data-db-2's copy in "+where["db-2"]+" deleted", func(ctx context.Context) (bool, string) {
+		c, err := kube(t, where["db-2"]).CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-db-2", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, fmt.Sprintf("%s, deleting: %v", c.Status.Phase, c.DeletionTimestamp != nil)
+	})
+	if uid, _ := boundCopy(t, where["db-0"], ns, "data-db-0", sourceClaim(t, ns, "data-db-0").UID); uid != copies["data-db-0"] {
+		t.Errorf("db-0's claim in %s is %s, want it kept: %s", where["db-0"], uid, copies["data-db-0"])
 	}
 }
 

@@ -22,6 +22,7 @@ var clusterWideWrites = map[string]string{
 	"manager create nodes":                                          "pkg/vnode: one virtual node per target",
 	"manager patch persistentvolumeclaims":                          "pkg/claims records the target a proxy's claim is kept in, and binds it to its mirror volume (spec.volumeName, once)",
 	"manager create persistentvolumes":                              "pkg/claims: the mirror volume of a placed claim, a local volume of its target's virtual node, pre-bound to that claim",
+	"manager delete persistentvolumes":                              "pkg/claims (MirrorReaper) deletes a Released mirror volume; fleetlet-manager-deletes: only those labelled claim-mirror",
 	"manager update nodes":                                          "pkg/vnode (virtual-kubelet's node controller)",
 	"manager patch nodes":                                           "pkg/vnode labels and the target annotation",
 	"manager delete nodes":                                          "pkg/vnode, pkg/target/orphans.go; fleetlet-manager-deletes: only virtual nodes",

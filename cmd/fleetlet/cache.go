@@ -5,19 +5,23 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/chaperon"
 )
 
 // cacheByObject restricts what the manager's cache lists and watches: only
-// the sources' heartbeat Leases; with --secret-namespaces, Secrets (their
+// the sources' heartbeat Leases; only fleetlet's mirror volumes; with --secret-namespaces, Secrets (their
 // metadata: their data is never cached) only in those namespaces, so that
 // the manager needs no right on Secrets anywhere else.
 func (o *managerOptions) cacheByObject() map[client.Object]cache.ByObject {
 	by := map[client.Object]cache.ByObject{
 		&coordinationv1.Lease{}: chaperon.HeartbeatLeaseCache(),
+		// Only fleetlet's mirror volumes (package claims).
+		&corev1.PersistentVolume{}: {Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelClaimMirror: "true"})},
 	}
 	if namespaces := o.secretNamespacesWithOwn(); len(namespaces) > 0 {
 		configs := make(map[string]cache.Config, len(namespaces))

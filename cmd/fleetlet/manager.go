@@ -29,6 +29,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/chaperon"
+	"github.com/fleetlet/fleetlet/pkg/claims"
 	"github.com/fleetlet/fleetlet/pkg/crashpoint"
 	"github.com/fleetlet/fleetlet/pkg/elector"
 	"github.com/fleetlet/fleetlet/pkg/feedback"
@@ -531,12 +532,15 @@ func setupElector(ctx context.Context, mgr ctrl.Manager, o managerOptions, openS
 // objects, and the Service follower.
 func setupFollowing(ctx context.Context, mgr ctrl.Manager, o managerOptions, openSpec func(*corev1.Pod) (*corev1.PodSpec, error), follower *follow.Follower, reg *target.Registry) error {
 	collector, err := gc.New(gc.Options{SourceName: o.clusterName, Targets: gc.RegistryTargets(reg), Interval: o.gcInterval, MinAge: o.gcMinAge,
-		Collectors: append(follower.Collectors(), follower.ServiceCollector())})
+		Collectors: append(follower.Collectors(), follower.ServiceCollector(), claims.Collector{Source: mgr.GetAPIReader(), MinAge: o.gcMinAge})})
 	if err != nil {
 		return err
 	}
 	if err := collector.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the garbage collector: %w", err)
+	}
+	if err := (&claims.MirrorReaper{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the mirror volume reaper: %w", err)
 	}
 	syncer := &follow.SyncController{Follower: follower, Registry: reg, Spec: openSpec}
 	if err := syncer.SetupWithManager(ctx, mgr); err != nil {

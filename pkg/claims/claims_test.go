@@ -192,7 +192,7 @@ func TestBindMirror(t *testing.T) {
 		}
 		return &pvc
 	}
-	bound, err := BindMirror(ctx, c, get(), "fleetlet-west")
+	bound, err := BindMirror(ctx, c, get(), "fleetlet-west", nil)
 	if err != nil || bound {
 		t.Fatalf("BindMirror: %v, %v; want not bound yet", bound, err)
 	}
@@ -218,7 +218,26 @@ func TestBindMirror(t *testing.T) {
 	if err := c.Status().Update(ctx, claimNow); err != nil {
 		t.Fatal(err)
 	}
-	if bound, err := BindMirror(ctx, c, get(), "fleetlet-west"); err != nil || !bound {
+	if bound, err := BindMirror(ctx, c, get(), "fleetlet-west", nil); err != nil || !bound {
 		t.Errorf("BindMirror once Bound: %v, %v", bound, err)
+	}
+
+	// The target bound its copy to a larger volume: the mirror shows its
+	// size, the claim its volume.
+	c = fake.NewClientBuilder().WithObjects(claim("data", "west")).Build()
+	held := claim("data", "")
+	held.Spec.VolumeName = "pvc-123"
+	held.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}
+	if _, err := BindMirror(ctx, c, get(), "fleetlet-west", held); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, types.NamespacedName{Name: "fleetlet-uid-data"}, &pv); err != nil {
+		t.Fatal(err)
+	}
+	if q := pv.Spec.Capacity[corev1.ResourceStorage]; q.Cmp(resource.MustParse("10Gi")) != 0 {
+		t.Errorf("mirror capacity %s, want its copy's 10Gi", q.String())
+	}
+	if got := get().Annotations[v1alpha1.AnnotationTargetVolume]; got != "pvc-123" {
+		t.Errorf("%s = %q, want the copy's volume pvc-123", v1alpha1.AnnotationTargetVolume, got)
 	}
 }

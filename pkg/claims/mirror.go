@@ -22,11 +22,17 @@ func MirrorName(c *corev1.PersistentVolumeClaim) string { return "fleetlet-" + s
 // Mirror is the source volume a placed claim is bound to: a local volume
 // of the target's virtual node, so that the source's scheduler binds
 // every proxy that mounts the claim to that node only, and `kubectl get
-// pvc` shows the claim Bound with its size. Nothing ever mounts it (no
+// pvc` shows the claim Bound with its size: the capacity of its copy in
+// the target (held) once that is bound, else the claim's request. Nothing ever mounts it (no
 // kubelet runs a virtual node's pods); its reclaim policy is Retain, so
 // that the source's controllers never try to delete what it stands for.
-func Mirror(c *corev1.PersistentVolumeClaim, target, node string) *corev1.PersistentVolume {
+func Mirror(c *corev1.PersistentVolumeClaim, target, node string, held *corev1.PersistentVolumeClaim) *corev1.PersistentVolume {
 	size := c.Spec.Resources.Requests[corev1.ResourceStorage]
+	if held != nil {
+		if got, ok := held.Status.Capacity[corev1.ResourceStorage]; ok && got.Cmp(size) >= 0 {
+			size = got
+		}
+	}
 	if size.IsZero() {
 		size = resource.MustParse("1")
 	}
@@ -57,20 +63,27 @@ func Mirror(c *corev1.PersistentVolumeClaim, target, node string) *corev1.Persis
 }
 
 // BindMirror binds a placed source claim to its mirror volume: the volume
-// is created (pre-bound to the claim's UID) and the claim names it; the
+// is created (pre-bound to the claim's UID) and the claim names it, and
+// the volume of its copy in the target (held) in an annotation; the
 // source's volume controller completes the binding. It tells whether the
 // claim is Bound to it. A claim the source bound to a volume of its own
 // (an Immediate class with a provisioner in the source) is left as it is.
-func BindMirror(ctx context.Context, c client.Client, claim *corev1.PersistentVolumeClaim, node string) (bool, error) {
-	pv := Mirror(claim, TargetOf(claim), node)
+func BindMirror(ctx context.Context, c client.Client, claim *corev1.PersistentVolumeClaim, node string, held *corev1.PersistentVolumeClaim) (bool, error) {
 	if claim.Spec.VolumeName != "" {
 		return claim.Status.Phase == corev1.ClaimBound, nil
 	}
+	pv := Mirror(claim, TargetOf(claim), node, held)
 	if err := c.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
 		return false, fmt.Errorf("creating volume %s for claim %s: %w", pv.Name, claim.Name, err)
 	}
 	patched := claim.DeepCopy()
 	patched.Spec.VolumeName = pv.Name
+	if held != nil && held.Spec.VolumeName != "" {
+		if patched.Annotations == nil {
+			patched.Annotations = map[string]string{}
+		}
+		patched.Annotations[v1alpha1.AnnotationTargetVolume] = held.Spec.VolumeName
+	}
 	if err := c.Patch(ctx, patched, client.MergeFromWithOptions(claim, client.MergeFromWithOptimisticLock{})); err != nil {
 		return false, fmt.Errorf("binding claim %s to volume %s: %w", claim.Name, pv.Name, err)
 	}

@@ -657,7 +657,7 @@ func (r *run) deleteOwned(ctx context.Context, obj client.Object) {
 // between, it reads the object again and retries.
 func RemoveFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) error {
 	for attempt := 0; ; attempt++ {
-		data, ok := proxy.RemoveFinalizerPatch(obj.GetFinalizers(), finalizer)
+		data, ok := proxy.RemoveFinalizerPatch(obj.GetUID(), obj.GetFinalizers(), finalizer)
 		if !ok {
 			return nil
 		}

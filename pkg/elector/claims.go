@@ -13,10 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/claims"
+	"github.com/fleetlet/fleetlet/pkg/target"
 )
 
 // Event reasons of claims.
@@ -52,10 +54,17 @@ func (r *Reconciler) claimsOf(ctx context.Context, pod *corev1.Pod, userSpec *co
 // placed claims, and says of that one, when it cannot take the pod, that
 // the pod waits for it.
 func keepWithClaims(place claims.Placement, states []*targetState) {
-	if place.Target == "" {
-		return
-	}
 	for _, ts := range states {
+		if len(place.Claims) > 0 && ts.cluster.Self() {
+			// The delegate would mount the proxy's own claim, bound to a
+			// volume of a real node: the proxy could never be bound to
+			// the virtual node.
+			ts.eligible, ts.reason = false, "a pod that mounts claims does not run in its own cluster through fleetlet (self target)"
+			continue
+		}
+		if place.Target == "" {
+			continue
+		}
 		if why := place.Why(ts.key.String()); why != "" {
 			ts.eligible, ts.reason = false, why
 			continue
@@ -138,7 +147,7 @@ func (r *Reconciler) placeClaims(ctx context.Context, pod *corev1.Pod, place cla
 // volumes on its virtual node before it is ungated: the source's
 // scheduler then binds it there, and never provisions a volume in the
 // source for it. It tells whether the proxy must wait.
-func (r *Reconciler) bindSourceClaims(ctx context.Context, pod *corev1.Pod, nodeName string) (reconcile.Result, bool, error) {
+func (r *Reconciler) bindSourceClaims(ctx context.Context, pod *corev1.Pod, cl *target.Cluster, nodeName string) (reconcile.Result, bool, error) {
 	names := claims.Names(&pod.Spec)
 	if len(names) == 0 {
 		return reconcile.Result{}, false, nil
@@ -152,7 +161,16 @@ func (r *Reconciler) bindSourceClaims(ctx context.Context, pod *corev1.Pod, node
 		if claims.TargetOf(c) == "" {
 			return r.requeueAfter(pod, requeueAwaitingClaims, time.Second), true, nil
 		}
-		bound, err := claims.BindMirror(ctx, r.client, c, nodeName)
+		var held *corev1.PersistentVolumeClaim
+		if c.Spec.VolumeName == "" {
+			// Its copy there, bound by now (the delegate was admitted):
+			// the mirror shows its size, and the claim its volume.
+			held = &corev1.PersistentVolumeClaim{}
+			if err := cl.Client().Get(ctx, client.ObjectKeyFromObject(c), held); err != nil {
+				held = nil
+			}
+		}
+		bound, err := claims.BindMirror(ctx, r.client, c, nodeName, held)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).V(1).Info("Binding a claim to its mirror volume", "claim", c.Name, "err", err.Error())
 		}

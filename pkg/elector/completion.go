@@ -68,7 +68,7 @@ func (r *Reconciler) finishElection(ctx context.Context, pod *corev1.Pod, rec *c
 	if res, stop, err := r.awaitAdmission(ctx, pod, rec, cl, pc); stop {
 		return res, err
 	}
-	return r.pinAndUngate(ctx, pod, rec, key)
+	return r.pinAndUngate(ctx, pod, rec, cl)
 }
 
 // electedChaperon reads the elected candidate, the API server confirming
@@ -212,9 +212,10 @@ func refused(st *corev1.PodStatus) bool {
 // counts the proxy in its allocatable from its election record on, so by
 // the time the delegate is admitted it usually has. A proxy pinned
 // already (by an older manager) is only ungated.
-func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *corev1.PodCondition, key target.Key) (reconcile.Result, error) {
+func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *corev1.PodCondition, cl *target.Cluster) (reconcile.Result, error) {
+	key := cl.Key()
 	nodeName := vnode.NodeName(vnode.TargetKey{Namespace: key.Namespace, Name: key.Name})
-	if res, wait, err := r.bindSourceClaims(ctx, pod, nodeName); wait {
+	if res, wait, err := r.bindSourceClaims(ctx, pod, cl, nodeName); wait {
 		return res, err
 	}
 	if !r.fits(ctx, pod, nodeName) {

@@ -96,8 +96,13 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		}
 	}
 	r.forget(pod.UID)
-	if patch, ok := proxy.RemoveFinalizerPatch(pod.Finalizers, v1alpha1.FinalizerDelegate); ok {
+	if patch, ok := proxy.RemoveFinalizerPatch(pod.UID, pod.Finalizers, v1alpha1.FinalizerDelegate); ok {
 		if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+			if apierrors.IsInvalid(err) {
+				// Its finalizers moved, or a pod of the same name
+				// replaced it (a StatefulSet's): decide on a fresh read.
+				return r.requeueAfter(pod, requeueConflict, requeueSoon), nil
+			}
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}

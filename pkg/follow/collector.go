@@ -72,7 +72,9 @@ func (c collector) Collect(ctx context.Context, s *gc.Scope) error {
 		if !s.Owned(obj) {
 			continue
 		}
-		if obj.GetDeletionTimestamp() != nil {
+		if obj.GetDeletionTimestamp() != nil || obj.GetLabels()[v1alpha1.LabelParentUID] != "" {
+			// Being deleted, or a claim kept with its pods (package
+			// claims, which collects it): no follower's.
 			continue
 		}
 		drop, empty, err := c.orphans(ctx, s, obj)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 )
@@ -23,17 +24,25 @@ func EscapeJSONPointer(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
-// RemoveFinalizerPatch removes one finalizer, and only it: the test op fails
-// the patch (422 Invalid) if the finalizers moved since they were read. ok
-// is false when the finalizer is not there.
-func RemoveFinalizerPatch(finalizers []string, finalizer string) (patch []byte, ok bool) {
+// RemoveFinalizerPatch removes one finalizer from the object of that UID,
+// and only it: the test ops fail the patch (422 Invalid) if the
+// finalizers moved since they were read, or if the object of that name is
+// another one (a StatefulSet's pod made again under the same name while a
+// pass still held its predecessor). ok is false when the finalizer is not
+// there.
+func RemoveFinalizerPatch(uid types.UID, finalizers []string, finalizer string) (patch []byte, ok bool) {
 	i := FinalizerIndex(finalizers, finalizer)
 	if i < 0 {
 		return nil, false
 	}
 	path := fmt.Sprintf("/metadata/finalizers/%d", i)
-	return mustMarshal([]Op{{Op: "test", Path: path, Value: finalizer}, {Op: "remove", Path: path}}), true
+	return mustMarshal([]Op{testUID(uid), {Op: "test", Path: path, Value: finalizer}, {Op: "remove", Path: path}}), true
 }
+
+// testUID is the test op that holds a patch to the object read: a JSON
+// patch goes by name, and a pod deleted and made again under the same
+// name (a StatefulSet's) is another pod.
+func testUID(uid types.UID) Op { return Op{Op: "test", Path: "/metadata/uid", Value: string(uid)} }
 
 // RemoveGatePatch removes fleetlet's election gate, and only it: another
 // controller's gates stay, and the test op fails the patch if the gates
@@ -69,7 +78,7 @@ func removeGateOps(p *corev1.Pod) ([]Op, bool) {
 		return nil, false
 	}
 	path := fmt.Sprintf("/spec/schedulingGates/%d", i)
-	return []Op{{Op: "test", Path: path + "/name", Value: v1alpha1.SchedulingGateElection}, {Op: "remove", Path: path}}, true
+	return []Op{testUID(p.UID), {Op: "test", Path: path + "/name", Value: v1alpha1.SchedulingGateElection}, {Op: "remove", Path: path}}, true
 }
 
 // mustMarshal marshals operations whose values are strings, string maps or

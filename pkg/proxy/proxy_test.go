@@ -15,7 +15,7 @@ import (
 )
 
 func pod(finalizers []string, gates ...string) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team", Finalizers: finalizers}}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team", UID: "uid-1", Finalizers: finalizers}}
 	for _, g := range gates {
 		p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
 	}
@@ -67,7 +67,7 @@ func TestRemoveGatePatchRemovesOnlyOurs(t *testing.T) {
 
 func TestRemoveFinalizerPatchRemovesOnlyOurs(t *testing.T) {
 	p := pod([]string{"a", v1alpha1.FinalizerDelegate, "b"})
-	patch, ok := proxy.RemoveFinalizerPatch(p.Finalizers, v1alpha1.FinalizerDelegate)
+	patch, ok := proxy.RemoveFinalizerPatch(p.UID, p.Finalizers, v1alpha1.FinalizerDelegate)
 	require.True(t, ok)
 	got, err := apply(t, p, patch)
 	require.NoError(t, err)
@@ -75,7 +75,7 @@ func TestRemoveFinalizerPatchRemovesOnlyOurs(t *testing.T) {
 
 	_, err = apply(t, pod([]string{v1alpha1.FinalizerDelegate, "a", "b"}), patch)
 	assert.Error(t, err, "a stale patch removed another finalizer")
-	_, ok = proxy.RemoveFinalizerPatch([]string{"a"}, v1alpha1.FinalizerDelegate)
+	_, ok = proxy.RemoveFinalizerPatch("uid-1", []string{"a"}, v1alpha1.FinalizerDelegate)
 	assert.False(t, ok)
 }
 
@@ -103,6 +103,26 @@ func TestPinAndUngatePatch(t *testing.T) {
 	assert.Error(t, err, "a stale patch removed another controller's gate")
 	_, ok = proxy.PinAndUngatePatch(pod(nil, "first"), "fleetlet-cluster-2")
 	assert.False(t, ok)
+}
+
+// A pass that read a proxy before it was deleted and made again under the
+// same name (a StatefulSet's pod) patches by name: every patch is refused
+// on the new pod. Before: the finalizer patch removed the new pod's
+// finalizer, and it was never elected (e2e TestStatefulSetKeepsItsClaims,
+// db-1 deleted again and again).
+func TestPatchesHoldToTheirPod(t *testing.T) {
+	old := pod([]string{v1alpha1.FinalizerDelegate}, v1alpha1.SchedulingGateElection)
+	successor := pod([]string{v1alpha1.FinalizerDelegate}, v1alpha1.SchedulingGateElection)
+	successor.UID = "uid-2"
+	finalizer, _ := proxy.RemoveFinalizerPatch(old.UID, old.Finalizers, v1alpha1.FinalizerDelegate)
+	gate, _ := proxy.RemoveGatePatch(old)
+	pin, _ := proxy.PinAndUngatePatch(old, "fleetlet-cluster-2")
+	for name, patch := range map[string][]byte{"finalizer": finalizer, "gate": gate, "pin and ungate": pin} {
+		_, err := apply(t, old, patch)
+		assert.NoError(t, err, name)
+		_, err = apply(t, successor, patch)
+		assert.Error(t, err, "the %s patch of a pod applied to its successor of the same name", name)
+	}
 }
 
 func TestEscapeJSONPointer(t *testing.T) {

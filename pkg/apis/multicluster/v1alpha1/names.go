@@ -59,6 +59,10 @@ const (
 	// that target's virtual node, pre-bound to the claim.
 	LabelClaimMirror = Prefix + "claim-mirror"
 
+	// AnnotationTargetVolume on a PersistentVolumeClaim of the source names
+	// the volume its copy is bound to in the claim's target.
+	AnnotationTargetVolume = Prefix + "target-volume"
+
 	// AnnotationForceDisconnect set to "true" on a Target or ClusterTarget
 	// ends its drain at once: what is still there is left behind (an Event
 	// says what).
