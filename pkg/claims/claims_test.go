@@ -125,7 +125,7 @@ func TestCopy(t *testing.T) {
 	src.Spec.VolumeName = "pv-1"
 	src.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"disk": "ssd"}}
 	src.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "VolumeSnapshot", Name: "snap"}
-	got := Copy(src, "east")
+	got := Copy(src, "east", nil)
 	want := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "ns", Name: "data",
@@ -144,40 +144,58 @@ func TestCopy(t *testing.T) {
 	}
 }
 
+// A Target's storageClasses map a class named otherwise there; "" leaves
+// the class to the target's default; a class not listed keeps its name.
+func TestCopyMapsStorageClasses(t *testing.T) {
+	classes := map[string]string{"standard": "gp3", "fast": ""}
+	for class, want := range map[string]*string{"standard": ptr.To("gp3"), "fast": nil, "other": ptr.To("other")} {
+		src := claim("data", "west")
+		src.Spec.StorageClassName = ptr.To(class)
+		if got := Copy(src, "east", classes).Spec.StorageClassName; !cmp.Equal(got, want) {
+			t.Errorf("class %q: copy's %v, want %v", class, ptr.Deref(got, "<nil>"), ptr.Deref(want, "<nil>"))
+		}
+	}
+	src := claim("data", "west")
+	src.Spec.StorageClassName = nil
+	if got := Copy(src, "east", classes).Spec.StorageClassName; got != nil {
+		t.Errorf("a claim with no class: copy's %q, want none", *got)
+	}
+}
+
 func TestEnsure(t *testing.T) {
 	ctx := context.Background()
 	src := claim("data", "west")
 	foreign := claim("other", "")
-	earlier := Copy(claim("earlier", ""), "east")
+	earlier := Copy(claim("earlier", ""), "east", nil)
 	earlier.Name = "old"
 	src2 := claim("old", "west")
 	target := fake.NewClientBuilder().WithObjects(foreign, earlier).Build()
 
-	if why, err := Ensure(ctx, target, src, "east"); why != "" || err != nil {
+	if why, err := Ensure(ctx, target, src, "east", nil); why != "" || err != nil {
 		t.Fatalf("first Ensure: %q, %v", why, err)
 	}
 	var got corev1.PersistentVolumeClaim
 	if err := target.Get(ctx, client.ObjectKeyFromObject(src), &got); err != nil || got.Labels[v1alpha1.LabelParentUID] != "uid-data" {
 		t.Fatalf("the copy: %v, %v", got.Labels, err)
 	}
-	if why, err := Ensure(ctx, target, src, "east"); why != "" || err != nil {
+	if why, err := Ensure(ctx, target, src, "east", nil); why != "" || err != nil {
 		t.Errorf("Ensure of an existing copy: %q, %v", why, err)
 	}
 	// Another source's claim, or the target's own: a clash, left alone.
-	if why, err := Ensure(ctx, target, claim("other", ""), "east"); err != nil || !strings.Contains(why, "did not create") {
+	if why, err := Ensure(ctx, target, claim("other", ""), "east", nil); err != nil || !strings.Contains(why, "did not create") {
 		t.Errorf("Ensure over a foreign claim: %q, %v; want a clash", why, err)
 	}
 	if err := target.Get(ctx, client.ObjectKeyFromObject(foreign), &got); err != nil {
 		t.Errorf("the foreign claim: %v", err)
 	}
 	// This source's copy of an earlier claim of that name goes first.
-	if why, err := Ensure(ctx, target, src2, "east"); err != nil || !strings.Contains(why, "earlier claim") {
+	if why, err := Ensure(ctx, target, src2, "east", nil); err != nil || !strings.Contains(why, "earlier claim") {
 		t.Errorf("Ensure over an earlier copy: %q, %v", why, err)
 	}
 	if err := target.Get(ctx, client.ObjectKeyFromObject(earlier), &got); !apierrors.IsNotFound(err) {
 		t.Errorf("the earlier copy: %v, want it deleted", err)
 	}
-	if why, err := Ensure(ctx, target, src2, "east"); why != "" || err != nil {
+	if why, err := Ensure(ctx, target, src2, "east", nil); why != "" || err != nil {
 		t.Errorf("Ensure once the earlier copy is gone: %q, %v", why, err)
 	}
 }

@@ -20,7 +20,18 @@ import (
 // requests and limits, volume mode, storage class and volume attributes
 // class. Not its volumeName, selector nor data source, which name objects
 // of the source, nor the binding annotations of the source's controllers.
-func Copy(src *corev1.PersistentVolumeClaim, sourceName string) *corev1.PersistentVolumeClaim {
+// classes maps the source's storage class names to the target's (the
+// Target's spec.storageClasses): a class mapped to "" names none there.
+func Copy(src *corev1.PersistentVolumeClaim, sourceName string, classes map[string]string) *corev1.PersistentVolumeClaim {
+	class := src.Spec.StorageClassName
+	if class != nil {
+		if to, ok := classes[*class]; ok {
+			class = &to
+			if to == "" {
+				class = nil
+			}
+		}
+	}
 	labels := map[string]string{}
 	for k, v := range src.Labels {
 		if !fleetlets(k) {
@@ -48,7 +59,7 @@ func Copy(src *corev1.PersistentVolumeClaim, sourceName string) *corev1.Persiste
 			AccessModes:               src.Spec.AccessModes,
 			Resources:                 *src.Spec.Resources.DeepCopy(),
 			VolumeMode:                src.Spec.VolumeMode,
-			StorageClassName:          src.Spec.StorageClassName,
+			StorageClassName:          class,
 			VolumeAttributesClassName: src.Spec.VolumeAttributesClassName,
 		},
 	}
@@ -76,7 +87,8 @@ func clusterOwned(key string) bool {
 	return false
 }
 
-// Ensure makes sure the target (c) has this source's copy of src. It
+// Ensure makes sure the target (c) has this source's copy of src (its
+// class mapped by classes, see Copy). It
 // returns why not when the target cannot have it (the target is then
 // filtered for the pod), or an error to retry:
 //   - a copy of this claim: nothing to do;
@@ -84,8 +96,8 @@ func clusterOwned(key string) bool {
 //     UID, its source claim deleted and made again): it is deleted, and
 //     the target waits for it to go;
 //   - anything else of that name: a clash.
-func Ensure(ctx context.Context, c client.Client, src *corev1.PersistentVolumeClaim, sourceName string) (why string, err error) {
-	want := Copy(src, sourceName)
+func Ensure(ctx context.Context, c client.Client, src *corev1.PersistentVolumeClaim, sourceName string, classes map[string]string) (why string, err error) {
+	want := Copy(src, sourceName, classes)
 	var got corev1.PersistentVolumeClaim
 	err = c.Get(ctx, client.ObjectKeyFromObject(want), &got)
 	switch {

@@ -602,8 +602,10 @@ func ensureTarget(ctx context.Context, c client.Client, opts *Options, res *Resu
 		return fmt.Errorf("%s %s exists in %s and was not created by %s: delete it or choose another target name", kind, displayName(key), cluster, ManagedBy)
 	}
 	current := targetSpec(got)
-	// Keep what the user may have set (excludedLabelsRegexp).
+	// Keep what the user may have set (excludedLabelsRegexp,
+	// storageClasses).
 	spec.ExcludedLabelsRegexp = current.ExcludedLabelsRegexp
+	spec.StorageClasses = current.StorageClasses
 	if equality.Semantic.DeepEqual(*current, spec) {
 		res.add(cluster, got, kind, Unchanged)
 		return nil

@@ -96,7 +96,7 @@ func (r *Reconciler) readyClaims(ctx context.Context, place claims.Placement, ts
 		return "", nil
 	}
 	for _, c := range place.Claims {
-		why, err := claims.Ensure(ctx, ts.cluster.Client(), c, r.opts.SourceName)
+		why, err := claims.Ensure(ctx, ts.cluster.Client(), c, r.opts.SourceName, ts.cluster.StorageClasses())
 		if err != nil || why != "" {
 			return why, err
 		}

@@ -134,6 +134,17 @@ type Cluster struct {
 
 	// draining is set once its Target is deleted (drain.go).
 	draining atomic.Bool
+	// storageClasses is the Target's spec.storageClasses.
+	storageClasses atomic.Pointer[map[string]string]
+}
+
+// StorageClasses is the Target's spec.storageClasses: the class a claim's
+// copy gets there for each class of the source that is named otherwise.
+func (c *Cluster) StorageClasses() map[string]string {
+	if m := c.storageClasses.Load(); m != nil {
+		return *m
+	}
+	return nil
 }
 
 // Draining reports whether the target's Target was deleted and is being

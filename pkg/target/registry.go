@@ -1,6 +1,7 @@
 package target
 
 import (
+	"maps"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -471,6 +472,8 @@ func (r *Registry) reconcile(ctx context.Context, key Key) (err error) {
 		if err != nil {
 			health = Health{Reason: v1alpha1.ReasonBadKubeconfig, Message: err.Error()}
 		} else {
+			classes := maps.Clone(spec.StorageClasses)
+			cl.storageClasses.Store(&classes)
 			summary = cl.Summary()
 			if err := r.refuseSameCluster(ctx, obj, cl, summary); err != nil {
 				return err

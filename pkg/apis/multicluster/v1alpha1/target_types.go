@@ -31,6 +31,16 @@ type TargetSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	ExcludedLabelsRegexp string `json:"excludedLabelsRegexp,omitempty"`
+
+	// storageClasses maps the storage class of a claim in the source to
+	// the one its copy gets in this target, where the names differ
+	// ({fast: gp3}). A class not listed keeps its name; one mapped to ""
+	// names no class there, so the target's default class applies. A copy
+	// made already keeps its class (a claim's class cannot change).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 253 && self[k].size() <= 253)",message="storage class names are at most 253 characters"
+	StorageClasses map[string]string `json:"storageClasses,omitempty"`
 }
 
 // KubeconfigSecretReference locates a kubeconfig in a Secret.
