@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/sandbox"
@@ -234,4 +235,64 @@ func waitRecreated(t *testing.T, ns, name string, old types.UID) *corev1.Pod {
 		return got.UID != old && got.Status.Phase == corev1.PodRunning && got.Spec.NodeName != "", fmt.Sprintf("%s %s on %q", got.UID, got.Status.Phase, got.Spec.NodeName)
 	})
 	return p
+}
+
+// A target that names its storage classes otherwise: the ClusterTarget's
+// storageClasses maps the source's class "fast" (which cluster-2 does not
+// have) to its "standard"; the claim's copy there binds, and the pod runs.
+// Without the mapping the copy asks for "fast" and the pod stays Pending
+// (checked: with the mapping {"other":"standard"} this test times out).
+func TestClaimStorageClassMapped(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	target := sb.ClusterNames()[1]
+	ns := enabledNamespace(t, "classes", target)
+	src := ctrlClient(t, sandbox.SourceCluster)
+	patch := func(classes string) {
+		t.Helper()
+		ct := &v1alpha1.ClusterTarget{ObjectMeta: metav1.ObjectMeta{Name: target}}
+		body := fmt.Sprintf(`{"spec":{"storageClasses":%s}}`, classes)
+		if err := src.Patch(ctx, ct, client.RawPatch(types.MergePatchType, []byte(body))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch(`{"fast":"standard"}`)
+	t.Cleanup(func() { patch("null") })
+
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To("fast"),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if _, err := kube(t, sandbox.SourceCluster).CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: podSpec("10m")}
+	pod.Spec.NodeSelector = map[string]string{v1alpha1.LabelCluster: target}
+	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	if _, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "db Running in "+target, func(ctx context.Context) (bool, string) {
+		p, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Get(ctx, "db", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == corev1.PodRunning, fmt.Sprintf("%s on %q", p.Status.Phase, p.Spec.NodeName)
+	})
+	boundCopy(t, target, ns, "data", sourceClaim(t, ns, "data").UID)
+	held, err := kube(t, target).CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ptr.Deref(held.Spec.StorageClassName, ""); got != sandbox.StorageClassStandard {
+		t.Errorf("the copy in %s has class %q, want %q (mapped from fast)", target, got, sandbox.StorageClassStandard)
+	}
+	if c := sourceClaim(t, ns, "data"); c.Status.Phase != corev1.ClaimBound {
+		t.Errorf("the source claim is %s, want Bound", c.Status.Phase)
+	}
 }
