@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -294,5 +295,48 @@ func TestClaimStorageClassMapped(t *testing.T) {
 	}
 	if c := sourceClaim(t, ns, "data"); c.Status.Phase != corev1.ClaimBound {
 		t.Errorf("the source claim is %s, want Bound", c.Status.Phase)
+	}
+}
+
+// Draining a virtual node does not evict a proxy whose claim is kept in
+// that target (it would only wait there again, its data there): kubectl
+// drain says so and how to evict it anyway; annotated
+// evict-with-claims=true it is evicted, and its new pod waits for the
+// cordoned target, then runs there again on the same claim once it is
+// uncordoned.
+func TestDrainKeepsAProxyWithItsClaim(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	ns := enabledNamespace(t, "drain-claims", sb.ClusterNames()[1:]...)
+	src := kube(t, sandbox.SourceCluster)
+	claimedStatefulSet(t, ns, "kept", 1)
+	db := waitStatefulSetRunning(t, ns, "kept", 1, 3*time.Minute)[0]
+	node := db.Spec.NodeName
+	if out, err := kubectl(t, "--context", sandbox.SourceCluster, "cordon", node); err != nil {
+		t.Fatalf("cordon %s: %v: %s", node, err, out)
+	}
+	t.Cleanup(func() { _, _ = kubectl(t, "--context", sandbox.SourceCluster, "uncordon", node) })
+
+	out, err := kubectl(t, "--context", sandbox.SourceCluster, "drain", node, "--ignore-daemonsets", "--pod-selector=app=kept", "--timeout=1m")
+	if err == nil || !strings.Contains(out, "keeps claim data-kept-0") || !strings.Contains(out, v1alpha1.AnnotationEvictWithClaims) {
+		t.Fatalf("kubectl drain %s: %v\n%s\nwant it refused for kept-0, naming its claim and the annotation", node, err, out)
+	}
+	if p, err := src.CoreV1().Pods(ns).Get(ctx, "kept-0", metav1.GetOptions{}); err != nil || p.UID != db.UID || p.DeletionTimestamp != nil {
+		t.Fatalf("kept-0 after the refused drain: %v (UID %s, deleting %v), want the same pod running", err, p.UID, p.DeletionTimestamp != nil)
+	}
+
+	if out, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "annotate", "pod", "kept-0", v1alpha1.AnnotationEvictWithClaims+"=true"); err != nil {
+		t.Fatalf("annotate: %v: %s", err, out)
+	}
+	if out, err := kubectl(t, "--context", sandbox.SourceCluster, "drain", node, "--ignore-daemonsets", "--pod-selector=app=kept", "--timeout=2m"); err != nil {
+		t.Fatalf("kubectl drain %s with the pod annotated: %v\n%s", node, err, out)
+	}
+	waitElectedReason(t, ns, "kept-0", "holds claim data-kept-0")
+	if out, err := kubectl(t, "--context", sandbox.SourceCluster, "uncordon", node); err != nil {
+		t.Fatalf("uncordon: %v: %s", err, out)
+	}
+	p := waitRecreated(t, ns, "kept-0", db.UID)
+	if p.Spec.NodeName != node {
+		t.Errorf("kept-0 came back on %s, want %s, where its claim is", p.Spec.NodeName, node)
 	}
 }

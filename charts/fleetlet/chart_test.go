@@ -464,8 +464,8 @@ func TestWebhookConfiguration(t *testing.T) {
 		t.Errorf("webhook %s: failurePolicy %s, reinvocation %s", w.Name, *w.FailurePolicy, *w.ReinvocationPolicy)
 	}
 	if len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
-		!slices.Equal(w.Rules[0].Resources, []string{"pods"}) || !slices.Equal(w.Rules[0].APIGroups, []string{""}) {
-		t.Errorf("rules = %+v, want pods CREATE only", w.Rules)
+		!slices.Equal(w.Rules[0].Resources, []string{"pods", "pods/eviction"}) || !slices.Equal(w.Rules[0].APIGroups, []string{""}) {
+		t.Errorf("rules = %+v, want pods and pods/eviction CREATE only", w.Rules)
 	}
 	sel := w.NamespaceSelector
 	if sel.MatchLabels["multicluster.fleetlet.io/enabled"] != "true" {

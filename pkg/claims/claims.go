@@ -162,3 +162,22 @@ func Place(ctx context.Context, c client.Client, claims []*corev1.PersistentVolu
 	}
 	return nil
 }
+
+// HeldIn names a claim the pod mounts that is kept in target, "" if none:
+// such a pod, evicted, would only wait for that target again.
+func HeldIn(ctx context.Context, c client.Reader, pod *corev1.Pod, target string) (string, error) {
+	for _, name := range Names(&pod.Spec) {
+		var pvc corev1.PersistentVolumeClaim
+		err := c.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: name}, &pvc)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if TargetOf(&pvc) == target {
+			return name, nil
+		}
+	}
+	return "", nil
+}

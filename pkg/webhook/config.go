@@ -78,8 +78,10 @@ func NamespaceSelector(fleetletNamespace string) *metav1.LabelSelector {
 	}
 }
 
-// MutatingWebhookConfiguration returns fleetlet-proxy-pods: pods CREATE in
-// enabled namespaces (minus kube-system and fleetlet's), failurePolicy
+// MutatingWebhookConfiguration returns fleetlet-proxy-pods: pods and
+// pods/eviction CREATE in enabled namespaces (minus kube-system and
+// fleetlet's; an eviction of a proxy that keeps a claim in its target is
+// refused), failurePolicy
 // Fail (no pod of an enabled namespace escapes fleetlet), reinvocation
 // IfNeeded (what later webhooks add is folded into the source spec), no
 // side effects. The chart ships the same with a service reference.
@@ -110,7 +112,7 @@ func MutatingWebhookConfiguration(o ConfigurationOptions) *admissionregistration
 				Rule: admissionregistrationv1.Rule{
 					APIGroups:   []string{""},
 					APIVersions: []string{"v1"},
-					Resources:   []string{"pods"},
+					Resources:   []string{"pods", "pods/eviction"},
 					Scope:       &scope,
 				},
 			}},

@@ -28,7 +28,7 @@ func TestMutatingWebhookConfiguration(t *testing.T) {
 	wh := mwc.Webhooks[0]
 	if diff := cmp.Diff([]admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}, Scope: wh.Rules[0].Scope},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods", "pods/eviction"}, Scope: wh.Rules[0].Scope},
 	}}, wh.Rules); diff != "" {
 		t.Errorf("rules (-want,+got):\n%s", diff)
 	}

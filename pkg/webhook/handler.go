@@ -65,6 +65,9 @@ var _ admission.Handler = &Handler{}
 
 // Handle implements admission.Handler.
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation == admissionv1.Create && req.Resource.Group == "" && req.Resource.Resource == "pods" && req.SubResource == "eviction" {
+		return h.handleEviction(ctx, req)
+	}
 	if req.Operation != admissionv1.Create || req.Kind.Group != "" || req.Kind.Kind != "Pod" || req.SubResource != "" {
 		return admission.Allowed("not a pod being created")
 	}

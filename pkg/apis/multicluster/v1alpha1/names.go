@@ -59,6 +59,11 @@ const (
 	// that target's virtual node, pre-bound to the claim.
 	LabelClaimMirror = Prefix + "claim-mirror"
 
+	// AnnotationEvictWithClaims set to "true" on a proxy lets it be evicted
+	// although it mounts a claim kept in its virtual node's target (the
+	// webhook refuses that eviction otherwise).
+	AnnotationEvictWithClaims = Prefix + "evict-with-claims"
+
 	// AnnotationTargetVolume on a PersistentVolumeClaim of the source names
 	// the volume its copy is bound to in the claim's target.
 	AnnotationTargetVolume = Prefix + "target-volume"
