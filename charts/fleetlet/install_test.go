@@ -284,6 +284,8 @@ func testPodAnnotationsPolicy(t *testing.T, admin client.Client) {
 		{name: "add one", patch: `{"multicluster.fleetlet.io/elected":"x"}`},
 		{name: "remove one", patch: `{"multicluster.fleetlet.io/source-spec":null}`},
 		{name: "same value", patch: string(spec), allowed: true},
+		{name: "the user's own: evict-with-claims", patch: `{"multicluster.fleetlet.io/evict-with-claims":"true"}`, allowed: true},
+		{name: "the user's own, with one of fleetlet's", patch: `{"multicluster.fleetlet.io/evict-with-claims":"false","multicluster.fleetlet.io/elected":"y"}`},
 	} {
 		err := patch(user, tc.patch)
 		if tc.allowed && err != nil {
