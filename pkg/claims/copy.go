@@ -34,7 +34,7 @@ func Copy(src *corev1.PersistentVolumeClaim, sourceName string, classes map[stri
 	}
 	labels := map[string]string{}
 	for k, v := range src.Labels {
-		if !fleetlets(k) {
+		if !v1alpha1.IsFleetletKey(k) {
 			labels[k] = v
 		}
 	}
@@ -42,7 +42,7 @@ func Copy(src *corev1.PersistentVolumeClaim, sourceName string, classes map[stri
 	labels[v1alpha1.LabelParentUID] = string(src.UID)
 	annotations := map[string]string{}
 	for k, v := range src.Annotations {
-		if !fleetlets(k) && !clusterOwned(k) {
+		if !v1alpha1.IsFleetletKey(k) && !clusterOwned(k) {
 			annotations[k] = v
 		}
 	}
@@ -63,13 +63,6 @@ func Copy(src *corev1.PersistentVolumeClaim, sourceName string, classes map[stri
 			VolumeAttributesClassName: src.Spec.VolumeAttributesClassName,
 		},
 	}
-}
-
-// fleetlets reports whether a key is fleetlet's: never copied, so that no
-// source claim forges a copy's ownership.
-func fleetlets(key string) bool {
-	prefix, _, ok := strings.Cut(key, "/")
-	return ok && (prefix == v1alpha1.GroupName || strings.HasSuffix(prefix, "."+v1alpha1.GroupName))
 }
 
 // clusterOwned reports whether an annotation belongs to the cluster a

@@ -37,10 +37,7 @@ const secretTypeServiceAccountToken = "kubernetes.io/service-account-token"
 // ours reports whether a label or annotation key is fleetlet's
 // (multicluster.fleetlet.io/… and its sub-domains): never copied from a
 // source object, so that no one forges a copy's ownership.
-func ours(key string) bool {
-	prefix, _, ok := strings.Cut(key, "/")
-	return ok && (prefix == v1alpha1.GroupName || strings.HasSuffix(prefix, "."+v1alpha1.GroupName))
-}
+func ours(key string) bool { return v1alpha1.IsFleetletKey(key) }
 
 // targetOwnedAnnotation reports whether an annotation belongs to the
 // cluster an object lives in, not to its content: it is not copied from

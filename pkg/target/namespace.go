@@ -97,9 +97,5 @@ func listedKeys(s string) []string {
 // target: not fleetlet's own (multicluster.fleetlet.io/ and its
 // subdomains), not the API server's name label.
 func carried(k string) bool {
-	prefix, _, found := strings.Cut(k, "/")
-	if !found {
-		return true
-	}
-	return prefix != v1alpha1.GroupName && !strings.HasSuffix(prefix, "."+v1alpha1.GroupName) && k != corev1.LabelMetadataName
+	return !v1alpha1.IsFleetletKey(k) && k != corev1.LabelMetadataName
 }

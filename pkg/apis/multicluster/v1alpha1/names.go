@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -248,6 +250,15 @@ const (
 	// proxy pods, which tolerate it, land on virtual nodes.
 	TaintEffectProvider = corev1.TaintEffectNoSchedule
 )
+
+// IsFleetletKey reports whether a label or annotation key is fleetlet's:
+// its prefix is GroupName or one of its sub-domains (delegate., source.,
+// target.). Such keys are never copied from a user's object, so that no
+// one forges what fleetlet writes.
+func IsFleetletKey(key string) bool {
+	prefix, _, ok := strings.Cut(key, "/")
+	return ok && (prefix == GroupName || strings.HasSuffix(prefix, "."+GroupName))
+}
 
 // VirtualNodeTaint returns the taint every virtual node carries.
 func VirtualNodeTaint() corev1.Taint {

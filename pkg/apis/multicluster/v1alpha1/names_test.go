@@ -120,3 +120,20 @@ func TestNames(t *testing.T) {
 		t.Errorf("VirtualNodeTaint() = %q, want %q", got, want)
 	}
 }
+
+func TestIsFleetletKey(t *testing.T) {
+	for key, want := range map[string]bool{
+		"multicluster.fleetlet.io/elected":      true,
+		"delegate.multicluster.fleetlet.io/app": true,
+		"source.multicluster.fleetlet.io/east":  true,
+		"xmulticlusterfleetlet.io/x":            false,
+		"evilmulticluster.fleetlet.io/x":        false,
+		"app.kubernetes.io/name":                false,
+		"multicluster.fleetlet.io":              false,
+		"team":                                  false,
+	} {
+		if got := v1alpha1.IsFleetletKey(key); got != want {
+			t.Errorf("IsFleetletKey(%q) = %v, want %v", key, got, want)
+		}
+	}
+}
