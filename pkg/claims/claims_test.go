@@ -200,6 +200,26 @@ func TestEnsure(t *testing.T) {
 	}
 }
 
+// A copy an earlier fleetlet made through the follow annotation (this
+// source's label, no parent UID) is adopted, data and all, not deleted.
+func TestEnsureAdoptsAFollowedCopy(t *testing.T) {
+	ctx := context.Background()
+	followed := Copy(claim("data", ""), "east", nil)
+	delete(followed.Labels, v1alpha1.LabelParentUID)
+	followed.Spec.VolumeName = "pvc-with-data"
+	target := fake.NewClientBuilder().WithObjects(followed).Build()
+	if why, err := Ensure(ctx, target, claim("data", "west"), "east", nil); why != "" || err != nil {
+		t.Fatalf("Ensure over a followed copy: %q, %v", why, err)
+	}
+	var got corev1.PersistentVolumeClaim
+	if err := target.Get(ctx, client.ObjectKeyFromObject(followed), &got); err != nil {
+		t.Fatalf("the followed copy: %v, want it kept", err)
+	}
+	if got.Labels[v1alpha1.LabelParentUID] != "uid-data" || got.Spec.VolumeName != "pvc-with-data" {
+		t.Errorf("adopted copy: parent-uid %q, volume %q; want uid-data on its own volume", got.Labels[v1alpha1.LabelParentUID], got.Spec.VolumeName)
+	}
+}
+
 func TestBindMirror(t *testing.T) {
 	ctx := context.Background()
 	c := fake.NewClientBuilder().WithObjects(claim("data", "west")).Build()

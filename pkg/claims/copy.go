@@ -88,6 +88,8 @@ func clusterOwned(key string) bool {
 //   - this source's copy of an earlier claim of that name (another parent
 //     UID, its source claim deleted and made again): it is deleted, and
 //     the target waits for it to go;
+//   - this source's copy made through the follow annotation by an earlier
+//     fleetlet (no parent UID): adopted (the parent UID added);
 //   - anything else of that name: a clash.
 func Ensure(ctx context.Context, c client.Client, src *corev1.PersistentVolumeClaim, sourceName string, classes map[string]string) (why string, err error) {
 	want := Copy(src, sourceName, classes)
@@ -115,6 +117,16 @@ func Ensure(ctx context.Context, c client.Client, src *corev1.PersistentVolumeCl
 		return fmt.Sprintf("a persistentvolumeclaim %s that this source did not create is in the way there", src.Name), nil
 	}
 	if got.Labels[v1alpha1.LabelParentUID] == string(src.UID) {
+		return "", nil
+	}
+	if got.Labels[v1alpha1.LabelParentUID] == "" && got.Annotations[v1alpha1.AnnotationParentName] == src.Name {
+		// This source's copy of the claim made through the follow
+		// annotation by an earlier fleetlet: adopted, data and all.
+		adopted := got.DeepCopy()
+		adopted.Labels[v1alpha1.LabelParentUID] = string(src.UID)
+		if err := c.Patch(ctx, adopted, client.MergeFromWithOptions(&got, client.MergeFromWithOptimisticLock{})); err != nil {
+			return "", fmt.Errorf("adopting the copy of claim %s: %w", src.Name, err)
+		}
 		return "", nil
 	}
 	if got.DeletionTimestamp == nil {

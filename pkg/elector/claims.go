@@ -91,10 +91,6 @@ func (r *Reconciler) readyClaims(ctx context.Context, place claims.Placement, ts
 	if err := claims.Place(ctx, r.client, place.Unplaced(), ts.key.String()); err != nil {
 		return "", err
 	}
-	if ts.cluster.Self() {
-		// The candidate mounts the source's claim itself.
-		return "", nil
-	}
 	for _, c := range place.Claims {
 		why, err := claims.Ensure(ctx, ts.cluster.Client(), c, r.opts.SourceName, ts.cluster.StorageClasses())
 		if err != nil || why != "" {

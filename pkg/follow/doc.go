@@ -45,7 +45,9 @@
 // target namespace each own their own copies; an object of the same name
 // without this source's label is a clash, refused, and left untouched.
 // Only copies with this source's label are ever updated or deleted. A
-// copy is deleted when its followers list becomes empty (Release, or the
+// copy (but a PersistentVolumeClaim, whose data goes only with its source
+// claim: package claims adopts and collects it) is deleted when its
+// followers list becomes empty (Release, or the
 // collector when a proxy is gone), with UID and resourceVersion
 // preconditions so that a follower added meanwhile keeps it.
 //

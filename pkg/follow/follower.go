@@ -509,7 +509,8 @@ func (f *Follower) dropFollowers(ctx context.Context, target client.Client, targ
 		for uid := range drop {
 			delete(fl, uid)
 		}
-		if len(fl) == 0 {
+		if len(fl) == 0 && cur.GroupVersionKind().GroupKind() != pvcGK {
+			// (A claim stays, with no follower: see deleteCopy.)
 			f.opts.Logger.Info("Deleting a copy no proxy follows", "target", targetName, "kind", cur.GetKind(), "object", klog.KObj(cur), "reason", why)
 			if err := deleteCopy(ctx, target, cur); err != nil {
 				return err
@@ -634,8 +635,14 @@ func getCopy(ctx context.Context, target client.Client, gvk schema.GroupVersionK
 }
 
 // deleteCopy deletes exactly the copy read: a copy changed or replaced
-// meanwhile is a conflict, one already gone is fine.
+// meanwhile is a conflict, one already gone is fine. A claim is never
+// deleted here, whatever its followers: its data goes only with its source
+// claim (package claims, which adopts the copies an earlier fleetlet made
+// through the follow annotation).
 func deleteCopy(ctx context.Context, target client.Client, obj *unstructured.Unstructured) error {
+	if obj.GroupVersionKind().GroupKind() == pvcGK {
+		return nil
+	}
 	err := target.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID()), ResourceVersion: ptr.To(obj.GetResourceVersion())})
 	return client.IgnoreNotFound(err)
 }

@@ -434,15 +434,13 @@ func TestAnnotatedKinds(t *testing.T) {
 	if pvc.Labels[v1alpha1.LabelParentCluster] != sourceName || followersOf(&pvc) != entry(p) {
 		t.Errorf("claim copy: labels %v, followers %q", pvc.Labels, followersOf(&pvc))
 	}
-	// Released with the rest.
+	// Released, the claim stays with no follower: its data goes only with
+	// its source claim (package claims).
 	if err := fl.Release(ctx, f.target, "t1", p.UID, f.ns); err != nil {
 		t.Fatal(err)
 	}
-	// The pvc-protection finalizer keeps a deleted claim until no pod
-	// uses it (no controller runs here to remove it): deleted means
-	// marked so.
-	if f.get(t, f.target, "data", &pvc) && pvc.DeletionTimestamp == nil {
-		t.Error("the claim copy was kept after its follower was released")
+	if !f.get(t, f.target, "data", &pvc) || pvc.DeletionTimestamp != nil || followersOf(&pvc) != "" {
+		t.Errorf("the claim copy after its follower was released: deleting %v, followers %q; want it kept, followed by none", pvc.DeletionTimestamp != nil, followersOf(&pvc))
 	}
 
 	for _, tc := range []struct {

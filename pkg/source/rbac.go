@@ -126,13 +126,14 @@ func SourceRules() []rbacv1.PolicyRule {
 		},
 		// Claims kept with their pods (package claims): the source
 		// creates its copy of a claim where the pod is elected, deletes
-		// a copy of an earlier claim of the same name, and its garbage
-		// collector lists its copies to delete those whose source claim
-		// is gone.
+		// a copy of an earlier claim of the same name, adopts (patch) a
+		// copy an earlier fleetlet made through the follow annotation, and
+		// its garbage collector lists its copies to delete those whose
+		// source claim is gone.
 		{
 			APIGroups: []string{""},
 			Resources: []string{"persistentvolumeclaims"},
-			Verbs:     []string{"get", "list", "create", "delete"},
+			Verbs:     []string{"get", "list", "create", "patch", "delete"},
 		},
 	}
 }
