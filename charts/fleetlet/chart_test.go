@@ -43,6 +43,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/source"
 	"github.com/fleetlet/fleetlet/pkg/summary"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
+	"github.com/fleetlet/fleetlet/pkg/webhook"
 )
 
 const (
@@ -456,16 +457,30 @@ func TestSchedulerExtraResources(t *testing.T) {
 func TestWebhookConfiguration(t *testing.T) {
 	objs := mustRender(t, "webhook:\n  excludedNamespaces: [monitoring]\n")
 	mwc := find[*admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "fleetlet-proxy-pods")
-	if len(mwc.Webhooks) != 1 {
-		t.Fatalf("%d webhooks, want 1", len(mwc.Webhooks))
+	if len(mwc.Webhooks) != 2 {
+		t.Fatalf("%d webhooks, want 2", len(mwc.Webhooks))
+	}
+	// The chart's is pkg/webhook's, with a service reference.
+	want := webhook.MutatingWebhookConfiguration(webhook.ConfigurationOptions{FleetletNamespace: releaseNS})
+	for i, w := range mwc.Webhooks {
+		b := want.Webhooks[i]
+		if w.Name != b.Name || *w.FailurePolicy != *b.FailurePolicy || *w.ReinvocationPolicy != *b.ReinvocationPolicy ||
+			!slices.Equal(w.Rules[0].Resources, b.Rules[0].Resources) || len(w.MatchConditions) != len(b.MatchConditions) {
+			t.Errorf("webhook %d: %s %s %s %v (%d conditions), want pkg/webhook's %s %s %s %v (%d)", i,
+				w.Name, *w.FailurePolicy, *w.ReinvocationPolicy, w.Rules[0].Resources, len(w.MatchConditions),
+				b.Name, *b.FailurePolicy, *b.ReinvocationPolicy, b.Rules[0].Resources, len(b.MatchConditions))
+		}
+		if svc := w.ClientConfig.Service; svc == nil || *svc.Path != "/mutate-pods" || !slices.Equal(w.NamespaceSelector.MatchExpressions[0].Values, mwc.Webhooks[0].NamespaceSelector.MatchExpressions[0].Values) {
+			t.Errorf("webhook %s: clientConfig %+v, namespaceSelector %+v; want the first's", w.Name, w.ClientConfig, w.NamespaceSelector)
+		}
 	}
 	w := mwc.Webhooks[0]
 	if w.Name != "proxy-pods.multicluster.fleetlet.io" || *w.FailurePolicy != admissionregistrationv1.Fail || *w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy {
 		t.Errorf("webhook %s: failurePolicy %s, reinvocation %s", w.Name, *w.FailurePolicy, *w.ReinvocationPolicy)
 	}
 	if len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
-		!slices.Equal(w.Rules[0].Resources, []string{"pods", "pods/eviction"}) || !slices.Equal(w.Rules[0].APIGroups, []string{""}) {
-		t.Errorf("rules = %+v, want pods and pods/eviction CREATE only", w.Rules)
+		!slices.Equal(w.Rules[0].Resources, []string{"pods"}) || !slices.Equal(w.Rules[0].APIGroups, []string{""}) {
+		t.Errorf("rules = %+v, want pods CREATE only", w.Rules)
 	}
 	sel := w.NamespaceSelector
 	if sel.MatchLabels["multicluster.fleetlet.io/enabled"] != "true" {

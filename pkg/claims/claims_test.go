@@ -278,4 +278,32 @@ func TestBindMirror(t *testing.T) {
 	if got := get().Annotations[v1alpha1.AnnotationTargetVolume]; got != "pvc-123" {
 		t.Errorf("%s = %q, want the copy's volume pvc-123", v1alpha1.AnnotationTargetVolume, got)
 	}
+
+	// The source's volume controller bound the claim from the volume's
+	// claimRef before our write (which then failed): a later call still
+	// names the copy's volume. Before: it returned at once, and the claim
+	// never named it (CI, 2 claims of 3).
+	c = fake.NewClientBuilder().WithObjects(claim("data", "west")).Build()
+	first := get()
+	first.Spec.VolumeName = MirrorName(first)
+	if err := c.Update(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	first = get()
+	first.Status.Phase = corev1.ClaimBound
+	if err := c.Status().Update(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if !NeedsHeld(get()) {
+		t.Error("NeedsHeld = false for a claim bound to its mirror that does not name its copy's volume")
+	}
+	if _, err := BindMirror(ctx, c, get(), "fleetlet-west", held); err != nil {
+		t.Fatal(err)
+	}
+	if got := get().Annotations[v1alpha1.AnnotationTargetVolume]; got != "pvc-123" || NeedsHeld(get()) {
+		t.Errorf("%s = %q after the volume controller bound it first, want pvc-123", v1alpha1.AnnotationTargetVolume, got)
+	}
+	if bound, err := BindMirror(ctx, c, get(), "fleetlet-west", held); !bound || err != nil {
+		t.Errorf("BindMirror of a claim bound and named: %v, %v", bound, err)
+	}
 }

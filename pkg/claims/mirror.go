@@ -64,28 +64,44 @@ func Mirror(c *corev1.PersistentVolumeClaim, target, node string, held *corev1.P
 
 // BindMirror binds a placed source claim to its mirror volume: the volume
 // is created (pre-bound to the claim's UID) and the claim names it, and
-// the volume of its copy in the target (held) in an annotation; the
-// source's volume controller completes the binding. It tells whether the
-// claim is Bound to it. A claim the source bound to a volume of its own
-// (an Immediate class with a provisioner in the source) is left as it is.
+// the volume of its copy in the target (held, once bound there) in an
+// annotation; the source's volume controller completes the binding (it
+// may also bind the claim first, from the volume's claimRef: the
+// annotation is then written by a later call). It tells whether the claim
+// is Bound to it. A claim the source bound to a volume of its own (an
+// Immediate class with a provisioner in the source) is left as it is.
 func BindMirror(ctx context.Context, c client.Client, claim *corev1.PersistentVolumeClaim, node string, held *corev1.PersistentVolumeClaim) (bool, error) {
-	if claim.Spec.VolumeName != "" {
+	name := MirrorName(claim)
+	if claim.Spec.VolumeName != "" && claim.Spec.VolumeName != name {
 		return claim.Status.Phase == corev1.ClaimBound, nil
 	}
-	pv := Mirror(claim, TargetOf(claim), node, held)
-	if err := c.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
-		return false, fmt.Errorf("creating volume %s for claim %s: %w", pv.Name, claim.Name, err)
-	}
 	patched := claim.DeepCopy()
-	patched.Spec.VolumeName = pv.Name
-	if held != nil && held.Spec.VolumeName != "" {
+	if claim.Spec.VolumeName == "" {
+		pv := Mirror(claim, TargetOf(claim), node, held)
+		if err := c.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, fmt.Errorf("creating volume %s for claim %s: %w", pv.Name, claim.Name, err)
+		}
+		patched.Spec.VolumeName = name
+	}
+	if held != nil && held.Spec.VolumeName != "" && claim.Annotations[v1alpha1.AnnotationTargetVolume] != held.Spec.VolumeName {
 		if patched.Annotations == nil {
 			patched.Annotations = map[string]string{}
 		}
 		patched.Annotations[v1alpha1.AnnotationTargetVolume] = held.Spec.VolumeName
 	}
+	if patched.Spec.VolumeName == claim.Spec.VolumeName && patched.Annotations[v1alpha1.AnnotationTargetVolume] == claim.Annotations[v1alpha1.AnnotationTargetVolume] {
+		return claim.Status.Phase == corev1.ClaimBound, nil
+	}
 	if err := c.Patch(ctx, patched, client.MergeFromWithOptions(claim, client.MergeFromWithOptimisticLock{})); err != nil {
-		return false, fmt.Errorf("binding claim %s to volume %s: %w", claim.Name, pv.Name, err)
+		return false, fmt.Errorf("binding claim %s to volume %s: %w", claim.Name, name, err)
 	}
 	return false, nil
+}
+
+// NeedsHeld tells whether BindMirror wants the claim's copy in its target:
+// the claim is not bound to its mirror yet, or does not name the copy's
+// volume yet.
+func NeedsHeld(claim *corev1.PersistentVolumeClaim) bool {
+	return claim.Spec.VolumeName == "" ||
+		(claim.Spec.VolumeName == MirrorName(claim) && claim.Annotations[v1alpha1.AnnotationTargetVolume] == "")
 }

@@ -158,7 +158,7 @@ func (r *Reconciler) bindSourceClaims(ctx context.Context, pod *corev1.Pod, cl *
 			return r.requeueAfter(pod, requeueAwaitingClaims, time.Second), true, nil
 		}
 		var held *corev1.PersistentVolumeClaim
-		if c.Spec.VolumeName == "" {
+		if claims.NeedsHeld(c) {
 			// Its copy there, bound by now (the delegate was admitted):
 			// the mirror shows its size, and the claim its volume.
 			held = &corev1.PersistentVolumeClaim{}

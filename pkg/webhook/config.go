@@ -11,8 +11,10 @@ import (
 const (
 	// ConfigurationName is the name of the MutatingWebhookConfiguration.
 	ConfigurationName = "fleetlet-proxy-pods"
-	// WebhookName is the name of its one webhook.
+	// WebhookName is the name of its webhook of pods.
 	WebhookName = "proxy-pods.multicluster.fleetlet.io"
+	// EvictionWebhookName is the name of its webhook of evictions.
+	EvictionWebhookName = "proxy-evictions.multicluster.fleetlet.io"
 	// Path is where the webhook server serves the handler.
 	Path = "/mutate-pods"
 	// DefaultTimeoutSeconds is the API server's timeout for one call.
@@ -78,16 +80,22 @@ func NamespaceSelector(fleetletNamespace string) *metav1.LabelSelector {
 	}
 }
 
-// MutatingWebhookConfiguration returns fleetlet-proxy-pods: pods and
-// pods/eviction CREATE in enabled namespaces (minus kube-system and
-// fleetlet's; an eviction of a proxy that keeps a claim in its target is
-// refused), failurePolicy
-// Fail (no pod of an enabled namespace escapes fleetlet), reinvocation
-// IfNeeded (what later webhooks add is folded into the source spec), no
-// side effects. The chart ships the same with a service reference.
+// MutatingWebhookConfiguration returns fleetlet-proxy-pods, two webhooks
+// on the enabled namespaces (minus kube-system and fleetlet's), no side
+// effects, one handler (Path):
+//   - proxy-pods: pods CREATE, failurePolicy Fail (no pod of an enabled
+//     namespace escapes fleetlet), reinvocation IfNeeded (what later
+//     webhooks add is folded into the source spec);
+//   - proxy-evictions: pods/eviction CREATE, failurePolicy Ignore (an
+//     eviction of a proxy that keeps a claim in its target is refused, but
+//     fleetlet being down never blocks a drain).
+//
+// The chart ships the same with a service reference.
 func MutatingWebhookConfiguration(o ConfigurationOptions) *admissionregistrationv1.MutatingWebhookConfiguration {
 	fail := admissionregistrationv1.Fail
+	ignore := admissionregistrationv1.Ignore
 	reinvoke := admissionregistrationv1.IfNeededReinvocationPolicy
+	never := admissionregistrationv1.NeverReinvocationPolicy
 	none := admissionregistrationv1.SideEffectClassNone
 	equivalent := admissionregistrationv1.Equivalent
 	scope := admissionregistrationv1.NamespacedScope
@@ -99,23 +107,26 @@ func MutatingWebhookConfiguration(o ConfigurationOptions) *admissionregistration
 	if name == "" {
 		name = ConfigurationName
 	}
+	rule := func(resource string) []admissionregistrationv1.RuleWithOperations {
+		return []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups:   []string{""},
+				APIVersions: []string{"v1"},
+				Resources:   []string{resource},
+				Scope:       &scope,
+			},
+		}}
+	}
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   name,
 			Labels: map[string]string{"app.kubernetes.io/part-of": "fleetlet", "app.kubernetes.io/component": "webhook"},
 		},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:         WebhookName,
-			ClientConfig: *o.ClientConfig.DeepCopy(),
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule: admissionregistrationv1.Rule{
-					APIGroups:   []string{""},
-					APIVersions: []string{"v1"},
-					Resources:   []string{"pods", "pods/eviction"},
-					Scope:       &scope,
-				},
-			}},
+			Name:                    WebhookName,
+			ClientConfig:            *o.ClientConfig.DeepCopy(),
+			Rules:                   rule("pods"),
 			FailurePolicy:           &fail,
 			MatchPolicy:             &equivalent,
 			NamespaceSelector:       NamespaceSelector(o.FleetletNamespace),
@@ -125,6 +136,18 @@ func MutatingWebhookConfiguration(o ConfigurationOptions) *admissionregistration
 			AdmissionReviewVersions: []string{"v1"},
 			ReinvocationPolicy:      &reinvoke,
 			MatchConditions:         MatchConditions(),
+		}, {
+			Name:                    EvictionWebhookName,
+			ClientConfig:            *o.ClientConfig.DeepCopy(),
+			Rules:                   rule("pods/eviction"),
+			FailurePolicy:           &ignore,
+			MatchPolicy:             &equivalent,
+			NamespaceSelector:       NamespaceSelector(o.FleetletNamespace),
+			ObjectSelector:          &metav1.LabelSelector{},
+			SideEffects:             &none,
+			TimeoutSeconds:          &timeout,
+			AdmissionReviewVersions: []string{"v1"},
+			ReinvocationPolicy:      &never,
 		}},
 	}
 }

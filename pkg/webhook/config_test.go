@@ -22,15 +22,22 @@ func TestMutatingWebhookConfiguration(t *testing.T) {
 		FleetletNamespace: "fleetlet-system",
 		ClientConfig:      admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: []byte("ca")},
 	})
-	if mwc.Name != ConfigurationName || len(mwc.Webhooks) != 1 {
+	if mwc.Name != ConfigurationName || len(mwc.Webhooks) != 2 {
 		t.Fatalf("name %q, %d webhooks", mwc.Name, len(mwc.Webhooks))
 	}
 	wh := mwc.Webhooks[0]
 	if diff := cmp.Diff([]admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods", "pods/eviction"}, Scope: wh.Rules[0].Scope},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}, Scope: wh.Rules[0].Scope},
 	}}, wh.Rules); diff != "" {
 		t.Errorf("rules (-want,+got):\n%s", diff)
+	}
+	// Evictions: their own webhook, failing open (fleetlet down never
+	// blocks a drain), on the same namespaces and handler.
+	ev := mwc.Webhooks[1]
+	if ev.Name != EvictionWebhookName || *ev.FailurePolicy != admissionregistrationv1.Ignore || len(ev.Rules) != 1 ||
+		!cmp.Equal(ev.Rules[0].Resources, []string{"pods/eviction"}) || *ev.ClientConfig.URL != url || !cmp.Equal(ev.NamespaceSelector, wh.NamespaceSelector) {
+		t.Errorf("eviction webhook: %s, failurePolicy %s, rules %+v, url %s", ev.Name, *ev.FailurePolicy, ev.Rules, *ev.ClientConfig.URL)
 	}
 	if *wh.FailurePolicy != admissionregistrationv1.Fail || *wh.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy ||
 		*wh.SideEffects != admissionregistrationv1.SideEffectClassNone || *wh.TimeoutSeconds != DefaultTimeoutSeconds {

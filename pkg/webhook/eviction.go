@@ -22,7 +22,8 @@ import (
 // "true". Evicted, it would only be made again and wait for that target:
 // moving a claim is a user's act, not a side effect of a drain. A delete
 // (kubectl drain --disable-eviction) is not held. Every other eviction is
-// let through, PodDisruptionBudgets deciding as usual.
+// let through, PodDisruptionBudgets deciding as usual. Its webhook
+// (EvictionWebhookName) fails open: fleetlet down never blocks a drain.
 func (h *Handler) handleEviction(ctx context.Context, req admission.Request) admission.Response {
 	var pod corev1.Pod
 	if err := h.nodes.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, &pod); err != nil {

@@ -397,7 +397,9 @@ func TestIntegrationCertRotationBehindService(t *testing.T) {
 			Namespace: fleetletNamespace, Name: DefaultServiceName, Path: ptr.To(Path), Port: ptr.To[int32](443),
 		}},
 	})
-	mwc.Webhooks[0].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"fleetlet-test/never": "true"}}
+	for i := range mwc.Webhooks {
+		mwc.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"fleetlet-test/never": "true"}}
+	}
 	if err := k8sClient.Create(ctx, mwc); err != nil {
 		t.Fatal(err)
 	}
