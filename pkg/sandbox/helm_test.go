@@ -105,7 +105,8 @@ func TestChartAsInstalled(t *testing.T) {
 			t.Errorf("manager args %q lack %q", mgr, w)
 		}
 	}
-	if want := []string{"https://127.0.0.1:9876/mutate-pods"}; !slices.Equal(webhookURLs, want) {
+	// Both webhooks (pods, evictions) call the one handler.
+	if want := []string{"https://127.0.0.1:9876/mutate-pods", "https://127.0.0.1:9876/mutate-pods"}; !slices.Equal(webhookURLs, want) {
 		t.Errorf("webhook URLs %v, want %v", webhookURLs, want)
 	}
 	if serviceAccounts[chartManager] == "" || serviceAccounts[chartScheduler] == "" {
