@@ -92,10 +92,6 @@ func NamespaceSelector(fleetletNamespace string) *metav1.LabelSelector {
 //
 // The chart ships the same with a service reference.
 func MutatingWebhookConfiguration(o ConfigurationOptions) *admissionregistrationv1.MutatingWebhookConfiguration {
-	fail := admissionregistrationv1.Fail
-	ignore := admissionregistrationv1.Ignore
-	reinvoke := admissionregistrationv1.IfNeededReinvocationPolicy
-	never := admissionregistrationv1.NeverReinvocationPolicy
 	none := admissionregistrationv1.SideEffectClassNone
 	equivalent := admissionregistrationv1.Equivalent
 	scope := admissionregistrationv1.NamespacedScope
@@ -118,36 +114,33 @@ func MutatingWebhookConfiguration(o ConfigurationOptions) *admissionregistration
 			},
 		}}
 	}
+	// What both webhooks share: the handler, the namespaces, no side
+	// effects, the timeout.
+	webhook := func(name, resource string, failure admissionregistrationv1.FailurePolicyType, reinvocation admissionregistrationv1.ReinvocationPolicyType) admissionregistrationv1.MutatingWebhook {
+		return admissionregistrationv1.MutatingWebhook{
+			Name:                    name,
+			ClientConfig:            *o.ClientConfig.DeepCopy(),
+			Rules:                   rule(resource),
+			FailurePolicy:           &failure,
+			MatchPolicy:             &equivalent,
+			NamespaceSelector:       NamespaceSelector(o.FleetletNamespace),
+			ObjectSelector:          &metav1.LabelSelector{},
+			SideEffects:             &none,
+			TimeoutSeconds:          &timeout,
+			AdmissionReviewVersions: []string{"v1"},
+			ReinvocationPolicy:      &reinvocation,
+		}
+	}
+	pods := webhook(WebhookName, "pods", admissionregistrationv1.Fail, admissionregistrationv1.IfNeededReinvocationPolicy)
+	pods.MatchConditions = MatchConditions()
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   name,
 			Labels: map[string]string{"app.kubernetes.io/part-of": "fleetlet", "app.kubernetes.io/component": "webhook"},
 		},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:                    WebhookName,
-			ClientConfig:            *o.ClientConfig.DeepCopy(),
-			Rules:                   rule("pods"),
-			FailurePolicy:           &fail,
-			MatchPolicy:             &equivalent,
-			NamespaceSelector:       NamespaceSelector(o.FleetletNamespace),
-			ObjectSelector:          &metav1.LabelSelector{},
-			SideEffects:             &none,
-			TimeoutSeconds:          &timeout,
-			AdmissionReviewVersions: []string{"v1"},
-			ReinvocationPolicy:      &reinvoke,
-			MatchConditions:         MatchConditions(),
-		}, {
-			Name:                    EvictionWebhookName,
-			ClientConfig:            *o.ClientConfig.DeepCopy(),
-			Rules:                   rule("pods/eviction"),
-			FailurePolicy:           &ignore,
-			MatchPolicy:             &equivalent,
-			NamespaceSelector:       NamespaceSelector(o.FleetletNamespace),
-			ObjectSelector:          &metav1.LabelSelector{},
-			SideEffects:             &none,
-			TimeoutSeconds:          &timeout,
-			AdmissionReviewVersions: []string{"v1"},
-			ReinvocationPolicy:      &never,
-		}},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{
+			pods,
+			webhook(EvictionWebhookName, "pods/eviction", admissionregistrationv1.Ignore, admissionregistrationv1.NeverReinvocationPolicy),
+		},
 	}
 }
