@@ -55,6 +55,7 @@ func newRootCommand() *cobra.Command {
 		f.BoolVar(&withFleetlet, "fleetlet", true, "run fleetlet in every cluster and connect them ("+sandbox.SourceCluster+" the source, every cluster a target); false starts bare clusters")
 		f.BoolVar(&opts.MetricsServer, "metrics-server", false, "run metrics-server (bin/metrics-server, `make metrics-server`) in every cluster, behind its apiserver's aggregation layer, so that kubectl top and HorizontalPodAutoscalers work; kwok's pods use what their kwok.x-k8s.io/usage-cpu and usage-memory annotations say")
 		f.BoolVar(&opts.Furnished, "furnished", true, "run in every cluster's kube-system what production clusters run: kube-proxy- and CNI-like DaemonSets that tolerate every taint, and a CoreDNS")
+		f.Var(devicesFlag{&opts.Devices}, "devices", "publish devices for Dynamic Resource Allocation: cluster=N pairs, comma-separated (cluster-2=8: 8 devices of DeviceClass "+sandbox.DeviceClassGPU+" on each fake node of cluster-2); the scheduler's DRA plugin allocates them")
 		f.BoolVar(&opts.Kueue, "kueue", false, "run Kueue (bin/kueue, `make kueue`) against "+sandbox.SourceCluster+"; it queues the Jobs and pods of namespaces labelled "+sandbox.KueueNamespaceLabel+"=true")
 	}
 
@@ -259,3 +260,24 @@ All contexts:    KUBECONFIG=%[2]s/%[3]s kubectl --context cluster-2 get pods -A
 Stop it all:     %[1]s down --dir %[2]s
 `, self, s.Dir(), sandbox.MergedKubeconfig)
 }
+
+// devicesFlag is --devices: cluster=N pairs.
+type devicesFlag struct{ m *map[string]int }
+
+func (f devicesFlag) String() string {
+	if f.m == nil {
+		return ""
+	}
+	return sandbox.FormatDevices(*f.m)
+}
+
+func (f devicesFlag) Set(s string) error {
+	m, err := sandbox.ParseDevices(s)
+	if err != nil {
+		return err
+	}
+	*f.m = m
+	return nil
+}
+
+func (devicesFlag) Type() string { return "cluster=N,..." }

@@ -25,6 +25,7 @@ func (f *Follower) Collectors() []gc.Collector {
 		collector{f: f, kind: KindConfigMap},
 		collector{f: f, kind: KindSecret},
 		collector{f: f, kind: KindServiceAccount},
+		collector{f: f, kind: KindResourceClaimTemplate},
 	}
 	kinds := make([]string, 0, len(f.allowed))
 	for k := range f.allowed {
@@ -49,8 +50,8 @@ func (c collector) Kind() string { return "Followed" + c.kind }
 
 // Collect implements gc.Collector.
 func (c collector) Collect(ctx context.Context, s *gc.Scope) error {
-	gvk := coreV1.WithKind(c.kind)
-	if exactFields[gvk.GroupKind()] == nil {
+	gvk := specGVK(c.kind)
+	if exactFields[gvk.GroupKind()] == nil && gvk.GroupKind() != claimTemplateGK {
 		var ok bool
 		if gvk, ok = c.f.allowedGVK(c.kind); !ok {
 			return nil

@@ -17,6 +17,7 @@ var (
 	secretGK         = schema.GroupKind{Kind: KindSecret}
 	serviceAccountGK = schema.GroupKind{Kind: KindServiceAccount}
 	pvcGK            = schema.GroupKind{Kind: "PersistentVolumeClaim"}
+	claimTemplateGK  = schema.GroupKind{Group: resourceV1.Group, Kind: KindResourceClaimTemplate}
 )
 
 // exactFields are, for the kinds a pod spec references, the top-level
@@ -182,9 +183,13 @@ func mergeValue(old, value any) any {
 
 // mustRecreate reports whether existing cannot be updated to want: an
 // immutable ConfigMap or Secret whose content changed (the source object
-// was recreated), or a Secret whose type changed.
+// was recreated), a Secret whose type changed, or a ResourceClaimTemplate
+// whose spec (immutable) changed.
 func mustRecreate(existing, want *unstructured.Unstructured) bool {
 	gk := want.GroupVersionKind().GroupKind()
+	if gk == claimTemplateGK {
+		return !equality.Semantic.DeepEqual(existing.Object["spec"], want.Object["spec"])
+	}
 	if gk != configMapGK && gk != secretGK {
 		return false
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
@@ -17,7 +18,23 @@ const (
 	KindConfigMap      = "ConfigMap"
 	KindSecret         = "Secret"
 	KindServiceAccount = "ServiceAccount"
+	// KindResourceClaimTemplate (resource.k8s.io) is what a pod's
+	// spec.resourceClaims names for claims made per pod: each target's
+	// resource claim controller makes the claim from the copy, and its
+	// scheduler allocates that target's devices.
+	KindResourceClaimTemplate = "ResourceClaimTemplate"
 )
+
+// resourceV1 is the API group and version of followed DRA objects.
+var resourceV1 = schema.GroupVersion{Group: "resource.k8s.io", Version: "v1"}
+
+// specGVK is the group, version and kind of a reference found in a spec.
+func specGVK(kind string) schema.GroupVersionKind {
+	if kind == KindResourceClaimTemplate {
+		return resourceV1.WithKind(kind)
+	}
+	return corev1.SchemeGroupVersion.WithKind(kind)
+}
 
 // RootCAConfigMap is the ConfigMap every namespace gets from its own
 // cluster: never followed.
@@ -157,6 +174,11 @@ func (b *refBuilder) spec(spec *corev1.PodSpec) {
 	}
 	for i := range spec.Volumes {
 		b.volume(&spec.Volumes[i].VolumeSource)
+	}
+	for _, c := range spec.ResourceClaims {
+		if c.ResourceClaimTemplateName != nil {
+			b.add(Ref{Kind: KindResourceClaimTemplate, Name: *c.ResourceClaimTemplateName})
+		}
 	}
 }
 

@@ -56,6 +56,15 @@ func TestRefs(t *testing.T) {
 			want: RefSet{sa},
 		},
 		{
+			name: "resource claim templates; a shared claim is not a template",
+			spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{
+				{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")},
+				{Name: "gpu2", ResourceClaimTemplateName: ptr.To("one-gpu")},
+				{Name: "shared", ResourceClaimName: ptr.To("team-gpus")},
+			}},
+			want: RefSet{{Kind: KindResourceClaimTemplate, Name: "one-gpu"}, sa},
+		},
+		{
 			name: "named ServiceAccount",
 			spec: corev1.PodSpec{ServiceAccountName: "builder"},
 			want: RefSet{saRef("builder")},

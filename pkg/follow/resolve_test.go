@@ -157,7 +157,7 @@ func TestResolve(t *testing.T) {
 
 func TestFollowedKinds(t *testing.T) {
 	f := newTestFollower(t, "ConfigMap", "Secret", "ServiceAccount", "PersistentVolumeClaim", "ClusterRole", "Gizmo", "Deployment")
-	got := f.followedKinds()
+	got := f.followedKinds(false)
 	want := []schema.GroupVersionKind{
 		corev1.SchemeGroupVersion.WithKind("ConfigMap"),
 		corev1.SchemeGroupVersion.WithKind("Secret"),
@@ -168,11 +168,18 @@ func TestFollowedKinds(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("followedKinds (-want,+got):\n%s", diff)
 	}
+	// Once a pod referencing a ResourceClaimTemplate was seen, Release
+	// lists their copies too.
+	withTemplates := append(want[:3:3], schema.GroupVersionKind{Group: "resource.k8s.io", Version: "v1", Kind: "ResourceClaimTemplate"})
+	withTemplates = append(withTemplates, want[3:]...)
+	if diff := cmp.Diff(withTemplates, f.followedKinds(true)); diff != "" {
+		t.Errorf("followedKinds(true) (-want,+got):\n%s", diff)
+	}
 	var kinds []string
 	for _, c := range f.Collectors() {
 		kinds = append(kinds, c.Kind())
 	}
-	wantKinds := []string{"FollowedConfigMap", "FollowedSecret", "FollowedServiceAccount", "FollowedClusterRole", "FollowedDeployment", "FollowedGizmo", "FollowedPersistentVolumeClaim"}
+	wantKinds := []string{"FollowedConfigMap", "FollowedSecret", "FollowedServiceAccount", "FollowedResourceClaimTemplate", "FollowedClusterRole", "FollowedDeployment", "FollowedGizmo", "FollowedPersistentVolumeClaim"}
 	if diff := cmp.Diff(wantKinds, kinds); diff != "" {
 		t.Errorf("Collectors (-want,+got):\n%s", diff)
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -61,6 +63,10 @@ type Options struct {
 	// tolerate every taint and a CoreDNS. The e2e suite and the demo turn
 	// it on.
 	Furnished bool
+	// Devices publishes devices for Dynamic Resource Allocation (devices.go):
+	// cluster name → devices of class DeviceClassGPU per fake node. Clusters
+	// not named publish none.
+	Devices map[string]int
 	// ManagerArgs are more arguments for every cluster's fleetlet manager
 	// (the bench's --manager-arg, to compare settings; the e2e suite's
 	// shorter --gc-min-age).
@@ -183,6 +189,11 @@ func (o Options) Validate() error {
 			if _, err := os.Stat(filepath.Join(o.BinDir, f)); err != nil {
 				errs = append(errs, fmt.Errorf("%s not found in %s (run `make kueue`): %w", f, o.BinDir, err))
 			}
+		}
+	}
+	for name, n := range o.Devices {
+		if i, err := strconv.Atoi(strings.TrimPrefix(name, "cluster-")); err != nil || !strings.HasPrefix(name, "cluster-") || i < 1 || i > o.Clusters || n < 0 {
+			errs = append(errs, fmt.Errorf("devices: %s=%d names no cluster of cluster-1 … cluster-%d, or a negative count", name, n, o.Clusters))
 		}
 	}
 	if o.MetricsServer {

@@ -24,6 +24,15 @@ var zones = []string{"a", "b", "c"}
 // NodeName is the name of the j-th (1-based) fake node of a cluster.
 func NodeName(cluster string, j int) string { return fmt.Sprintf("%s-node-%d", cluster, j) }
 
+// nodeNames are the names of a cluster's n fake nodes.
+func nodeNames(cluster string, n int) []string {
+	out := make([]string, n)
+	for j := range out {
+		out[j] = NodeName(cluster, j+1)
+	}
+	return out
+}
+
 // fakeNode builds the j-th kwok node of cluster c.
 func fakeNode(o Options, c *ClusterState, j int) *corev1.Node {
 	name := NodeName(c.Name, j)

@@ -433,6 +433,12 @@ func (s *Sandbox) startCluster(ctx context.Context, c *ClusterState, install boo
 			return err
 		}
 	}
+	if n := s.opts.Devices[c.Name]; n > 0 {
+		s.step(c, start, "publishing %d devices of class %s per node", n, DeviceClassGPU)
+		if err := PublishDevices(ctx, cs, nodeNames(c.Name, s.opts.Nodes), n); err != nil {
+			return fmt.Errorf("%s: %w", c.Name, err)
+		}
+	}
 	if runsMetricsServer(s.opts) {
 		s.step(c, start, "starting metrics-server")
 		if err := s.startMetricsServer(ctx, c, install, started); err != nil {

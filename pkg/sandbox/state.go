@@ -45,6 +45,8 @@ type Settings struct {
 	Kueue                  bool   `json:"kueue,omitempty"`
 	MetricsServer          bool   `json:"metricsServer,omitempty"`
 	Furnished              bool   `json:"furnished,omitempty"`
+	// Devices are the devices per fake node each cluster publishes.
+	Devices map[string]int `json:"devices,omitempty"`
 	// FleetletBinDir is where the fleetlet binary and chart the clusters
 	// run come from, when not the sandbox's BinDir.
 	FleetletBinDir string `json:"fleetletBinDir,omitempty"`
@@ -147,6 +149,7 @@ func settingsFrom(o Options) Settings {
 		Kueue:                  o.Kueue,
 		MetricsServer:          o.MetricsServer,
 		Furnished:              o.Furnished,
+		Devices:                o.Devices,
 		FleetletBinDir:         fleetletBinDirSetting(o),
 		ManagerArgs:            o.ManagerArgs,
 	}
@@ -174,6 +177,7 @@ func (s *State) options(base Options) (Options, error) {
 	o.Kueue = s.Settings.Kueue
 	o.MetricsServer = s.Settings.MetricsServer
 	o.Furnished = s.Settings.Furnished
+	o.Devices = s.Settings.Devices
 	o.FleetletBinDir = s.Settings.FleetletBinDir // "" defaults to BinDir
 	o.ManagerArgs = s.Settings.ManagerArgs
 	var err error

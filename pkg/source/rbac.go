@@ -135,6 +135,16 @@ func SourceRules() []rbacv1.PolicyRule {
 			Resources: []string{"persistentvolumeclaims"},
 			Verbs:     []string{"get", "list", "create", "patch", "delete"},
 		},
+		// Followed ResourceClaimTemplates (package follow): copied where
+		// a pod's candidates go, so that this cluster's resource claim
+		// controller makes the claim and its scheduler allocates devices;
+		// updated with their followers, listed to release them, deleted
+		// with their last follower (only those labelled as its own).
+		{
+			APIGroups: []string{"resource.k8s.io"},
+			Resources: []string{"resourceclaimtemplates"},
+			Verbs:     []string{"get", "list", "create", "update", "delete"},
+		},
 	}
 }
 
