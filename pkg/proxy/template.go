@@ -56,7 +56,8 @@ func CandidateAnnotations(annotations map[string]string) map[string]string {
 //     left out; in a self target, labels moved under
 //     delegate.multicluster.fleetlet.io/);
 //   - each container's and init container's image and resources (an
-//     in-place resize), by container name;
+//     in-place resize), by container name, but its resource claims
+//     (resources.claims), which the proxy does not carry;
 //   - activeDeadlineSeconds;
 //   - the tolerations the proxy has that the template lacks, but for the
 //     proxy's own (Tolerations): tolerations are only ever added;
@@ -117,8 +118,12 @@ func takeContainers(containers, from []corev1.Container) (images, resources bool
 			if c.Image != from[j].Image {
 				c.Image, images = from[j].Image, true
 			}
-			if !equality.Semantic.DeepEqual(c.Resources, from[j].Resources) {
-				c.Resources, resources = *from[j].Resources.DeepCopy(), true
+			// The claims stay the template's: the webhook keeps a pod's
+			// resource claims for its candidates, so the proxy has none.
+			want := *from[j].Resources.DeepCopy()
+			want.Claims = c.Resources.Claims
+			if !equality.Semantic.DeepEqual(c.Resources, want) {
+				c.Resources, resources = want, true
 			}
 		}
 	}

@@ -100,3 +100,38 @@ func TestUpdatedTemplate(t *testing.T) {
 		})
 	}
 }
+
+// A delegate's resource claims (resources.claims) are not on its proxy: the
+// webhook keeps them for candidates. An update never drops them from the
+// template, and an unchanged proxy is not a resize.
+func TestUpdatedTemplateKeepsResourceClaims(t *testing.T) {
+	withClaims := func(cpu string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)},
+			Claims:   []corev1.ResourceClaim{{Name: "gpu"}},
+		}
+	}
+	tmpl := &v1alpha1.PodChaperonTemplate{Spec: corev1.PodSpec{
+		ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}},
+		Containers:     []corev1.Container{{Name: "app", Image: "app:1", Resources: withClaims("1")}},
+	}}
+	p := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+
+	got, what := UpdatedTemplate(tmpl, p, false)
+	if len(what) != 0 {
+		t.Errorf("an unchanged proxy changed %v", what)
+	}
+	if diff := cmp.Diff(tmpl, got); diff != "" {
+		t.Errorf("template (-want,+got):\n%s", diff)
+	}
+
+	p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("2")
+	got, what = UpdatedTemplate(tmpl, p, false)
+	if diff := cmp.Diff([]string{"resources"}, what); diff != "" {
+		t.Errorf("what changed (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(withClaims("2"), got.Spec.Containers[0].Resources); diff != "" {
+		t.Errorf("resized resources (-want,+got):\n%s", diff)
+	}
+}
