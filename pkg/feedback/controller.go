@@ -183,6 +183,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}
+	if d.status != nil && d.gone == "" {
+		if err := r.noteDevices(ctx, cl, &proxy, d.status.ResourceClaimStatuses); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	if d.gone == "" || terminal(proxy.Status.Phase) || (d.status != nil && terminal(d.status.Phase)) {
 		return reconcile.Result{}, nil
 	}

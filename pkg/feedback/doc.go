@@ -17,6 +17,12 @@
 // on: the one whose updates its delegate's chaperon holds and whose pod is
 // up to them. A finished proxy keeps its final status.
 //
+// A delegate whose resource claims were allocated devices in its target
+// (Dynamic Resource Allocation) has them named on its proxy, once: the
+// annotation multicluster.fleetlet.io/devices ("request=driver/pool/device",
+// comma-separated) and a DevicesAllocated Event, from one read of each
+// claim in the target.
+//
 // When the delegate or its chaperon is deleted in the target (and it had
 // not finished), the proxy is deleted: its controller makes a new one, and
 // nothing comes back from the dead. A target that does not answer changes

@@ -70,6 +70,12 @@ const (
 	// the volume its copy is bound to in the claim's target.
 	AnnotationTargetVolume = Prefix + "target-volume"
 
+	// AnnotationDevices on a proxy pod names the devices its delegate's
+	// resource claims were allocated in its target: "request=driver/pool/
+	// device" entries (claim name first when the pod has several claims),
+	// comma-separated.
+	AnnotationDevices = Prefix + "devices"
+
 	// AnnotationForceDisconnect set to "true" on a Target or ClusterTarget
 	// ends its drain at once: what is still there is left behind (an Event
 	// says what).

@@ -35,6 +35,7 @@ func TestNames(t *testing.T) {
 		"AnnotationProbe":               {v1alpha1.AnnotationProbe, "multicluster.fleetlet.io/probe"},
 		"LabelClaimMirror":              {v1alpha1.LabelClaimMirror, "multicluster.fleetlet.io/claim-mirror"},
 		"AnnotationTargetVolume":        {v1alpha1.AnnotationTargetVolume, "multicluster.fleetlet.io/target-volume"},
+		"AnnotationDevices":             {v1alpha1.AnnotationDevices, "multicluster.fleetlet.io/devices"},
 		"AnnotationEvictWithClaims":     {v1alpha1.AnnotationEvictWithClaims, "multicluster.fleetlet.io/evict-with-claims"},
 		"AnnotationElected":             {v1alpha1.AnnotationElected, "multicluster.fleetlet.io/elected"},
 		"AnnotationElectedAt":           {v1alpha1.AnnotationElectedAt, "multicluster.fleetlet.io/elected-at"},

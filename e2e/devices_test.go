@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/sandbox"
+)
+
+// Pods with a DRA claim (resource.k8s.io/v1, a ResourceClaimTemplate) run
+// only where the devices are: with one device per node published in
+// cluster-2 only, three GPU pods run there, each with its own device named
+// on its proxy; a fourth waits, gated, saying why per cluster, and never
+// runs elsewhere; once cluster-3 publishes devices too, it runs there. The
+// template follows to the targets and goes with the last pod.
+func TestGPUPodsRunWhereTheDevicesAre(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	gpuClusters := sb.ClusterNames()[1:3] // cluster-2, cluster-3
+	for _, c := range gpuClusters {
+		withdrawDevices(t, c) // a sandbox run with --devices leaves them
+		t.Cleanup(func() { withdrawDevices(t, c) })
+	}
+	publishDevices(t, gpuClusters[0], 1)
+	ns := enabledNamespace(t, "gpu", sb.ClusterNames()[1:]...)
+	src := kube(t, sandbox.SourceCluster)
+	oneGPU(t, ns, "one-gpu")
+
+	devices := map[string]string{}
+	for i := range 3 {
+		name := fmt.Sprintf("train-%d", i)
+		gpuPod(t, ns, name, "one-gpu")
+		p := waitGPUPodRunning(t, ns, name)
+		if got := clusterOfNode(p.Spec.NodeName); got != gpuClusters[0] {
+			t.Errorf("%s runs in %s, want %s: only it publishes devices", name, got, gpuClusters[0])
+		}
+		dev := p.Annotations[v1alpha1.AnnotationDevices]
+		if !strings.HasPrefix(dev, "gpu="+sandbox.DeviceDriver+"/"+gpuClusters[0]+"-node-") {
+			t.Errorf("%s: %s=%q, want gpu=%s/<a node of %s>/<device>", name, v1alpha1.AnnotationDevices, dev, sandbox.DeviceDriver, gpuClusters[0])
+		}
+		if other, ok := devices[dev]; ok {
+			t.Errorf("%s and %s got the same device %s", other, name, dev)
+		}
+		devices[dev] = name
+	}
+	tmpl, err := kube(t, gpuClusters[0]).ResourceV1().ResourceClaimTemplates(ns).Get(ctx, "one-gpu", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the template's copy in %s: %v", gpuClusters[0], err)
+	}
+	if tmpl.Labels[v1alpha1.LabelParentCluster] != sandbox.SourceCluster {
+		t.Errorf("the template's copy in %s has labels %v, want %s=%s", gpuClusters[0], tmpl.Labels, v1alpha1.LabelParentCluster, sandbox.SourceCluster)
+	}
+
+	// Every device is taken: the fourth waits, and says why per cluster.
+	gpuPod(t, ns, "train-3", "one-gpu")
+	eventually(t, time.Minute, "train-3 to say why no cluster runs it", func(ctx context.Context) (bool, string) {
+		p, err := src.CoreV1().Pods(ns).Get(ctx, "train-3", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		c := electedCondition(p)
+		if c == nil || c.Status != corev1.ConditionFalse {
+			return false, fmt.Sprintf("Elected %v", c)
+		}
+		for _, cl := range sb.ClusterNames() {
+			if !strings.Contains(c.Message, cl+":") {
+				return false, c.Message
+			}
+		}
+		return strings.Contains(c.Message, "claim") || strings.Contains(c.Message, "device"), c.Message
+	})
+	time.Sleep(5 * time.Second)
+	p, err := src.CoreV1().Pods(ns).Get(ctx, "train-3", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) == 0 {
+		t.Fatalf("train-3 was bound to %q (gates %v) while no cluster had a free device", p.Spec.NodeName, p.Spec.SchedulingGates)
+	}
+
+	// A second GPU cluster: the waiting pod runs there.
+	publishDevices(t, gpuClusters[1], 1)
+	p = waitGPUPodRunning(t, ns, "train-3")
+	if got := clusterOfNode(p.Spec.NodeName); got != gpuClusters[1] {
+		t.Errorf("train-3 runs in %s, want %s, the second cluster with devices", got, gpuClusters[1])
+	}
+	if dev := p.Annotations[v1alpha1.AnnotationDevices]; !strings.HasPrefix(dev, "gpu="+sandbox.DeviceDriver+"/"+gpuClusters[1]+"-node-") {
+		t.Errorf("train-3: %s=%q, want a device of %s", v1alpha1.AnnotationDevices, dev, gpuClusters[1])
+	}
+
+	// The template's copies go with the last pod that needs them.
+	if err := src.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range gpuClusters {
+		eventually(t, time.Minute, "the template's copy in "+c+" to go with its pods", func(ctx context.Context) (bool, string) {
+			_, err := kube(t, c).ResourceV1().ResourceClaimTemplates(ns).Get(ctx, "one-gpu", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprintf("get: %v", err)
+		})
+	}
+}
+
+func publishDevices(t *testing.T, cluster string, perNode int) {
+	t.Helper()
+	var nodes []string
+	for j := 1; j <= sb.State().Settings.Nodes; j++ {
+		nodes = append(nodes, sandbox.NodeName(cluster, j))
+	}
+	if err := sandbox.PublishDevices(context.Background(), kube(t, cluster), nodes, perNode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withdrawDevices removes the published devices and their class.
+func withdrawDevices(t *testing.T, cluster string) {
+	t.Helper()
+	publishDevices(t, cluster, 0)
+	err := kube(t, cluster).ResourceV1().DeviceClasses().Delete(context.Background(), sandbox.DeviceClassGPU, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+}
+
+// oneGPU creates a ResourceClaimTemplate for one device of the sandbox's
+// class.
+func oneGPU(t *testing.T, ns, name string) {
+	t.Helper()
+	rct := &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: sandbox.DeviceClassGPU}}},
+		}}},
+	}
+	if _, err := kube(t, sandbox.SourceCluster).ResourceV1().ResourceClaimTemplates(ns).Create(context.Background(), rct, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func gpuPod(t *testing.T, ns, name, template string) {
+	t.Helper()
+	spec := podSpec("100m")
+	spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(template)}}
+	spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
+	if _, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitGPUPodRunning waits until a proxy is Running with its devices named.
+func waitGPUPodRunning(t *testing.T, ns, name string) *corev1.Pod {
+	t.Helper()
+	var got *corev1.Pod
+	eventually(t, 2*time.Minute, name+" to run with its devices named", func(ctx context.Context) (bool, string) {
+		p, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		got = p
+		return p.Status.Phase == corev1.PodRunning && p.Annotations[v1alpha1.AnnotationDevices] != "",
+			fmt.Sprintf("phase %s, node %q, devices %q", p.Status.Phase, p.Spec.NodeName, p.Annotations[v1alpha1.AnnotationDevices])
+	})
+	return got
+}
