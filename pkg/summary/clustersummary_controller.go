@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -62,6 +63,9 @@ type ClusterSummaryReconciler struct {
 
 	idMu      sync.Mutex
 	clusterID string
+	// devices: the cluster serves resource.k8s.io/v1, whose devices are
+	// counted (found at setup).
+	devices bool
 }
 
 // DefaultHeartbeat is how often the ClusterSummary's observedTime is renewed.
@@ -71,6 +75,7 @@ const DefaultHeartbeat = 30 * time.Second
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=clustersummaries,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=clustersummaries/status,verbs=get;patch
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses;resourceslices;resourceclaims,verbs=get;list;watch
 
 // SetupWithManager registers the controller with mgr, whose cache must
 // index indexer.ActivePodNodeName (the manager registers it).
@@ -88,15 +93,23 @@ func (r *ClusterSummaryReconciler) SetupWithManager(ctx context.Context, mgr ctr
 		q.Add(request)
 		return nil
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.ClusterSummary{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetName() == v1alpha1.ClusterSummaryName
 		}))).
 		Watches(&corev1.Node{}, toDefault, builder.WithPredicates(nodePredicate())).
 		Watches(&corev1.Pod{}, toDefault, builder.WithPredicates(podPredicate())).
-		WatchesRawSource(atStart).
-		Complete(r)
+		WatchesRawSource(atStart)
+	if _, err := mgr.GetRESTMapper().RESTMapping(resourcev1.SchemeGroupVersion.WithKind("DeviceClass").GroupKind(), resourcev1.SchemeGroupVersion.Version); err == nil {
+		r.devices = true
+		b = b.Watches(&resourcev1.DeviceClass{}, toDefault).
+			Watches(&resourcev1.ResourceSlice{}, toDefault).
+			Watches(&resourcev1.ResourceClaim{}, toDefault, builder.WithPredicates(claimPredicate()))
+	} else {
+		ctrl.LoggerFrom(ctx).Info("The cluster does not serve resource.k8s.io/v1: its devices are not counted", "err", err.Error())
+	}
+	return b.Complete(r)
 }
 
 // Reconcile recomputes the summary from the cache and writes it when it
@@ -218,6 +231,7 @@ func setOwned(status *v1alpha1.ClusterSummaryStatus, owned v1alpha1.ClusterSumma
 	status.Labels = owned.Labels
 	status.ClusterID = owned.ClusterID
 	status.ObservedTime = owned.ObservedTime
+	status.Devices = owned.Devices
 	for _, c := range owned.Conditions {
 		meta.SetStatusCondition(&status.Conditions, c)
 	}
@@ -246,7 +260,64 @@ func (r *ClusterSummaryReconciler) summarize(ctx context.Context) (v1alpha1.Clus
 			pods = append(pods, &podList.Items[j])
 		}
 	}
-	return Summarize(nodes, pods), nil
+	sum := Summarize(nodes, pods)
+	if r.devices {
+		devices, err := r.summarizeDevices(ctx, nodes)
+		if err != nil {
+			return sum, err
+		}
+		sum.Devices = devices
+	}
+	return sum, nil
+}
+
+// summarizeDevices lists, from the cache and without copying, the
+// DeviceClasses, ResourceSlices and ResourceClaims, and counts the devices.
+func (r *ClusterSummaryReconciler) summarizeDevices(ctx context.Context, nodes []*corev1.Node) (*v1alpha1.DeviceSummary, error) {
+	var classes resourcev1.DeviceClassList
+	var slices resourcev1.ResourceSliceList
+	var claims resourcev1.ResourceClaimList
+	for what, list := range map[string]client.ObjectList{"DeviceClasses": &classes, "ResourceSlices": &slices, "ResourceClaims": &claims} {
+		if err := r.Client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing %s: %w", what, err)
+		}
+	}
+	schedulable := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		schedulable[n.Name] = true
+	}
+	return SummarizeDevices(ctx, pointers(classes.Items), pointers(slices.Items), pointers(claims.Items),
+		func(node string) bool { return schedulable[node] }), nil
+}
+
+func pointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
+	}
+	return out
+}
+
+// claimPredicate passes the claim events that can change the devices
+// allocated: a claim with an allocation created or deleted, an allocation
+// made or released.
+func claimPredicate() predicate.Funcs {
+	allocated := func(o client.Object) bool {
+		c, ok := o.(*resourcev1.ResourceClaim)
+		return !ok || c.Status.Allocation != nil
+	}
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return allocated(e.Object) },
+		DeleteFunc: func(e event.DeleteEvent) bool { return allocated(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			oldClaim, ok1 := e.ObjectOld.(*resourcev1.ResourceClaim)
+			newClaim, ok2 := e.ObjectNew.(*resourcev1.ResourceClaim)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return !equality.Semantic.DeepEqual(oldClaim.Status.Allocation, newClaim.Status.Allocation)
+		},
+	}
 }
 
 // writeStatus writes status, all of it, with server-side apply as

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -144,7 +145,7 @@ func TestClusterSummaryController(t *testing.T) {
 			return ""
 		})
 		counted := &writeCounter{Client: mgrClient}
-		r := &ClusterSummaryReconciler{Client: counted}
+		r := &ClusterSummaryReconciler{Client: counted, devices: true}
 		for range 3 {
 			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: v1alpha1.ClusterSummaryName}}); err != nil {
 				t.Fatal(err)
@@ -230,6 +231,39 @@ func TestClusterSummaryController(t *testing.T) {
 			t.Errorf("ClusterSummary still has UID %s after deletion", old.UID)
 		}
 	})
+
+	// Devices: two on n1, one on n3 (not Ready), one of n1's allocated.
+	for _, obj := range []client.Object{
+		deviceClass("gpu.example.com", `device.driver == "gpu.example.com"`),
+		named(slice("gpu.example.com", "n1", 1, "a0", "a1"), "n1-gpus"),
+		named(slice("gpu.example.com", "n3", 1, "a2"), "n3-gpus"),
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu", Namespace: ns},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
+			{Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.example.com"}}}}},
+	}
+	if err := c.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	claim.Status = allocatedClaim("gpu.example.com", "n1", "a1").Status
+	if err := c.Status().Update(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	withDevices := realNodes
+	withDevices.Devices = &v1alpha1.DeviceSummary{Classes: []v1alpha1.DeviceClassSummary{{Name: "gpu.example.com", Devices: 2, Allocated: 1}}}
+	step("devices are counted per class, on schedulable nodes", func(t *testing.T) {
+		waitForSummary(t, c, withDevices)
+	})
+}
+
+func named[T client.Object](obj T, name string) T {
+	obj.SetName(name)
+	return obj
 }
 
 // newClient returns a client that reads from the API server directly.
@@ -384,6 +418,10 @@ func waitForSummary(t *testing.T, c client.Client, want v1alpha1.ClusterSummaryS
 		}
 		status := cs.Status.DeepCopy()
 		status.Conditions = nil
+		if want.Devices == nil {
+			// The test's API server serves resource.k8s.io/v1.
+			want.Devices = &v1alpha1.DeviceSummary{}
+		}
 		// Checked on their own (TestClusterSummaryIdentityAndHeartbeat).
 		status.ClusterID, status.ObservedTime = "", nil
 		if diff := cmp.Diff(want, *status, quantityEqual); diff != "" {

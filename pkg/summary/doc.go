@@ -26,11 +26,20 @@
 //     virtual node already accounts for as bound proxies, are not counted as
 //     others' load.
 //
+//   - devices, where the cluster serves resource.k8s.io/v1 (Dynamic
+//     Resource Allocation): per DeviceClass, how many published devices its
+//     CEL selectors select (ResourceSlices of schedulable nodes, and slices
+//     not tied to one node; the newest generation of each pool) and how
+//     many of those ResourceClaims hold (SummarizeDevices). A cluster that
+//     does not serve the API has no devices field, and its sources leave
+//     device checks to its scheduler.
+//
 // The Ready condition (with observedGeneration) says the summary reflects
 // the nodes and pods as the controller last saw them.
 //
 // What it watches: nodes, pods and the ClusterSummary itself, from the
-// manager's shared informers, plus one request at start (a cluster without
+// manager's shared informers (and DeviceClasses, ResourceSlices and the
+// allocations of ResourceClaims where resource.k8s.io/v1 is served), plus one request at start (a cluster without
 // nodes sends no event). Every event maps to the single request
 // "default", so a burst of events collapses into one reconcile, and
 // predicates drop the updates that cannot change the sum (node heartbeats,

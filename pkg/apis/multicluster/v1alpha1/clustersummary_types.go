@@ -61,6 +61,55 @@ type ClusterSummaryStatus struct {
 	// target's fleetlet is down (its Targets get SummaryStale=True).
 	// +optional
 	ObservedTime *metav1.Time `json:"observedTime,omitempty"`
+
+	// devices counts the devices of Dynamic Resource Allocation
+	// (resource.k8s.io/v1) per DeviceClass. Absent when the cluster does
+	// not serve that API: a source then leaves device checks to the
+	// cluster's own scheduler.
+	// +optional
+	Devices *DeviceSummary `json:"devices,omitempty"`
+}
+
+// DeviceSummary counts a cluster's devices per DeviceClass.
+type DeviceSummary struct {
+	// classes are the cluster's DeviceClasses; a class it does not list
+	// it does not serve.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	Classes []DeviceClassSummary `json:"classes,omitempty"`
+}
+
+// DeviceClassSummary counts the devices one DeviceClass selects.
+type DeviceClassSummary struct {
+	// name of the DeviceClass.
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// devices is how many published devices the class selects: those of
+	// the ResourceSlices of schedulable nodes, and of slices not tied to
+	// one node.
+	// +kubebuilder:validation:Minimum=0
+	Devices int32 `json:"devices"`
+
+	// allocated is how many of those are allocated to ResourceClaims.
+	// +kubebuilder:validation:Minimum=0
+	Allocated int32 `json:"allocated"`
+}
+
+// Free is how many devices of the class are not allocated.
+func (c DeviceClassSummary) Free() int32 { return max(c.Devices-c.Allocated, 0) }
+
+// Class returns the named class's counts; false when the cluster does not
+// serve it.
+func (s *DeviceSummary) Class(name string) (DeviceClassSummary, bool) {
+	for _, c := range s.Classes {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return DeviceClassSummary{}, false
 }
 
 // ClusterSummary summarizes the resources and shared node labels of this
