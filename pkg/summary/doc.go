@@ -39,9 +39,10 @@
 //
 // What it watches: nodes, pods and the ClusterSummary itself, from the
 // manager's shared informers (and DeviceClasses, ResourceSlices and the
-// allocations of ResourceClaims where resource.k8s.io/v1 is served), plus one request at start (a cluster without
-// nodes sends no event). Every event maps to the single request
-// "default", so a burst of events collapses into one reconcile, and
+// allocations of ResourceClaims where resource.k8s.io/v1 is served), plus
+// one request at start (a cluster without nodes sends no event). Every
+// event maps to the single request "default", so a burst of events
+// collapses into one reconcile, and
 // predicates drop the updates that cannot change the sum (node heartbeats,
 // pod readiness and container statuses). A reconcile is one list of nodes
 // plus one indexed list of pods per schedulable node, read from the cache
