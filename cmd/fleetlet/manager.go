@@ -508,6 +508,7 @@ func setupElector(ctx context.Context, mgr ctrl.Manager, o managerOptions, openS
 		Spec:                 openSpec,
 		Follower:             follower,
 		Registry:             reg,
+		SourceAPI:            mgr.GetAPIReader(),
 		ElectionDeadline:     o.electionDeadline,
 		BindTimeout:          o.bindTimeout,
 		UnboundTimeout:       o.unboundTimeout,

@@ -40,6 +40,9 @@ type targetState struct {
 	// soon: the target may take a candidate in a moment, with no event
 	// to say so (a namespace this source just created there).
 	soon bool
+	// short: the target's summary counts fewer free devices than the
+	// pod's resource claims ask for (devices.Need.Short); ranked last.
+	short bool
 }
 
 // targets is every target's view for the proxy: eligible when the target
@@ -274,7 +277,7 @@ func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []
 	byKey := map[string]*targetState{}
 	for _, s := range states {
 		if s.chaperon != nil {
-			offers = append(offers, Offer{Target: s.key.String(), Score: s.score, FreeShare: FreeShareAfter(s.cluster.Summary(), requests)})
+			offers = append(offers, Offer{Target: s.key.String(), Score: s.score, LacksDevices: s.short, FreeShare: FreeShareAfter(s.cluster.Summary(), requests)})
 			byKey[s.key.String()] = s
 		}
 	}

@@ -70,6 +70,11 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 	pl := placement.Split(userSpec, pod.Labels)
 	states := r.targets(ctx, pod, userSpec, clusters, pl)
 	keepWithClaims(place, states)
+	need, err := r.devicesOf(ctx, pod, userSpec)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	keepWithDevices(need, states)
 	requests := summary.PodRequests(&corev1.Pod{Spec: *userSpec})
 	r.narrow(ctx, pod, states, requests)
 

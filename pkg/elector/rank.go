@@ -61,10 +61,13 @@ type Offer struct {
 	Crowding int64
 	// FreeShare is FreeShareAfter for the pod.
 	FreeShare float64
+	// LacksDevices: the target's summary counts fewer free devices than
+	// the pod's resource claims ask for.
+	LacksDevices bool
 }
 
-// Rank orders offers best first: the highest score of the pod's
-// preferences, then the fewest peers its soft spread over clusters counts
+// Rank orders offers best first: those not short of the devices the pod
+// asks for, then the highest score of the pod's preferences, then the fewest peers its soft spread over clusters counts
 // there, then the most free share after the pod, ties broken by
 // hash(pod UID, target), so that equal clusters share the load. A
 // preferred cluster thus gets the pod while it can run it; once it cannot
@@ -72,6 +75,9 @@ type Offer struct {
 func Rank(uid types.UID, offers []Offer) []Offer {
 	out := append([]Offer(nil), offers...)
 	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].LacksDevices != out[j].LacksDevices {
+			return out[j].LacksDevices
+		}
 		if out[i].Score != out[j].Score {
 			return out[i].Score > out[j].Score
 		}

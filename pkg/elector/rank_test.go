@@ -83,6 +83,20 @@ func TestRankPrefersScoreThenFreeShare(t *testing.T) {
 	}
 }
 
+// A target short of the devices the pod asks for ranks after every other,
+// whatever its score or room: ranking-first does not send a GPU pod where
+// every device is taken.
+func TestRankPutsTargetsShortOfDevicesLast(t *testing.T) {
+	got := Rank("uid", []Offer{
+		{Target: "full-gpus", Score: 80, FreeShare: 0.9, LacksDevices: true},
+		{Target: "free-gpus", Score: 0, FreeShare: 0.1},
+		{Target: "also-full", Score: 100, FreeShare: 0.5, LacksDevices: true},
+	})
+	if got[0].Target != "free-gpus" || got[1].Target != "also-full" || got[2].Target != "full-gpus" {
+		t.Errorf("Rank = %v, want free-gpus, also-full, full-gpus", got)
+	}
+}
+
 // The requests of elections still in flight count against their target:
 // a burst ranked on one summary spreads. The summary itself is not
 // changed.

@@ -66,6 +66,10 @@ type Options struct {
 	Follower *follow.Follower
 	// Registry holds the live targets. Required.
 	Registry *target.Registry
+	// SourceAPI reads, uncached, the ResourceClaimTemplates and shared
+	// ResourceClaims a pod's resource claims name (package devices): nil
+	// leaves device checks to the targets' schedulers.
+	SourceAPI client.Reader
 }
 
 // Defaults for Options.

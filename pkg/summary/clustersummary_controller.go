@@ -231,7 +231,8 @@ func setOwned(status *v1alpha1.ClusterSummaryStatus, owned v1alpha1.ClusterSumma
 	status.Labels = owned.Labels
 	status.ClusterID = owned.ClusterID
 	status.ObservedTime = owned.ObservedTime
-	status.Devices = owned.Devices
+	status.DevicesCounted = owned.DevicesCounted
+	status.DeviceClasses = owned.DeviceClasses
 	for _, c := range owned.Conditions {
 		meta.SetStatusCondition(&status.Conditions, c)
 	}
@@ -262,18 +263,18 @@ func (r *ClusterSummaryReconciler) summarize(ctx context.Context) (v1alpha1.Clus
 	}
 	sum := Summarize(nodes, pods)
 	if r.devices {
-		devices, err := r.summarizeDevices(ctx, nodes)
+		classes, err := r.summarizeDevices(ctx, nodes)
 		if err != nil {
 			return sum, err
 		}
-		sum.Devices = devices
+		sum.DevicesCounted, sum.DeviceClasses = true, classes
 	}
 	return sum, nil
 }
 
 // summarizeDevices lists, from the cache and without copying, the
 // DeviceClasses, ResourceSlices and ResourceClaims, and counts the devices.
-func (r *ClusterSummaryReconciler) summarizeDevices(ctx context.Context, nodes []*corev1.Node) (*v1alpha1.DeviceSummary, error) {
+func (r *ClusterSummaryReconciler) summarizeDevices(ctx context.Context, nodes []*corev1.Node) ([]v1alpha1.DeviceClassSummary, error) {
 	var classes resourcev1.DeviceClassList
 	var slices resourcev1.ResourceSliceList
 	var claims resourcev1.ResourceClaimList

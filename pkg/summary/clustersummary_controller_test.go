@@ -255,9 +255,15 @@ func TestClusterSummaryController(t *testing.T) {
 		t.Fatal(err)
 	}
 	withDevices := realNodes
-	withDevices.Devices = &v1alpha1.DeviceSummary{Classes: []v1alpha1.DeviceClassSummary{{Name: "gpu.example.com", Devices: 2, Allocated: 1}}}
+	withDevices.DeviceClasses = []v1alpha1.DeviceClassSummary{{Name: "gpu.example.com", Devices: 2, Allocated: 1}}
 	step("devices are counted per class, on schedulable nodes", func(t *testing.T) {
 		waitForSummary(t, c, withDevices)
+	})
+	if err := c.Delete(ctx, deviceClass("gpu.example.com", "")); err != nil {
+		t.Fatal(err)
+	}
+	step("the last class gone, no class is served", func(t *testing.T) {
+		waitForSummary(t, c, realNodes)
 	})
 }
 
@@ -418,10 +424,8 @@ func waitForSummary(t *testing.T, c client.Client, want v1alpha1.ClusterSummaryS
 		}
 		status := cs.Status.DeepCopy()
 		status.Conditions = nil
-		if want.Devices == nil {
-			// The test's API server serves resource.k8s.io/v1.
-			want.Devices = &v1alpha1.DeviceSummary{}
-		}
+		// The test's API server serves resource.k8s.io/v1.
+		want.DevicesCounted = true
 		// Checked on their own (TestClusterSummaryIdentityAndHeartbeat).
 		status.ClusterID, status.ObservedTime = "", nil
 		if diff := cmp.Diff(want, *status, quantityEqual); diff != "" {

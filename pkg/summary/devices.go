@@ -23,7 +23,7 @@ type deviceKey struct{ driver, pool, device string }
 // those of nodes schedulable says yes to. A class whose selector does not
 // compile, or a device on which it fails, selects nothing.
 func SummarizeDevices(ctx context.Context, classes []*resourcev1.DeviceClass, slices []*resourcev1.ResourceSlice,
-	claims []*resourcev1.ResourceClaim, schedulable func(node string) bool) *v1alpha1.DeviceSummary {
+	claims []*resourcev1.ResourceClaim, schedulable func(node string) bool) []v1alpha1.DeviceClassSummary {
 	allocated := map[deviceKey]bool{}
 	for _, c := range claims {
 		if c.Status.Allocation == nil {
@@ -34,7 +34,7 @@ func SummarizeDevices(ctx context.Context, classes []*resourcev1.DeviceClass, sl
 		}
 	}
 	devices := publishedDevices(slices, schedulable)
-	out := &v1alpha1.DeviceSummary{}
+	var out []v1alpha1.DeviceClassSummary
 	for _, class := range classes {
 		selectors := compiledSelectors(class)
 		sum := v1alpha1.DeviceClassSummary{Name: class.Name}
@@ -47,9 +47,9 @@ func SummarizeDevices(ctx context.Context, classes []*resourcev1.DeviceClass, sl
 				sum.Allocated++
 			}
 		}
-		out.Classes = append(out.Classes, sum)
+		out = append(out, sum)
 	}
-	sort.Slice(out.Classes, func(i, j int) bool { return out.Classes[i].Name < out.Classes[j].Name })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 

@@ -64,16 +64,17 @@ func TestSummarizeDevices(t *testing.T) {
 	schedulable := func(node string) bool { return node != "cordoned" }
 
 	got := SummarizeDevices(context.Background(), classes, slices, claims, schedulable)
-	want := &v1alpha1.DeviceSummary{Classes: []v1alpha1.DeviceClassSummary{
+	want := []v1alpha1.DeviceClassSummary{
 		{Name: "big-gpu", Devices: 2, Allocated: 1},
 		{Name: "broken"},
 		{Name: "gpu", Devices: 4, Allocated: 2},
 		{Name: "nic", Devices: 2, Allocated: 1},
-	}}
+	}
 	assert.Equal(t, want, got)
-	gpu, ok := got.Class("gpu")
+	status := &v1alpha1.ClusterSummaryStatus{DevicesCounted: true, DeviceClasses: got}
+	gpu, ok := status.DeviceClass("gpu")
 	assert.True(t, ok)
 	assert.Equal(t, int32(2), gpu.Free())
-	_, ok = got.Class("fpga")
+	_, ok = status.DeviceClass("fpga")
 	assert.False(t, ok)
 }

@@ -25,14 +25,14 @@
 //     source subtracts its own part so that its own delegates, which its
 //     virtual node already accounts for as bound proxies, are not counted as
 //     others' load.
-//
 //   - devices, where the cluster serves resource.k8s.io/v1 (Dynamic
 //     Resource Allocation): per DeviceClass, how many published devices its
 //     CEL selectors select (ResourceSlices of schedulable nodes, and slices
 //     not tied to one node; the newest generation of each pool) and how
-//     many of those ResourceClaims hold (SummarizeDevices). A cluster that
-//     does not serve the API has no devices field, and its sources leave
-//     device checks to its scheduler.
+//     many of those ResourceClaims hold (SummarizeDevices), in
+//     deviceClasses, with devicesCounted true. A cluster that does not serve
+//     the API has devicesCounted false, and its sources leave device checks
+//     to its scheduler.
 //
 // The Ready condition (with observedGeneration) says the summary reflects
 // the nodes and pods as the controller last saw them.

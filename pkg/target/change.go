@@ -7,6 +7,7 @@ package target
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 )
@@ -19,7 +20,8 @@ type View struct {
 	// Ready, Draining and SummaryStale are the cluster's state.
 	Ready, Draining, SummaryStale bool
 	// Free is what its summary says it can still run (allocatable −
-	// requested); nil without a summary.
+	// requested, and the free devices of each DeviceClass under
+	// DeviceClassResource); nil without a summary.
 	Free corev1.ResourceList
 	// cluster tells a reconnected target (a new connection, its caches
 	// new) from the one before.
@@ -48,7 +50,16 @@ func free(s *v1alpha1.ClusterSummaryStatus) corev1.ResourceList {
 		}
 		out[name] = q
 	}
+	for _, c := range s.DeviceClasses {
+		out[DeviceClassResource(c.Name)] = *resource.NewQuantity(int64(c.Free()), resource.DecimalSI)
+	}
 	return out
+}
+
+// DeviceClassResource names, in View.Free, the free devices of a
+// DeviceClass: a class served anew, or devices freed, is room that grew.
+func DeviceClassResource(class string) corev1.ResourceName {
+	return corev1.ResourceName("deviceclass.multicluster.fleetlet.io/" + class)
 }
 
 // Change is one target's view before and after a reconcile.

@@ -10,10 +10,41 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 )
 
 func cpu(v string) corev1.ResourceList {
 	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(v)}
+}
+
+// A summary's free devices are room: a DeviceClass served anew, or
+// devices freed, bring back the proxies no cluster could take.
+func TestFreeCountsDevices(t *testing.T) {
+	withGPUs := func(devices, allocated int32) *v1alpha1.ClusterSummaryStatus {
+		return &v1alpha1.ClusterSummaryStatus{Allocatable: cpu("4"), DevicesCounted: true,
+			DeviceClasses: []v1alpha1.DeviceClassSummary{{Name: "gpu", Devices: devices, Allocated: allocated}}}
+	}
+	none := &v1alpha1.ClusterSummaryStatus{Allocatable: cpu("4"), DevicesCounted: true}
+	for _, tc := range []struct {
+		name          string
+		before, after *v1alpha1.ClusterSummaryStatus
+		roomGrew      bool
+	}{
+		{name: "a class served anew", before: none, after: withGPUs(3, 0), roomGrew: true},
+		{name: "a device freed", before: withGPUs(3, 3), after: withGPUs(3, 2), roomGrew: true},
+		{name: "a device taken", before: withGPUs(3, 2), after: withGPUs(3, 3)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Change{Before: View{Present: true, Ready: true, Free: free(tc.before)}, After: View{Present: true, Ready: true, Free: free(tc.after)}}
+			if got := c.RoomGrew(); got != tc.roomGrew {
+				t.Errorf("RoomGrew() = %v, want %v", got, tc.roomGrew)
+			}
+			if !c.Any() {
+				t.Error("Any() = false, want true")
+			}
+		})
+	}
 }
 
 func TestChange(t *testing.T) {

@@ -62,23 +62,20 @@ type ClusterSummaryStatus struct {
 	// +optional
 	ObservedTime *metav1.Time `json:"observedTime,omitempty"`
 
-	// devices counts the devices of Dynamic Resource Allocation
-	// (resource.k8s.io/v1) per DeviceClass. Absent when the cluster does
-	// not serve that API: a source then leaves device checks to the
-	// cluster's own scheduler.
+	// devicesCounted is true when the cluster serves resource.k8s.io/v1
+	// (Dynamic Resource Allocation) and fleetlet counts its devices:
+	// deviceClasses then lists every DeviceClass it serves. False, a
+	// source leaves device checks to the cluster's own scheduler.
 	// +optional
-	Devices *DeviceSummary `json:"devices,omitempty"`
-}
+	DevicesCounted bool `json:"devicesCounted,omitempty"`
 
-// DeviceSummary counts a cluster's devices per DeviceClass.
-type DeviceSummary struct {
-	// classes are the cluster's DeviceClasses; a class it does not list
-	// it does not serve.
+	// deviceClasses counts, per DeviceClass the cluster serves, the
+	// devices the class selects.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=256
-	Classes []DeviceClassSummary `json:"classes,omitempty"`
+	DeviceClasses []DeviceClassSummary `json:"deviceClasses,omitempty"`
 }
 
 // DeviceClassSummary counts the devices one DeviceClass selects.
@@ -101,10 +98,10 @@ type DeviceClassSummary struct {
 // Free is how many devices of the class are not allocated.
 func (c DeviceClassSummary) Free() int32 { return max(c.Devices-c.Allocated, 0) }
 
-// Class returns the named class's counts; false when the cluster does not
-// serve it.
-func (s *DeviceSummary) Class(name string) (DeviceClassSummary, bool) {
-	for _, c := range s.Classes {
+// DeviceClass returns the named class's counts; false when the cluster
+// does not serve it (or does not count its devices).
+func (s *ClusterSummaryStatus) DeviceClass(name string) (DeviceClassSummary, bool) {
+	for _, c := range s.DeviceClasses {
 		if c.Name == name {
 			return c, true
 		}

@@ -1,0 +1,40 @@
+// devices: a pod's resource claims keep it out of targets that serve none
+// of the DeviceClasses they ask for, and rank last those short of devices.
+
+package elector
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fleetlet/fleetlet/pkg/devices"
+)
+
+// devicesOf reads what the pod's resource claims ask for (nothing without
+// Options.SourceAPI, or for a pod without resource claims).
+func (r *Reconciler) devicesOf(ctx context.Context, pod *corev1.Pod, userSpec *corev1.PodSpec) (devices.Need, error) {
+	if r.opts.SourceAPI == nil || userSpec == nil || len(userSpec.ResourceClaims) == 0 {
+		return devices.Need{}, nil
+	}
+	return devices.Read(ctx, r.opts.SourceAPI, pod.Namespace, userSpec)
+}
+
+// keepWithDevices leaves out the eligible targets that serve no
+// DeviceClass the pod needs, and marks those short of free devices.
+func keepWithDevices(need devices.Need, states []*targetState) {
+	if need.None() {
+		return
+	}
+	for _, ts := range states {
+		if !ts.eligible {
+			continue
+		}
+		summary := ts.cluster.Summary()
+		if why := need.Why(summary); why != "" {
+			ts.eligible, ts.reason = false, why
+			continue
+		}
+		ts.short = need.Short(summary)
+	}
+}
