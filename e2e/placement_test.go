@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
@@ -268,4 +269,89 @@ func TestAffinityOverClusters(t *testing.T) {
 		return c.Status == corev1.ConditionFalse && p.Spec.NodeName == "" &&
 			strings.Contains(c.Message, "pod affinity over "+v1alpha1.LabelCluster+": no pod matching app=nobody"), c.Message
 	})
+}
+
+// Target priorities give a fixed order: with cluster-3 above cluster-2
+// above the source itself, a 9-replica burst fills cluster-3 first, spills
+// the rest into cluster-2 only, and leaves the source, which has room, at
+// the lowest priority, empty.
+func TestTargetPrioritySpillsOverInOrder(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	names := sb.ClusterNames()
+	first, second, last := names[2], names[1], names[0]
+	setPriority(t, first, 20)
+	setPriority(t, second, 10)
+	time.Sleep(time.Second) // the source's registry reads the change
+	// Earlier scenarios' pods may still hold room in the two targets.
+	eventually(t, 2*time.Minute, "room for two replicas on every node of "+first+" and "+second, func(ctx context.Context) (bool, string) {
+		for _, c := range []string{first, second} {
+			if room := nodesWithRoom(t, ctx, c, resource.MustParse("30")); len(room) < 3 {
+				return false, fmt.Sprintf("%s: nodes with 30 CPUs free: %v", c, room)
+			}
+		}
+		return true, ""
+	})
+	ns := enabledNamespace(t, "priority", names[1:]...)
+	// 15 CPUs of a 32-CPU node: two per node, six in a cluster of three.
+	// Scaled up one replica at a time: in a burst, a higher target may
+	// answer no while losing candidates of other replicas still hold its
+	// room (docs/design.md, "Cluster-level placement").
+	const replicas = 9
+	sel := deployment(t, ns, "ordered", 1, cpu("15"))
+	for n := int32(1); n <= replicas; n++ {
+		scaleDeployment(t, ns, "ordered", n)
+		waitDeploymentRunning(t, ns, "ordered", int(n), time.Minute)
+	}
+	got := byCluster(t, ctx, ns, sel)
+	t.Logf("replicas by cluster: %v", got)
+	room := nodesWithRoom(t, ctx, first, resource.MustParse("15"))
+	if got[first] == 0 || (got[first] < replicas && len(room) > 0) {
+		t.Errorf("%d of %d replicas in %s, the first priority, while its nodes %v have room for one more", got[first], replicas, first, room)
+	}
+	if got[last] != 0 || got[first]+got[second] != replicas {
+		t.Errorf("replicas by cluster %v: want them all in %s then %s, none in %s (the lowest priority)", got, first, second, last)
+	}
+}
+
+// setPriority sets a ClusterTarget's spec.priority in the source, and
+// takes it back at the end.
+func setPriority(t *testing.T, target string, priority int32) {
+	t.Helper()
+	c := ctrlClient(t, sandbox.SourceCluster)
+	set := func(p int32) error {
+		var ct v1alpha1.ClusterTarget
+		if err := c.Get(context.Background(), client.ObjectKey{Name: target}, &ct); err != nil {
+			return err
+		}
+		patch := client.MergeFrom(ct.DeepCopy())
+		ct.Spec.Priority = p
+		return c.Patch(context.Background(), &ct, patch)
+	}
+	if err := set(priority); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := set(0); err != nil {
+			t.Errorf("resetting the priority of %s: %v", target, err)
+		}
+	})
+}
+
+func scaleDeployment(t *testing.T, ns, name string, n int32) {
+	t.Helper()
+	ctx := context.Background()
+	apps := kube(t, sandbox.SourceCluster).AppsV1().Deployments(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		scale, err := apps.GetScale(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		scale.Spec.Replicas = n
+		_, err = apps.UpdateScale(ctx, name, scale, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -603,9 +603,10 @@ func ensureTarget(ctx context.Context, c client.Client, opts *Options, res *Resu
 	}
 	current := targetSpec(got)
 	// Keep what the user may have set (excludedLabelsRegexp,
-	// storageClasses).
+	// storageClasses, priority).
 	spec.ExcludedLabelsRegexp = current.ExcludedLabelsRegexp
 	spec.StorageClasses = current.StorageClasses
+	spec.Priority = current.Priority
 	if equality.Semantic.DeepEqual(*current, spec) {
 		res.add(cluster, got, kind, Unchanged)
 		return nil

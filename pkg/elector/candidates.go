@@ -277,7 +277,7 @@ func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []
 	byKey := map[string]*targetState{}
 	for _, s := range states {
 		if s.chaperon != nil {
-			offers = append(offers, Offer{Target: s.key.String(), Score: s.score, LacksDevices: s.short, FreeShare: FreeShareAfter(s.cluster.Summary(), requests)})
+			offers = append(offers, Offer{Target: s.key.String(), Score: s.score, Priority: s.cluster.Priority(), LacksDevices: s.short, FreeShare: FreeShareAfter(s.cluster.Summary(), requests)})
 			byKey[s.key.String()] = s
 		}
 	}

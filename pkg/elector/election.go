@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -29,8 +28,8 @@ import (
 )
 
 // preferredDeadlineFactor stretches the election deadline while a target
-// the pod prefers (a higher placement score than every offer) has not
-// answered: a preference is not lost to a faster cluster, and a preferred
+// of a higher priority, or one the pod prefers (a higher placement score
+// than every offer), has not answered: a preference is not lost to a faster cluster, and a preferred
 // cluster that does not answer holds the pod up only this long.
 const preferredDeadlineFactor = 5
 
@@ -98,8 +97,9 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 	var offers []Offer
 	var inflight map[string]corev1.ResourceList
 	answered, eligible := 0, 0
-	// pendingScore is the best score of the targets yet to answer.
-	pendingScore := int64(math.MinInt64)
+	// pending is the best rank (priority, then score) of the targets yet
+	// to answer.
+	var pending *Offer
 	byKey := map[string]*targetState{}
 	for _, ts := range states {
 		byKey[ts.key.String()] = ts
@@ -109,13 +109,15 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		eligible++
 		switch a, msg := answer(ts.chaperon); a {
 		case answerPending:
-			pendingScore = max(pendingScore, ts.score)
+			if o := (Offer{Priority: ts.cluster.Priority(), Score: ts.score}); pending == nil || ranksAbove(o, *pending) {
+				pending = &o
+			}
 		case answerReserved:
 			answered++
 			if inflight == nil {
 				inflight = r.inflight(ctx)
 			}
-			offers = append(offers, Offer{Target: ts.key.String(), Score: ts.score, FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), inflight[ts.key.String()]), requests)})
+			offers = append(offers, Offer{Target: ts.key.String(), Score: ts.score, Priority: ts.cluster.Priority(), FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), inflight[ts.key.String()]), requests)})
 		case answerUnschedulable, answerRejected:
 			answered++
 			ts.reason = msg
@@ -132,9 +134,10 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		r.mu.Unlock()
 		winner := Rank(pod.UID, offers)[0]
 		deadline := r.opts.ElectionDeadline
-		if pendingScore > winner.Score {
-			// A target the pod prefers has not answered yet: it may still
-			// take the pod, so its answer is worth a longer wait.
+		if pending != nil && ranksAbove(*pending, winner) {
+			// A target of a higher priority, or one the pod prefers, has
+			// not answered yet: it may still take the pod, so its answer
+			// is worth a longer wait.
 			deadline *= preferredDeadlineFactor
 		}
 		if wait := deadline - r.clock.Since(first); answered < eligible && wait > 0 {

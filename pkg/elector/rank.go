@@ -64,10 +64,13 @@ type Offer struct {
 	// LacksDevices: the target's summary counts fewer free devices than
 	// the pod's resource claims ask for.
 	LacksDevices bool
+	// Priority is the target's spec.priority.
+	Priority int32
 }
 
 // Rank orders offers best first: those not short of the devices the pod
-// asks for, then the highest score of the pod's preferences, then the fewest peers its soft spread over clusters counts
+// asks for, then the targets' priority, then the highest score of the
+// pod's preferences, then the fewest peers its soft spread over clusters counts
 // there, then the most free share after the pod, ties broken by
 // hash(pod UID, target), so that equal clusters share the load. A
 // preferred cluster thus gets the pod while it can run it; once it cannot
@@ -77,6 +80,9 @@ func Rank(uid types.UID, offers []Offer) []Offer {
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].LacksDevices != out[j].LacksDevices {
 			return out[j].LacksDevices
+		}
+		if out[i].Priority != out[j].Priority {
+			return out[i].Priority > out[j].Priority
 		}
 		if out[i].Score != out[j].Score {
 			return out[i].Score > out[j].Score
@@ -95,4 +101,13 @@ func Rank(uid types.UID, offers []Offer) []Offer {
 func tieBreak(uid types.UID, target string) uint64 {
 	sum := sha256.Sum256([]byte(string(uid) + "/" + target))
 	return binary.BigEndian.Uint64(sum[:8])
+}
+
+// ranksAbove tells that a target of priority and score a ranks above one
+// of b's, whatever their room.
+func ranksAbove(a, b Offer) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	return a.Score > b.Score
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -94,6 +95,28 @@ func TestRankPutsTargetsShortOfDevicesLast(t *testing.T) {
 	})
 	if got[0].Target != "free-gpus" || got[1].Target != "also-full" || got[2].Target != "full-gpus" {
 		t.Errorf("Rank = %v, want free-gpus, also-full, full-gpus", got)
+	}
+}
+
+// A target's priority comes before the pod's preferences and room: the
+// pod goes to the highest-priority target that reserved, spilling over in
+// a fixed order.
+func TestRankPutsPriorityBeforePreferences(t *testing.T) {
+	got := Rank("uid", []Offer{
+		{Target: "cloud", Priority: 0, Score: 100, FreeShare: 0.9},
+		{Target: "on-prem-b", Priority: 10, Score: 0, FreeShare: 0.2},
+		{Target: "on-prem-a", Priority: 20, Score: 0, FreeShare: 0.1},
+		{Target: "last-resort", Priority: -5, Score: 100, FreeShare: 1},
+	})
+	var order []string
+	for _, o := range got {
+		order = append(order, o.Target)
+	}
+	if diff := cmp.Diff([]string{"on-prem-a", "on-prem-b", "cloud", "last-resort"}, order); diff != "" {
+		t.Errorf("Rank (-want,+got):\n%s", diff)
+	}
+	if !ranksAbove(Offer{Priority: 1}, Offer{Score: 100}) || ranksAbove(Offer{Score: 5}, Offer{Score: 5}) {
+		t.Error("ranksAbove does not put priority first, or ranks a target above its equal")
 	}
 }
 

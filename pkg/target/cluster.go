@@ -136,7 +136,13 @@ type Cluster struct {
 	draining atomic.Bool
 	// storageClasses is the Target's spec.storageClasses.
 	storageClasses atomic.Pointer[map[string]string]
+	// priority is the Target's spec.priority.
+	priority atomic.Int32
 }
+
+// Priority is the Target's spec.priority: pods go to the highest-priority
+// target that can run them.
+func (c *Cluster) Priority() int32 { return c.priority.Load() }
 
 // StorageClasses is the Target's spec.storageClasses: the class a claim's
 // copy gets there for each class of the source that is named otherwise.

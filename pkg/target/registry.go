@@ -474,6 +474,7 @@ func (r *Registry) reconcile(ctx context.Context, key Key) (err error) {
 		} else {
 			classes := maps.Clone(spec.StorageClasses)
 			cl.storageClasses.Store(&classes)
+			cl.priority.Store(spec.Priority)
 			summary = cl.Summary()
 			if err := r.refuseSameCluster(ctx, obj, cl, summary); err != nil {
 				return err

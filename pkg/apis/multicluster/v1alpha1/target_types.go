@@ -41,6 +41,16 @@ type TargetSpec struct {
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 253 && self[k].size() <= 253)",message="storage class names are at most 253 characters"
 	StorageClasses map[string]string `json:"storageClasses,omitempty"`
+
+	// priority orders the source's targets: a pod goes to the
+	// highest-priority target that can run it, and spills over to a lower
+	// one only when those above have no room for it (their candidates are
+	// unschedulable) or do not answer within five election deadlines.
+	// Targets of equal priority are ranked by the pod's preferences and
+	// free room, as without it. Default 0; a negative priority ranks below
+	// the targets that set none.
+	// +optional
+	Priority int32 `json:"priority,omitempty"`
 }
 
 // KubeconfigSecretReference locates a kubeconfig in a Secret.
