@@ -81,6 +81,7 @@ type managerOptions struct {
 	pendingTargets       int
 	candidateTargets     int
 	electionRetry        time.Duration
+	groupTimeout         time.Duration
 	electionResync       time.Duration
 	electorWorkers       int
 	crashPoint           string
@@ -150,6 +151,7 @@ func defaultManagerOptions() managerOptions {
 		electedTargetTimeout:        elector.DefaultElectedTargetTimeout,
 		pendingTargets:              elector.DefaultPendingTargets,
 		electionRetry:               elector.DefaultRetryInterval,
+		groupTimeout:                elector.DefaultGroupTimeout,
 		electionResync:              elector.DefaultResyncInterval,
 		electorWorkers:              elector.DefaultWorkers,
 		gcInterval:                  gc.DefaultInterval,
@@ -211,6 +213,7 @@ func newManagerCommand() *cobra.Command {
 	f.IntVar(&o.targetAPIBurst, "target-api-burst", o.targetAPIBurst, "burst above --target-api-qps")
 	f.DurationVar(&o.gcInterval, "gc-interval", o.gcInterval, "how often chaperons, delegates and copies whose proxy is gone are collected in every target")
 	f.DurationVar(&o.gcMinAge, "gc-min-age", o.gcMinAge, "how old a chaperon or copy in a target must be before the collector may delete it: raise it where the source's watches lag")
+	f.DurationVar(&o.groupTimeout, "group-timeout", o.groupTimeout, "how long the members of a group (label "+v1alpha1.LabelGroup+") hold reservations while too few of them are reserved in one target; then they give them up and try again after --election-retry-interval")
 	f.DurationVar(&o.electionRetry, "election-retry-interval", o.electionRetry, "how often an election that no cluster can take now is run again (target changes bring it back sooner)")
 	f.DurationVar(&o.electionResync, "election-resync-interval", o.electionResync, "how long an election waits for its candidates' answers before it looks again (their events usually bring it back sooner)")
 	f.IntVar(&o.electorWorkers, "elector-workers", o.electorWorkers, "how many proxies are reconciled at once")
@@ -515,6 +518,7 @@ func setupElector(ctx context.Context, mgr ctrl.Manager, o managerOptions, openS
 		ElectedTargetTimeout: o.electedTargetTimeout,
 		PendingTargets:       o.pendingTargets,
 		CandidateTargets:     o.candidateTargets,
+		GroupTimeout:         o.groupTimeout,
 		RetryInterval:        o.electionRetry,
 		ResyncInterval:       o.electionResync,
 		Workers:              o.electorWorkers,

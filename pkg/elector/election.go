@@ -74,6 +74,22 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		return reconcile.Result{}, err
 	}
 	keepWithDevices(need, states)
+	g, inGroup, err := groupOf(pod)
+	if err != nil {
+		return reconcile.Result{}, r.setNotElected(ctx, pod, reasonInvalidGroup, err.Error(), EventNotSchedulable)
+	}
+	var members []corev1.Pod
+	var home string
+	if inGroup {
+		if !r.backingOff(g).IsZero() {
+			return r.backOffGroup(ctx, pod, g, states)
+		}
+		if members, err = r.members(ctx, pod, g); err != nil {
+			return reconcile.Result{}, err
+		}
+		home = r.groupTarget(g, members)
+		keepWithGroup(g, home, states)
+	}
 	requests := summary.PodRequests(&corev1.Pod{Spec: *userSpec})
 	r.narrow(ctx, pod, states, requests)
 
@@ -124,6 +140,20 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		}
 	}
 
+	if len(offers) > 0 && inGroup && home == "" {
+		// No member elected yet: only a target where enough members are
+		// reserved may take any of them.
+		chosen, why := r.chooseGroupTarget(ctx, pod, g, members, offers, byKey)
+		if chosen == "" {
+			return r.waitForGroup(ctx, pod, g, why, states)
+		}
+		keepWithGroup(g, chosen, states)
+		offers = slices.DeleteFunc(offers, func(o Offer) bool { return o.Target != chosen })
+		if len(offers) == 0 {
+			return r.requeueAfter(pod, requeueGroup, groupRetryPoll), nil
+		}
+		answered, eligible = 1, 1
+	}
 	if len(offers) > 0 {
 		r.mu.Lock()
 		first, ok := r.firstReservation[pod.UID]

@@ -66,6 +66,10 @@ type Options struct {
 	Follower *follow.Follower
 	// Registry holds the live targets. Required.
 	Registry *target.Registry
+	// GroupTimeout is how long the members of a group hold reservations
+	// while too few of them are reserved in one target; then they give
+	// them up and try again after RetryInterval.
+	GroupTimeout time.Duration
 	// SourceAPI reads, uncached, the ResourceClaimTemplates and shared
 	// ResourceClaims a pod's resource claims name (package devices): nil
 	// leaves device checks to the targets' schedulers.
@@ -159,6 +163,9 @@ type Reconciler struct {
 	// namespaces are the last namespace creates asked of each target
 	// (namespaces.go).
 	namespaces namespaceTries
+	// groups are the targets chosen for groups, and their waits
+	// (groups.go).
+	groups groupLedger
 }
 
 // New returns the elector.
@@ -190,7 +197,10 @@ func New(opts Options) (*Reconciler, error) {
 	if opts.PendingTargets == 0 {
 		opts.PendingTargets = DefaultPendingTargets
 	}
-	return &Reconciler{
+	if opts.GroupTimeout == 0 {
+		opts.GroupTimeout = DefaultGroupTimeout
+	}
+	r := &Reconciler{
 		opts:             opts,
 		registry:         opts.Registry,
 		clock:            clock.RealClock{},
@@ -199,7 +209,9 @@ func New(opts Options) (*Reconciler, error) {
 		usage:            newNodeUsage(),
 		deletedLosers:    map[types.UID]time.Time{},
 		created:          map[candidateKey]time.Time{},
-	}, nil
+	}
+	r.groups.init()
+	return r, nil
 }
 
 // Reconcile runs one step of a proxy's life: the step of the phase the API

@@ -36,6 +36,7 @@ const (
 	requeueNodeAllocatable  = "node-allocatable"   // a virtual node's allocatable changed, for proxies headed there
 	requeueClaims           = "claims"             // its claims cannot be placed now (missing, being deleted, apart)
 	requeueAwaitingClaims   = "awaiting-claims"    // elected, its claims not bound to their mirror volumes in the source yet
+	requeueGroup            = "group"              // its group has too few members reserved in one target yet, or backs off
 )
 
 // timers hold each proxy's pending timed requeue (types.NamespacedName to

@@ -264,7 +264,7 @@ func checkBindable(t *testing.T, in, out *corev1.Pod) {
 		}
 	}
 	for k := range out.Labels {
-		if strings.HasPrefix(k, v1alpha1.Prefix) {
+		if strings.HasPrefix(k, v1alpha1.Prefix) && !userLabels[k] {
 			t.Fatalf("label %q left", k)
 		}
 	}

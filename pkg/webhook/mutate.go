@@ -68,6 +68,12 @@ var userAnnotations = map[string]bool{
 	v1alpha1.AnnotationElect:           true,
 	v1alpha1.AnnotationClusterSelector: true,
 	v1alpha1.AnnotationFollow:          true,
+	v1alpha1.AnnotationGroupMinMembers: true,
+}
+
+// userLabels are the fleetlet labels a user may set on a pod.
+var userLabels = map[string]bool{
+	v1alpha1.LabelGroup: true,
 }
 
 // Mutate turns a pod being created into a proxy pod, as docs/design.md's step 1
@@ -375,7 +381,7 @@ func removeMarks(pod *corev1.Pod) {
 		}
 	}
 	for k := range pod.Labels {
-		if strings.HasPrefix(k, v1alpha1.Prefix) {
+		if strings.HasPrefix(k, v1alpha1.Prefix) && !userLabels[k] {
 			delete(pod.Labels, k)
 		}
 	}

@@ -270,15 +270,19 @@ func TestMutate(t *testing.T) {
 				annotate(v1alpha1.AnnotationClusterSelector, "region=eu").
 				annotate(v1alpha1.AnnotationFollow, "configmap/x").
 				annotate(v1alpha1.AnnotationElect, "true").
+				annotate(v1alpha1.AnnotationGroupMinMembers, "4").
 				annotate("example.com/other", "kept").
 				label(v1alpha1.LabelParentCluster, "evil").
 				label(v1alpha1.LabelCluster, "c2").
+				label(v1alpha1.LabelGroup, "train").
 				label("app", "web"),
 			want: proxyOf(makePod("ns", "p").
 				annotate(v1alpha1.AnnotationClusterSelector, "region=eu").
 				annotate(v1alpha1.AnnotationFollow, "configmap/x").
 				annotate(v1alpha1.AnnotationElect, "true").
+				annotate(v1alpha1.AnnotationGroupMinMembers, "4").
 				annotate("example.com/other", "kept").
+				label(v1alpha1.LabelGroup, "train").
 				label("app", "web")),
 		},
 		{

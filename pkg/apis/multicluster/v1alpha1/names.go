@@ -61,6 +61,15 @@ const (
 	// that target's virtual node, pre-bound to the claim.
 	LabelClaimMirror = Prefix + "claim-mirror"
 
+	// LabelGroup on proxy pods names their group (a gang) in their
+	// namespace: the members are elected together, into one target, once
+	// AnnotationGroupMinMembers of them are reserved there.
+	LabelGroup = Prefix + "group"
+	// AnnotationGroupMinMembers is how many members of a group must be
+	// reserved in one target before any is elected (a positive integer;
+	// required with LabelGroup).
+	AnnotationGroupMinMembers = Prefix + "group-min-members"
+
 	// AnnotationEvictWithClaims set to "true" on a proxy lets it be evicted
 	// although it mounts a claim kept in its virtual node's target (the
 	// webhook refuses that eviction otherwise).

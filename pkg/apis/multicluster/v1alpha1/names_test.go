@@ -36,6 +36,8 @@ func TestNames(t *testing.T) {
 		"LabelClaimMirror":              {v1alpha1.LabelClaimMirror, "multicluster.fleetlet.io/claim-mirror"},
 		"AnnotationTargetVolume":        {v1alpha1.AnnotationTargetVolume, "multicluster.fleetlet.io/target-volume"},
 		"AnnotationDevices":             {v1alpha1.AnnotationDevices, "multicluster.fleetlet.io/devices"},
+		"LabelGroup":                    {v1alpha1.LabelGroup, "multicluster.fleetlet.io/group"},
+		"AnnotationGroupMinMembers":     {v1alpha1.AnnotationGroupMinMembers, "multicluster.fleetlet.io/group-min-members"},
 		"AnnotationEvictWithClaims":     {v1alpha1.AnnotationEvictWithClaims, "multicluster.fleetlet.io/evict-with-claims"},
 		"AnnotationElected":             {v1alpha1.AnnotationElected, "multicluster.fleetlet.io/elected"},
 		"AnnotationElectedAt":           {v1alpha1.AnnotationElectedAt, "multicluster.fleetlet.io/elected-at"},

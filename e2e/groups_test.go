@@ -1,0 +1,199 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/sandbox"
+)
+
+// gangCPU is a gang member's request: two fit on a 32-CPU node.
+const gangCPU = "11"
+
+// A 4-pod gang (group label, 4 members at least) lands wholly in one
+// cluster, 20 times in a row, although cluster-2 and cluster-3 can each
+// hold only 3 of its 4 members (other tenants' pods fill the rest), and a
+// pod-by-pod election would split it there.
+func TestGangLandsWholeInOneCluster(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	names := sb.ClusterNames()
+	for _, c := range names[1:] {
+		holdRoomForThree(t, c)
+	}
+	waitForRoom(t, names[0], 2)
+	ns := enabledNamespace(t, "gang", names[1:]...)
+	src := kube(t, sandbox.SourceCluster)
+	const reps, size = 20, 4
+	start := time.Now()
+	for rep := range reps {
+		group := fmt.Sprintf("train-%d", rep)
+		for i := range size {
+			gangMember(t, ns, fmt.Sprintf("%s-%d", group, i), group, size)
+		}
+		var where map[string]int
+		eventually(t, 2*time.Minute, group+" to run", func(ctx context.Context) (bool, string) {
+			pods, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelGroup + "=" + group})
+			if err != nil {
+				return false, err.Error()
+			}
+			where = map[string]int{}
+			running := 0
+			for _, p := range pods.Items {
+				if p.Spec.NodeName != "" {
+					where[clusterOfNode(p.Spec.NodeName)]++
+				}
+				if p.Status.Phase == corev1.PodRunning {
+					running++
+				}
+			}
+			return running == size, fmt.Sprintf("%d of %d running; by cluster %v", running, size, where)
+		})
+		if len(where) != 1 || where[names[0]] != size {
+			t.Fatalf("repetition %d: group %s by cluster %v, want all %d in %s, the one cluster with room for them all", rep, group, where, size, names[0])
+		}
+		if err := src.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
+			metav1.ListOptions{LabelSelector: v1alpha1.LabelGroup + "=" + group}); err != nil {
+			t.Fatal(err)
+		}
+		waitForRoom(t, names[0], 2)
+	}
+	t.Logf("%d gangs of %d, each whole in %s, in %s", reps, size, names[0], time.Since(start).Round(time.Second))
+}
+
+// A gang that fits nowhere (7 members at least, 6 places in the largest
+// cluster) stays gated, saying why; after the group timeout its members
+// give up their reservations, so that no reserved candidate is left
+// behind to starve other pods.
+func TestGangThatFitsNowhereLetsGo(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	names := sb.ClusterNames()
+	for _, c := range names[1:] {
+		holdRoomForThree(t, c)
+	}
+	waitForRoom(t, names[0], 3)
+	ns := enabledNamespace(t, "gang-none", names[1:]...)
+	src := kube(t, sandbox.SourceCluster)
+	const size = 7
+	for i := range size {
+		gangMember(t, ns, fmt.Sprintf("big-%d", i), "big", size)
+	}
+	// Some member's reason (one reserved nowhere says only that).
+	said := func(ctx context.Context, what string) (bool, string) {
+		pods, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var last string
+		for _, p := range pods.Items {
+			if c := electedCondition(&p); c != nil {
+				if c.Reason == "WaitingForGroup" && strings.Contains(c.Message, what) {
+					return true, ""
+				}
+				last = p.Name + ": " + c.Reason + ": " + c.Message
+			}
+		}
+		return false, last
+	}
+	eventually(t, time.Minute, "the members to wait for their group", func(ctx context.Context) (bool, string) {
+		return said(ctx, "group big needs 7 members reserved in one cluster")
+	})
+	eventually(t, groupTimeout+time.Minute, "the group to time out and hold no reservation", func(ctx context.Context) (bool, string) {
+		if ok, why := said(ctx, "gave up their reservations"); !ok {
+			return false, why
+		}
+		for _, c := range names {
+			if held := reservedChaperons(t, ctx, c, ns); len(held) > 0 {
+				return false, fmt.Sprintf("%s still reserves %v", c, held)
+			}
+		}
+		return true, ""
+	})
+	pods, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Labels[v1alpha1.LabelParentUID] != "" {
+			continue // a candidate in the source as its own target
+		}
+		if p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) == 0 {
+			t.Errorf("%s was let go: node %q, gates %v", p.Name, p.Spec.NodeName, p.Spec.SchedulingGates)
+		}
+	}
+}
+
+func gangMember(t *testing.T, ns, name, group string, min int) {
+	t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+			Labels:      map[string]string{v1alpha1.LabelGroup: group},
+			Annotations: map[string]string{v1alpha1.AnnotationGroupMinMembers: fmt.Sprint(min)}},
+		Spec: podSpec(gangCPU),
+	}
+	if _, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holdRoomForThree leaves a cluster room for three gang members only:
+// another tenant's pods take one place on node 2 and both on node 3.
+func holdRoomForThree(t *testing.T, cluster string) {
+	t.Helper()
+	ctx := context.Background()
+	k := kube(t, cluster)
+	ns := fmt.Sprintf("other-tenant-%d", time.Now().UnixNano()%1_000_000)
+	if _, err := k.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	for node, cpu := range map[int]string{2: gangCPU, 3: "22"} {
+		spec := podSpec(cpu)
+		spec.NodeName = sandbox.NodeName(cluster, node)
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("filler-%d", node), Namespace: ns}, Spec: spec}
+		if _, err := k.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitForRoom waits until n nodes of a cluster have room for two gang
+// members (earlier scenarios' pods gone).
+func waitForRoom(t *testing.T, cluster string, n int) {
+	t.Helper()
+	two := resource.MustParse(gangCPU)
+	two.Add(resource.MustParse(gangCPU))
+	eventually(t, 2*time.Minute, fmt.Sprintf("%d nodes of %s with room for two gang members", n, cluster), func(ctx context.Context) (bool, string) {
+		room := nodesWithRoom(t, ctx, cluster, two)
+		return len(room) >= n, fmt.Sprintf("nodes with room: %v", room)
+	})
+}
+
+// reservedChaperons names a namespace's chaperons that hold a reservation
+// in a cluster.
+func reservedChaperons(t *testing.T, ctx context.Context, cluster, ns string) []string {
+	t.Helper()
+	var list v1alpha1.PodChaperonList
+	if err := ctrlClient(t, cluster).List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, pc := range list.Items {
+		if pc.Annotations[v1alpha1.AnnotationReserved] != "" && pc.DeletionTimestamp == nil {
+			out = append(out, pc.Name)
+		}
+	}
+	return out
+}
