@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -70,6 +71,33 @@ func TestGangLandsWholeInOneCluster(t *testing.T) {
 		waitForRoom(t, names[0], 2)
 	}
 	t.Logf("%d gangs of %d, each whole in %s, in %s", reps, size, names[0], time.Since(start).Round(time.Second))
+
+	// A Job of 4 (parallelism = completions = 4) as a group.
+	spec := podSpec(gangCPU)
+	spec.RestartPolicy = corev1.RestartPolicyNever
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "train-job", Namespace: ns},
+		Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](size), Completions: ptr.To[int32](size), Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{v1alpha1.LabelGroup: "train-job"},
+				Annotations: map[string]string{v1alpha1.AnnotationGroupMinMembers: fmt.Sprint(size)}},
+			Spec: spec,
+		}},
+	}
+	if _, err := src.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitJobComplete(t, ns, "train-job", size, 2*time.Minute)
+	pods, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=train-job"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	where := map[string]int{}
+	for _, p := range pods.Items {
+		where[clusterOfNode(p.Spec.NodeName)]++
+	}
+	if len(where) != 1 || where[names[0]] != size {
+		t.Errorf("the Job's pods by cluster %v, want all %d in %s", where, size, names[0])
+	}
 }
 
 // A gang that fits nowhere (7 members at least, 6 places in the largest

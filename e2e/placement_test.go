@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
@@ -300,7 +299,7 @@ func TestTargetPrioritySpillsOverInOrder(t *testing.T) {
 	const replicas = 9
 	sel := deployment(t, ns, "ordered", 1, cpu("15"))
 	for n := int32(1); n <= replicas; n++ {
-		scaleDeployment(t, ns, "ordered", n)
+		scale(t, ns, "ordered", n)
 		waitDeploymentRunning(t, ns, "ordered", int(n), time.Minute)
 	}
 	got := byCluster(t, ctx, ns, sel)
@@ -336,22 +335,4 @@ func setPriority(t *testing.T, target string, priority int32) {
 			t.Errorf("resetting the priority of %s: %v", target, err)
 		}
 	})
-}
-
-func scaleDeployment(t *testing.T, ns, name string, n int32) {
-	t.Helper()
-	ctx := context.Background()
-	apps := kube(t, sandbox.SourceCluster).AppsV1().Deployments(ns)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		scale, err := apps.GetScale(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		scale.Spec.Replicas = n
-		_, err = apps.UpdateScale(ctx, name, scale, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
