@@ -30,11 +30,7 @@ func TestGangLandsWholeInOneCluster(t *testing.T) {
 	need(t)
 	ctx := context.Background()
 	names := sb.ClusterNames()
-	for _, c := range names[1:] {
-		holdRoomForThree(t, c)
-	}
-	waitForRoom(t, names[0], 2)
-	ns := enabledNamespace(t, "gang", names[1:]...)
+	ns := gangNamespace(t, "gang", 2)
 	src := kube(t, sandbox.SourceCluster)
 	const reps, size = 20, 4
 	start := time.Now()
@@ -108,11 +104,7 @@ func TestGangThatFitsNowhereLetsGo(t *testing.T) {
 	need(t)
 	ctx := context.Background()
 	names := sb.ClusterNames()
-	for _, c := range names[1:] {
-		holdRoomForThree(t, c)
-	}
-	waitForRoom(t, names[0], 3)
-	ns := enabledNamespace(t, "gang-none", names[1:]...)
+	ns := gangNamespace(t, "gang-none", 3)
 	src := kube(t, sandbox.SourceCluster)
 	const size = 7
 	for i := range size {
@@ -161,6 +153,19 @@ func TestGangThatFitsNowhereLetsGo(t *testing.T) {
 			t.Errorf("%s was let go: node %q, gates %v", p.Name, p.Spec.NodeName, p.Spec.SchedulingGates)
 		}
 	}
+}
+
+// gangNamespace is an enabled namespace where cluster-2 and cluster-3 have
+// room for three gang members each and the source, once earlier scenarios'
+// pods are gone, for two on each of that many of its nodes.
+func gangNamespace(t *testing.T, prefix string, nodes int) string {
+	t.Helper()
+	names := sb.ClusterNames()
+	for _, c := range names[1:] {
+		holdRoomForThree(t, c)
+	}
+	waitForRoom(t, names[0], nodes)
+	return enabledNamespace(t, prefix, names[1:]...)
 }
 
 func gangMember(t *testing.T, ns, name, group string, min int) {
