@@ -116,6 +116,36 @@ func TestGPUPodsRunWhereTheDevicesAre(t *testing.T) {
 			return apierrors.IsNotFound(err), fmt.Sprintf("get: %v", err)
 		})
 	}
+
+	// A claim two pods share is allocated once, in one cluster: both run
+	// there, on the same device, and the claim says where it is.
+	shared := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "team-gpu", Namespace: ns},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
+			{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: sandbox.DeviceClassGPU}}}}},
+	}
+	if _, err := src.ResourceV1().ResourceClaims(ns).Create(ctx, shared, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var home, device string
+	for _, name := range []string{"share-0", "share-1"} {
+		sharingPod(t, ns, name, "team-gpu")
+		p := waitGPUPodRunning(t, ns, name)
+		cluster, dev := clusterOfNode(p.Spec.NodeName), p.Annotations[v1alpha1.AnnotationDevices]
+		if home == "" {
+			home, device = cluster, dev
+		}
+		if cluster != home || dev != device {
+			t.Errorf("%s runs in %s on %q; want %s on %q, with the claim it shares", name, cluster, dev, home, device)
+		}
+	}
+	got, err := src.ResourceV1().ResourceClaims(ns).Get(ctx, "team-gpu", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations[v1alpha1.AnnotationTarget] != home {
+		t.Errorf("the shared claim says %s=%q, want %q", v1alpha1.AnnotationTarget, got.Annotations[v1alpha1.AnnotationTarget], home)
+	}
 }
 
 func publishDevices(t *testing.T, cluster string, perNode int) {
@@ -156,9 +186,20 @@ func oneGPU(t *testing.T, ns, name string) {
 
 func gpuPod(t *testing.T, ns, name, template string) {
 	t.Helper()
+	claimingPod(t, ns, name, corev1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To(template)})
+}
+
+func sharingPod(t *testing.T, ns, name, claim string) {
+	t.Helper()
+	claimingPod(t, ns, name, corev1.PodResourceClaim{Name: "gpu", ResourceClaimName: ptr.To(claim)})
+}
+
+// claimingPod creates a pod whose container uses one resource claim.
+func claimingPod(t *testing.T, ns, name string, claim corev1.PodResourceClaim) {
+	t.Helper()
 	spec := podSpec("100m")
-	spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(template)}}
-	spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+	spec.ResourceClaims = []corev1.PodResourceClaim{claim}
+	spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: claim.Name}}
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
 	if _, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

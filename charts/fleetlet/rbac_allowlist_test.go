@@ -21,6 +21,7 @@ var clusterWideWrites = map[string]string{
 	"manager create pods/eviction":                                  "pkg/target drain evicts the proxies of a deleted target (PDBs respected)",
 	"manager create nodes":                                          "pkg/vnode: one virtual node per target",
 	"manager patch persistentvolumeclaims":                          "pkg/claims records the target a proxy's claim is kept in, and binds it to its mirror volume (spec.volumeName, once)",
+	"manager patch resourceclaims.resource.k8s.io":                  "pkg/devices records the target a shared ResourceClaim is placed in (mf/target); fleetlet-pod-annotations does not cover claims, the annotation key is fleetlet's",
 	"manager create persistentvolumes":                              "pkg/claims: the mirror volume of a placed claim, a local volume of its target's virtual node, pre-bound to that claim",
 	"manager delete persistentvolumes":                              "pkg/claims (MirrorReaper) deletes a Released mirror volume; fleetlet-manager-deletes: only those labelled claim-mirror",
 	"manager update nodes":                                          "pkg/vnode (virtual-kubelet's node controller)",

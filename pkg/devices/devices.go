@@ -24,10 +24,51 @@ type Need struct {
 	// OneOf are the firstAvailable requests: each needs one of its
 	// classes.
 	OneOf [][]string
+	// Shared are the ResourceClaims the pod shares with others, as read
+	// from the source.
+	Shared []*resourcev1.ResourceClaim
 }
 
 // None tells a pod that asks for no device.
-func (n Need) None() bool { return len(n.Exact) == 0 && len(n.OneOf) == 0 }
+func (n Need) None() bool { return len(n.Exact) == 0 && len(n.OneOf) == 0 && len(n.Shared) == 0 }
+
+// Home is the target the pod's shared claims are placed in ("" when none
+// is), and the claim that says so. apart says why no target will do:
+// two of its claims are placed in different targets.
+func (n Need) Home() (target, claim, apart string) {
+	for _, c := range n.Shared {
+		t := c.Annotations[v1alpha1.AnnotationTarget]
+		switch {
+		case t == "":
+		case target == "":
+			target, claim = t, c.Name
+		case t != target:
+			return "", "", fmt.Sprintf("its resource claims %s and %s are allocated in different targets (%s, %s)", claim, c.Name, target, t)
+		}
+	}
+	return target, claim, ""
+}
+
+// Place records target on the pod's shared claims that are not placed yet,
+// each with its resourceVersion as precondition: two pods that share a
+// claim never place it in two targets (a conflict: read again).
+func Place(ctx context.Context, c client.Client, shared []*resourcev1.ResourceClaim, target string) error {
+	for _, claim := range shared {
+		if claim.Annotations[v1alpha1.AnnotationTarget] != "" {
+			continue
+		}
+		patched := claim.DeepCopy()
+		if patched.Annotations == nil {
+			patched.Annotations = map[string]string{}
+		}
+		patched.Annotations[v1alpha1.AnnotationTarget] = target
+		if err := c.Patch(ctx, patched, client.MergeFromWithOptions(claim, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("recording target %s on resource claim %s: %w", target, claim.Name, err)
+		}
+		claim.Annotations = patched.Annotations
+	}
+	return nil
+}
 
 // Read reads the claim specs the pod's spec names in the source (its
 // ResourceClaimTemplates and shared ResourceClaims) and returns what they
@@ -46,9 +87,12 @@ func Read(ctx context.Context, c client.Reader, namespace string, spec *corev1.P
 			err = c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: *rc.ResourceClaimTemplateName}, &t)
 			claim = &t.Spec.Spec
 		case rc.ResourceClaimName != nil:
-			var shared resourcev1.ResourceClaim
-			err = c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: *rc.ResourceClaimName}, &shared)
+			shared := &resourcev1.ResourceClaim{}
+			err = c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: *rc.ResourceClaimName}, shared)
 			claim = &shared.Spec
+			if err == nil {
+				n.Shared = append(n.Shared, shared)
+			}
 		default:
 			continue
 		}

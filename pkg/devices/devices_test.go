@@ -2,15 +2,18 @@ package devices
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
@@ -39,6 +42,9 @@ func TestRead(t *testing.T) {
 	}}
 	got, err := Read(context.Background(), c, "ns", spec)
 	require.NoError(t, err)
+	require.Len(t, got.Shared, 1)
+	assert.Equal(t, "team", got.Shared[0].Name, "the shared claim, as read")
+	got.Shared = nil
 	assert.Equal(t, Need{
 		Exact: map[string]int32{"gpu.example.com": 3, "fpga.example.com": 1},
 		OneOf: [][]string{{"nic-100g", "nic-10g"}},
@@ -69,4 +75,31 @@ func TestWhyAndShort(t *testing.T) {
 	full := summary(v1alpha1.DeviceClassSummary{Name: "gpu", Devices: 8, Allocated: 7}, v1alpha1.DeviceClassSummary{Name: "nic-b"})
 	assert.Equal(t, "", need.Why(full), "short of devices is not a reason to filter")
 	assert.True(t, need.Short(full))
+}
+
+func TestHomeAndPlace(t *testing.T) {
+	claim := func(name, target string) *resourcev1.ResourceClaim {
+		c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}}
+		if target != "" {
+			c.Annotations = map[string]string{v1alpha1.AnnotationTarget: target}
+		}
+		return c
+	}
+	home, by, apart := Need{Shared: []*resourcev1.ResourceClaim{claim("a", ""), claim("b", "cluster-2")}}.Home()
+	assert.Equal(t, []string{"cluster-2", "b", ""}, []string{home, by, apart})
+	_, _, apart = Need{Shared: []*resourcev1.ResourceClaim{claim("a", "cluster-3"), claim("b", "cluster-2")}}.Home()
+	assert.Equal(t, "its resource claims a and b are allocated in different targets (cluster-3, cluster-2)", apart)
+
+	unplaced, placed := claim("a", ""), claim("b", "cluster-2")
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(unplaced, placed).Build()
+	var fresh resourcev1.ResourceClaim
+	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(unplaced), &fresh))
+	stale := fresh.DeepCopy()
+	require.NoError(t, Place(context.Background(), c, []*resourcev1.ResourceClaim{&fresh}, "cluster-2"))
+	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(unplaced), &fresh))
+	assert.Equal(t, "cluster-2", fresh.Annotations[v1alpha1.AnnotationTarget])
+
+	// Placed meanwhile by another pod: the stale read conflicts.
+	err := Place(context.Background(), c, []*resourcev1.ResourceClaim{stale}, "cluster-3")
+	assert.True(t, apierrors.IsConflict(errors.Unwrap(err)), "got %v", err)
 }

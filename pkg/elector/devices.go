@@ -5,6 +5,7 @@ package elector
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -21,13 +22,23 @@ func (r *Reconciler) devicesOf(ctx context.Context, pod *corev1.Pod, userSpec *c
 }
 
 // keepWithDevices leaves out the eligible targets that serve no
-// DeviceClass the pod needs, and marks those short of free devices.
+// DeviceClass the pod needs, and every one but the target its shared
+// resource claims are placed in; it marks those short of free devices.
 func keepWithDevices(need devices.Need, states []*targetState) {
 	if need.None() {
 		return
 	}
+	home, claim, apart := need.Home()
 	for _, ts := range states {
 		if !ts.eligible {
+			continue
+		}
+		switch {
+		case apart != "":
+			ts.eligible, ts.reason = false, apart
+			continue
+		case home != "" && ts.key.String() != home:
+			ts.eligible, ts.reason = false, fmt.Sprintf("its resource claim %s is allocated in target %s", claim, home)
 			continue
 		}
 		summary := ts.cluster.Summary()

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/crashpoint"
+	"github.com/fleetlet/fleetlet/pkg/devices"
 	"github.com/fleetlet/fleetlet/pkg/follow"
 	"github.com/fleetlet/fleetlet/pkg/placement"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
@@ -192,6 +193,14 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 			return r.placeClaims(ctx, pod, place, ts, states)
 		}
 		log.V(2).Info("Electing a candidate", "target", winner.Target, "chaperon", ts.chaperon.Name, "offers", len(offers), "eligible", eligible)
+		if err := devices.Place(ctx, r.client, need.Shared, winner.Target); err != nil {
+			unlock()
+			if apierrors.IsConflict(err) {
+				// Another pod sharing a claim placed it meanwhile.
+				return r.requeueAfter(pod, requeueConflict, requeueSoon), nil
+			}
+			return reconcile.Result{}, err
+		}
 		recorded, err := r.recordElection(ctx, pod, ts)
 		if err == nil && pl.CountsPeers() {
 			r.peers.note(pod.UID, ts.key, r.clock.Now())

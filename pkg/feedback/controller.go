@@ -184,7 +184,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	if d.status != nil && d.gone == "" {
-		if err := r.noteDevices(ctx, cl, &proxy, d.status.ResourceClaimStatuses); err != nil {
+		if err := r.noteDevices(ctx, cl, &proxy, d.claims); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -211,6 +211,9 @@ type delegateState struct {
 	// actedOn is the proxy's generation the delegate has acted on (0:
 	// not all of it yet).
 	actedOn int64
+	// claims are the delegate's resource claims by their names in the
+	// target (resourceClaimsOf).
+	claims []corev1.PodResourceClaimStatus
 }
 
 // delegate reads the elected chaperon and its pod. A chaperon the cache
@@ -259,6 +262,8 @@ func (r *Reconciler) delegate(ctx context.Context, cl *target.Cluster, proxy *co
 	}
 	if st.status.Phase == "" && len(st.status.Conditions) == 0 {
 		st.status = nil // nothing mirrored yet
+	} else {
+		st.claims = resourceClaimsOf(&pc.Spec.Template.Spec, st.status)
 	}
 	return st, nil
 }

@@ -69,6 +69,25 @@ func (r *Reconciler) noteDevices(ctx context.Context, cl *target.Cluster, proxy 
 	return nil
 }
 
+// resourceClaimsOf names the claims of a delegate in its target: a shared
+// claim by the name its spec gives, a claim made from a template by the
+// name its status gives (none until the claim is made).
+func resourceClaimsOf(spec *corev1.PodSpec, status *corev1.PodStatus) []corev1.PodResourceClaimStatus {
+	var out []corev1.PodResourceClaimStatus
+	for _, c := range spec.ResourceClaims {
+		if c.ResourceClaimName != nil {
+			out = append(out, corev1.PodResourceClaimStatus{Name: c.Name, ResourceClaimName: c.ResourceClaimName})
+			continue
+		}
+		for _, st := range status.ResourceClaimStatuses {
+			if st.Name == c.Name {
+				out = append(out, st)
+			}
+		}
+	}
+	return out
+}
+
 // allocated writes a claim's allocation as "request=driver/pool/device"
 // entries, the request prefixed with the claim's name in the pod when the
 // pod has several claims.

@@ -223,3 +223,21 @@ func TestTranslate(t *testing.T) {
 		})
 	}
 }
+
+// A shared claim is named by the delegate's spec (its status has no entry
+// for it); a claim made from a template by the status, once made.
+func TestResourceClaimsOf(t *testing.T) {
+	spec := &corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{
+		{Name: "shared", ResourceClaimName: ptr.To("team-gpu")},
+		{Name: "own", ResourceClaimTemplateName: ptr.To("one-gpu")},
+		{Name: "not-made-yet", ResourceClaimTemplateName: ptr.To("one-gpu")},
+	}}
+	status := &corev1.PodStatus{ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "own", ResourceClaimName: ptr.To("pod-own-x7k2")}}}
+	want := []corev1.PodResourceClaimStatus{
+		{Name: "shared", ResourceClaimName: ptr.To("team-gpu")},
+		{Name: "own", ResourceClaimName: ptr.To("pod-own-x7k2")},
+	}
+	if diff := cmp.Diff(want, resourceClaimsOf(spec, status)); diff != "" {
+		t.Errorf("resourceClaimsOf (-want,+got):\n%s", diff)
+	}
+}

@@ -26,6 +26,7 @@ func (f *Follower) Collectors() []gc.Collector {
 		collector{f: f, kind: KindSecret},
 		collector{f: f, kind: KindServiceAccount},
 		collector{f: f, kind: KindResourceClaimTemplate},
+		collector{f: f, kind: KindResourceClaim},
 	}
 	kinds := make([]string, 0, len(f.allowed))
 	for k := range f.allowed {
@@ -51,7 +52,7 @@ func (c collector) Kind() string { return "Followed" + c.kind }
 // Collect implements gc.Collector.
 func (c collector) Collect(ctx context.Context, s *gc.Scope) error {
 	gvk := specGVK(c.kind)
-	if exactFields[gvk.GroupKind()] == nil && gvk.GroupKind() != claimTemplateGK {
+	if exactFields[gvk.GroupKind()] == nil && gvk.Group != resourceV1.Group {
 		var ok bool
 		if gvk, ok = c.f.allowedGVK(c.kind); !ok {
 			return nil

@@ -18,6 +18,7 @@ var (
 	serviceAccountGK = schema.GroupKind{Kind: KindServiceAccount}
 	pvcGK            = schema.GroupKind{Kind: "PersistentVolumeClaim"}
 	claimTemplateGK  = schema.GroupKind{Group: resourceV1.Group, Kind: KindResourceClaimTemplate}
+	resourceClaimGK  = schema.GroupKind{Group: resourceV1.Group, Kind: KindResourceClaim}
 )
 
 // exactFields are, for the kinds a pod spec references, the top-level
@@ -183,11 +184,11 @@ func mergeValue(old, value any) any {
 
 // mustRecreate reports whether existing cannot be updated to want: an
 // immutable ConfigMap or Secret whose content changed (the source object
-// was recreated), a Secret whose type changed, or a ResourceClaimTemplate
-// whose spec (immutable) changed.
+// was recreated), a Secret whose type changed, or a ResourceClaimTemplate or
+// ResourceClaim whose spec (immutable) changed.
 func mustRecreate(existing, want *unstructured.Unstructured) bool {
 	gk := want.GroupVersionKind().GroupKind()
-	if gk == claimTemplateGK {
+	if gk == claimTemplateGK || gk == resourceClaimGK {
 		return !equality.Semantic.DeepEqual(existing.Object["spec"], want.Object["spec"])
 	}
 	if gk != configMapGK && gk != secretGK {

@@ -98,10 +98,10 @@ type Follower struct {
 	// targetDefaultSA are the namespaces of targets whose own default
 	// ServiceAccount was seen lately.
 	targetDefaultSA seen
-	// followsClaimTemplates is set once a pod referencing a
-	// ResourceClaimTemplate was seen: until then Release does not list
-	// their copies (the garbage collector always does).
-	followsClaimTemplates atomic.Bool
+	// followsDRA is set once a pod referencing a
+	// ResourceClaimTemplate or ResourceClaim was seen: until then Release
+	// does not list their copies (the garbage collector always does).
+	followsDRA atomic.Bool
 }
 
 // New returns a Follower.
@@ -172,8 +172,8 @@ func (f *Follower) resolve(refs RefSet) ([]item, error) {
 		} else {
 			it.gvk = specGVK(r.Kind)
 		}
-		if it.gvk.GroupKind() == claimTemplateGK {
-			f.followsClaimTemplates.Store(true)
+		if it.gvk.Group == resourceV1.Group {
+			f.followsDRA.Store(true)
 		}
 		if it.gvk.GroupKind() == configMapGK && it.name == RootCAConfigMap {
 			continue
@@ -420,7 +420,7 @@ func (f *Follower) write(ctx context.Context, target client.Client, targetName s
 // proxy went) and when a target is filtered after Ensure wrote to it.
 func (f *Follower) Release(ctx context.Context, target client.Client, targetName string, proxyUID types.UID, namespace string) error {
 	var errs []error
-	for _, gvk := range f.followedKinds(f.followsClaimTemplates.Load()) {
+	for _, gvk := range f.followedKinds(f.followsDRA.Load()) {
 		list, err := f.listOwned(ctx, target, gvk, namespace)
 		if err != nil {
 			if skippable(gvk, err) {
@@ -545,12 +545,13 @@ func (f *Follower) owned(obj metav1.Object) bool {
 }
 
 // followedKinds are the kinds copies may have: ConfigMap, Secret,
-// ServiceAccount, ResourceClaimTemplate when withClaimTemplates, and the
+// ServiceAccount, ResourceClaimTemplate and ResourceClaim when
+// withClaimTemplates, and the
 // allowed kinds the source knows.
 func (f *Follower) followedKinds(withClaimTemplates bool) []schema.GroupVersionKind {
 	out := []schema.GroupVersionKind{coreV1.WithKind(KindConfigMap), coreV1.WithKind(KindSecret), coreV1.WithKind(KindServiceAccount)}
 	if withClaimTemplates {
-		out = append(out, specGVK(KindResourceClaimTemplate))
+		out = append(out, specGVK(KindResourceClaimTemplate), specGVK(KindResourceClaim))
 	}
 	kinds := make([]string, 0, len(f.allowed))
 	for k := range f.allowed {

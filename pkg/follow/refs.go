@@ -23,6 +23,11 @@ const (
 	// resource claim controller makes the claim from the copy, and its
 	// scheduler allocates that target's devices.
 	KindResourceClaimTemplate = "ResourceClaimTemplate"
+	// KindResourceClaim (resource.k8s.io) is a claim pods share
+	// (spec.resourceClaims[].resourceClaimName): its copy is allocated once
+	// in its target, and every pod that shares it runs there (package
+	// devices places it).
+	KindResourceClaim = "ResourceClaim"
 )
 
 // resourceV1 is the API group and version of followed DRA objects.
@@ -30,7 +35,7 @@ var resourceV1 = schema.GroupVersion{Group: "resource.k8s.io", Version: "v1"}
 
 // specGVK is the group, version and kind of a reference found in a spec.
 func specGVK(kind string) schema.GroupVersionKind {
-	if kind == KindResourceClaimTemplate {
+	if kind == KindResourceClaimTemplate || kind == KindResourceClaim {
 		return resourceV1.WithKind(kind)
 	}
 	return corev1.SchemeGroupVersion.WithKind(kind)
@@ -178,6 +183,9 @@ func (b *refBuilder) spec(spec *corev1.PodSpec) {
 	for _, c := range spec.ResourceClaims {
 		if c.ResourceClaimTemplateName != nil {
 			b.add(Ref{Kind: KindResourceClaimTemplate, Name: *c.ResourceClaimTemplateName})
+		}
+		if c.ResourceClaimName != nil {
+			b.add(Ref{Kind: KindResourceClaim, Name: *c.ResourceClaimName})
 		}
 	}
 }

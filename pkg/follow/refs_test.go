@@ -56,13 +56,13 @@ func TestRefs(t *testing.T) {
 			want: RefSet{sa},
 		},
 		{
-			name: "resource claim templates; a shared claim is not a template",
+			name: "resource claim templates and shared claims",
 			spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{
 				{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")},
 				{Name: "gpu2", ResourceClaimTemplateName: ptr.To("one-gpu")},
 				{Name: "shared", ResourceClaimName: ptr.To("team-gpus")},
 			}},
-			want: RefSet{{Kind: KindResourceClaimTemplate, Name: "one-gpu"}, sa},
+			want: RefSet{{Kind: KindResourceClaim, Name: "team-gpus"}, {Kind: KindResourceClaimTemplate, Name: "one-gpu"}, sa},
 		},
 		{
 			name: "named ServiceAccount",

@@ -170,7 +170,8 @@ func TestFollowedKinds(t *testing.T) {
 	}
 	// Once a pod referencing a ResourceClaimTemplate was seen, Release
 	// lists their copies too.
-	withTemplates := append(want[:3:3], schema.GroupVersionKind{Group: "resource.k8s.io", Version: "v1", Kind: "ResourceClaimTemplate"})
+	withTemplates := append(want[:3:3], schema.GroupVersionKind{Group: "resource.k8s.io", Version: "v1", Kind: "ResourceClaimTemplate"},
+		schema.GroupVersionKind{Group: "resource.k8s.io", Version: "v1", Kind: "ResourceClaim"})
 	withTemplates = append(withTemplates, want[3:]...)
 	if diff := cmp.Diff(withTemplates, f.followedKinds(true)); diff != "" {
 		t.Errorf("followedKinds(true) (-want,+got):\n%s", diff)
@@ -179,7 +180,7 @@ func TestFollowedKinds(t *testing.T) {
 	for _, c := range f.Collectors() {
 		kinds = append(kinds, c.Kind())
 	}
-	wantKinds := []string{"FollowedConfigMap", "FollowedSecret", "FollowedServiceAccount", "FollowedResourceClaimTemplate", "FollowedClusterRole", "FollowedDeployment", "FollowedGizmo", "FollowedPersistentVolumeClaim"}
+	wantKinds := []string{"FollowedConfigMap", "FollowedSecret", "FollowedServiceAccount", "FollowedResourceClaimTemplate", "FollowedResourceClaim", "FollowedClusterRole", "FollowedDeployment", "FollowedGizmo", "FollowedPersistentVolumeClaim"}
 	if diff := cmp.Diff(wantKinds, kinds); diff != "" {
 		t.Errorf("Collectors (-want,+got):\n%s", diff)
 	}

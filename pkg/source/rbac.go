@@ -145,12 +145,13 @@ func SourceRules() []rbacv1.PolicyRule {
 			Resources: []string{"resourceclaimtemplates"},
 			Verbs:     []string{"get", "list", "create", "update", "delete"},
 		},
-		// A delegate's resource claims are read once, to name the devices
-		// they were allocated on its proxy (package feedback).
+		// ResourceClaims that pods share are followed as templates are;
+		// a delegate's claims are read once, to name the devices they
+		// were allocated on its proxy (package feedback).
 		{
 			APIGroups: []string{"resource.k8s.io"},
 			Resources: []string{"resourceclaims"},
-			Verbs:     []string{"get"},
+			Verbs:     []string{"get", "list", "create", "update", "delete"},
 		},
 	}
 }

@@ -47,7 +47,9 @@ const (
 	// target is never deleted for this one. On a PersistentVolumeClaim of
 	// the source it names the target that holds the claim's copy: every
 	// pod that mounts the claim is elected there, and only there (removing
-	// it is how a user moves the claim, without its data).
+	// it is how a user moves the claim, without its data). On a shared
+	// ResourceClaim of the source it names the target its copy is
+	// allocated in: every pod that shares it is elected there.
 	AnnotationTarget = Prefix + "target"
 
 	// AnnotationProbe set to "true" on a PodChaperon marks a candidate
