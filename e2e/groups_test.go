@@ -60,6 +60,7 @@ func TestGangLandsWholeInOneCluster(t *testing.T) {
 		if len(where) != 1 || where[names[0]] != size {
 			t.Fatalf("repetition %d: group %s by cluster %v, want all %d in %s, the one cluster with room for them all", rep, group, where, size, names[0])
 		}
+		oneDelegateEach(t, ctx, ns, v1alpha1.LabelGroup+"="+group)
 		if err := src.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
 			metav1.ListOptions{LabelSelector: v1alpha1.LabelGroup + "=" + group}); err != nil {
 			t.Fatal(err)
@@ -166,6 +167,33 @@ func gangNamespace(t *testing.T, prefix string, nodes int) string {
 	}
 	waitForRoom(t, names[0], nodes)
 	return enabledNamespace(t, prefix, names[1:]...)
+}
+
+// oneDelegateEach checks that every selected proxy has one live delegate,
+// in its elected cluster only: losers never bind.
+func oneDelegateEach(t *testing.T, ctx context.Context, ns, selector string) {
+	t.Helper()
+	proxies, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range proxies.Items {
+		p := &proxies.Items[i]
+		if p.Labels[v1alpha1.LabelParentUID] != "" {
+			continue
+		}
+		var bound []string
+		for c, pods := range delegatesOf(t, ctx, p) {
+			for _, d := range pods {
+				if d.Spec.NodeName != "" {
+					bound = append(bound, c+"/"+d.Name)
+				}
+			}
+		}
+		if len(bound) != 1 || !strings.HasPrefix(bound[0], clusterOfNode(p.Spec.NodeName)+"/") {
+			t.Errorf("proxy %s on %s has bound delegates %v, want one, there", p.Name, p.Spec.NodeName, bound)
+		}
+	}
 }
 
 func gangMember(t *testing.T, ns, name, group string, min int) {
