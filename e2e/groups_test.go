@@ -104,6 +104,8 @@ func TestGangLandsWholeInOneCluster(t *testing.T) {
 func TestGangThatFitsNowhereLetsGo(t *testing.T) {
 	need(t)
 	ctx := context.Background()
+	restartSourceManager(t, "--group-timeout="+groupTimeout.String())
+	t.Cleanup(func() { restartSourceManager(t) })
 	names := sb.ClusterNames()
 	ns := gangNamespace(t, "gang-none", 3)
 	src := kube(t, sandbox.SourceCluster)
@@ -194,6 +196,20 @@ func oneDelegateEach(t *testing.T, ctx context.Context, ns, selector string) {
 			t.Errorf("proxy %s on %s has bound delegates %v, want one, there", p.Name, p.Spec.NodeName, bound)
 		}
 	}
+}
+
+// restartSourceManager stops the source's manager (it gives up its lease)
+// and starts it again with extra arguments, until the next restart.
+func restartSourceManager(t *testing.T, args ...string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := sb.StopComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.StartComponentWith(ctx, sandbox.SourceCluster, sandbox.ComponentManager, args...); err != nil {
+		t.Fatal(err)
+	}
+	waitLeading(t, sandbox.ComponentManager)
 }
 
 func gangMember(t *testing.T, ns, name, group string, min int) {

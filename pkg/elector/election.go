@@ -30,8 +30,9 @@ import (
 
 // preferredDeadlineFactor stretches the election deadline while a target
 // of a higher priority, or one the pod prefers (a higher placement score
-// than every offer), has not answered: a preference is not lost to a faster cluster, and a preferred
-// cluster that does not answer holds the pod up only this long.
+// than every offer), has not answered: a preference is not lost to a
+// faster cluster, and a preferred cluster that does not answer holds the
+// pod up only this long.
 const preferredDeadlineFactor = 5
 
 // elect creates candidates in every eligible target, and elects one when
@@ -75,21 +76,9 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		return reconcile.Result{}, err
 	}
 	keepWithDevices(need, states)
-	g, inGroup, err := groupOf(pod)
-	if err != nil {
-		return reconcile.Result{}, r.setNotElected(ctx, pod, reasonInvalidGroup, err.Error(), EventNotSchedulable)
-	}
-	var members []corev1.Pod
-	var home string
-	if inGroup {
-		if !r.backingOff(g).IsZero() {
-			return r.backOffGroup(ctx, pod, g, states)
-		}
-		if members, err = r.members(ctx, pod, g); err != nil {
-			return reconcile.Result{}, err
-		}
-		home = r.groupTarget(g, members)
-		keepWithGroup(g, home, states)
+	gs, stop, err := r.groupOf(ctx, pod, states)
+	if stop != nil {
+		return *stop, err
 	}
 	requests := summary.PodRequests(&corev1.Pod{Spec: *userSpec})
 	r.narrow(ctx, pod, states, requests)
@@ -141,17 +130,11 @@ func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Resu
 		}
 	}
 
-	if len(offers) > 0 && inGroup && home == "" {
+	if len(offers) > 0 && gs.undecided() {
 		// No member elected yet: only a target where enough members are
 		// reserved may take any of them.
-		chosen, why := r.chooseGroupTarget(ctx, pod, g, members, offers, byKey)
-		if chosen == "" {
-			return r.waitForGroup(ctx, pod, g, why, states)
-		}
-		keepWithGroup(g, chosen, states)
-		offers = slices.DeleteFunc(offers, func(o Offer) bool { return o.Target != chosen })
-		if len(offers) == 0 {
-			return r.requeueAfter(pod, requeueGroup, groupRetryPoll), nil
+		if offers, stop, err = r.groupOffers(ctx, pod, gs, offers, byKey, states); stop != nil {
+			return *stop, err
 		}
 		answered, eligible = 1, 1
 	}

@@ -45,15 +45,71 @@ const DefaultGroupTimeout = 2 * time.Minute
 // other members' reservations do not bring it back by themselves.
 const groupRetryPoll = time.Second
 
+// staleGroupWait is how long a group's wait lasts with no member waiting.
+const staleGroupWait = 30 * groupRetryPoll
+
 // group is a pod's group: its namespace/name key and minimum members.
 type group struct {
 	key, name string
 	min       int
 }
 
-// groupOf reads a pod's group: fleetlet's label and annotation, else
+// groupState is a pod's group as an election pass sees it.
+type groupState struct {
+	in      bool
+	g       group
+	members []corev1.Pod
+	// home is the target the group runs in, "" before one is chosen.
+	home string
+}
+
+// undecided tells a member of a group that has no target yet.
+func (gs groupState) undecided() bool { return gs.in && gs.home == "" }
+
+// groupOf reads the pod's group and where it runs, and keeps the pod to
+// that target. A malformed group, or a group backing off, stops the pass
+// (Elected says why).
+func (r *Reconciler) groupOf(ctx context.Context, pod *corev1.Pod, states []*targetState) (groupState, *reconcile.Result, error) {
+	g, in, err := parseGroup(pod)
+	if err != nil {
+		return groupState{}, &reconcile.Result{}, r.setNotElected(ctx, pod, reasonInvalidGroup, err.Error(), EventNotSchedulable)
+	}
+	if !in {
+		return groupState{}, nil, nil
+	}
+	if !r.backingOff(g).IsZero() {
+		res, err := r.backOffGroup(ctx, pod, g, states)
+		return groupState{}, &res, err
+	}
+	members, err := r.members(ctx, pod, g)
+	if err != nil {
+		return groupState{}, &reconcile.Result{}, err
+	}
+	gs := groupState{in: true, g: g, members: members, home: r.groupTarget(g, members)}
+	keepWithGroup(g, gs.home, states)
+	return gs, nil, nil
+}
+
+// groupOffers keeps, of a member's offers, the one in the target chosen for
+// its group; with no target chosen yet, the member waits (waitForGroup).
+func (r *Reconciler) groupOffers(ctx context.Context, pod *corev1.Pod, gs groupState, offers []Offer, byKey map[string]*targetState, states []*targetState) ([]Offer, *reconcile.Result, error) {
+	chosen, why := r.chooseGroupTarget(ctx, pod, gs.g, gs.members, offers, byKey)
+	if chosen == "" {
+		res, err := r.waitForGroup(ctx, pod, gs.g, why, states)
+		return nil, &res, err
+	}
+	keepWithGroup(gs.g, chosen, states)
+	offers = slices.DeleteFunc(offers, func(o Offer) bool { return o.Target != chosen })
+	if len(offers) == 0 {
+		res := r.requeueAfter(pod, requeueGroup, groupRetryPoll)
+		return nil, &res, nil
+	}
+	return offers, nil, nil
+}
+
+// parseGroup reads a pod's group: fleetlet's label and annotation, else
 // Kueue's pod group. ok is false for a pod in no group.
-func groupOf(pod *corev1.Pod) (g group, ok bool, err error) {
+func parseGroup(pod *corev1.Pod) (g group, ok bool, err error) {
 	name, count, source := pod.Labels[v1alpha1.LabelGroup], pod.Annotations[v1alpha1.AnnotationGroupMinMembers], v1alpha1.AnnotationGroupMinMembers
 	if name == "" {
 		name, count, source = pod.Labels[kueuePodGroupName], pod.Annotations[kueuePodGroupTotal], kueuePodGroupTotal
@@ -75,9 +131,14 @@ func groupOf(pod *corev1.Pod) (g group, ok bool, err error) {
 type groupLedger struct {
 	mu      sync.Mutex
 	chosen  map[string]choice
-	waiting map[string]time.Time
+	waiting map[string]wait
 	backoff map[string]time.Time
 }
+
+// wait is when a group's members started waiting, and when one last did:
+// a wait no member kept up (the group went, or a new one took its name)
+// starts again.
+type wait struct{ since, last time.Time }
 
 // choice is a target chosen for a group, and when.
 type choice struct {
@@ -86,7 +147,27 @@ type choice struct {
 }
 
 func (l *groupLedger) init() {
-	l.chosen, l.waiting, l.backoff = map[string]choice{}, map[string]time.Time{}, map[string]time.Time{}
+	l.chosen, l.waiting, l.backoff = map[string]choice{}, map[string]wait{}, map[string]time.Time{}
+}
+
+// waited notes that a member of the group waits at now, and tells whether
+// the group has waited past timeout: its wait then ends and it backs off
+// for backoff.
+func (l *groupLedger) waited(key string, now time.Time, timeout, backoff time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w, ok := l.waiting[key]
+	if !ok || now.Sub(w.last) > staleGroupWait {
+		w.since = now
+	}
+	w.last = now
+	l.waiting[key] = w
+	if now.Sub(w.since) <= timeout {
+		return false
+	}
+	delete(l.waiting, key)
+	l.backoff[key] = now.Add(backoff)
+	return true
 }
 
 // members lists the live proxies of the pod's group, the pod included.
@@ -186,20 +267,7 @@ func (r *Reconciler) chooseGroupTarget(ctx context.Context, pod *corev1.Pod, g g
 // the whole group backs off for a retry interval, so that reservations
 // held for a group never starve single pods for good.
 func (r *Reconciler) waitForGroup(ctx context.Context, pod *corev1.Pod, g group, why string, states []*targetState) (reconcile.Result, error) {
-	now := r.clock.Now()
-	r.groups.mu.Lock()
-	since, ok := r.groups.waiting[g.key]
-	if !ok {
-		since = now
-		r.groups.waiting[g.key] = now
-	}
-	timedOut := now.Sub(since) > r.opts.GroupTimeout
-	if timedOut {
-		delete(r.groups.waiting, g.key)
-		r.groups.backoff[g.key] = now.Add(r.opts.RetryInterval)
-	}
-	r.groups.mu.Unlock()
-	if timedOut {
+	if timedOut := r.groups.waited(g.key, r.clock.Now(), r.opts.GroupTimeout, r.opts.RetryInterval); timedOut {
 		r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventGroupTimedOut, "Elect", "%s after %s; trying again in %s", why, r.opts.GroupTimeout, r.opts.RetryInterval)
 		return r.backOffGroup(ctx, pod, g, states)
 	}
