@@ -55,7 +55,7 @@ func TestProxyTerminatesLikeAPod(t *testing.T) {
 	// kwok stops containers at once and makes the last delete, as a
 	// kubelet does once they have stopped: the delegate's own grace period
 	// reads 0 by then. What its chaperon controller deleted it with is
-	// the grace period its chaperon was given (pkg/chaperon's
+	// the grace period its chaperon was given (pkg/target/chaperon's
 	// TestDeletedChaperonPassesItsGracePeriod shows the delete).
 	owner := metav1.GetControllerOf(&delegate)
 	if owner == nil {

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetlet/fleetlet/pkg/sandbox"
-	"github.com/fleetlet/fleetlet/pkg/webhook"
+	"github.com/fleetlet/fleetlet/pkg/source/webhook"
 )
 
 // TestSealKeyLossFailsClosed: with the seal key Secret gone, fleetlet makes

@@ -39,11 +39,11 @@ import (
 
 	"github.com/fleetlet/fleetlet/config"
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/candidate"
-	"github.com/fleetlet/fleetlet/pkg/source"
-	"github.com/fleetlet/fleetlet/pkg/summary"
+	"github.com/fleetlet/fleetlet/pkg/source/webhook"
+	"github.com/fleetlet/fleetlet/pkg/target/access"
+	"github.com/fleetlet/fleetlet/pkg/target/candidate"
+	"github.com/fleetlet/fleetlet/pkg/target/summary"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
-	"github.com/fleetlet/fleetlet/pkg/webhook"
 )
 
 const (
@@ -460,13 +460,13 @@ func TestWebhookConfiguration(t *testing.T) {
 	if len(mwc.Webhooks) != 2 {
 		t.Fatalf("%d webhooks, want 2", len(mwc.Webhooks))
 	}
-	// The chart's is pkg/webhook's, with a service reference.
+	// The chart's is pkg/source/webhook's, with a service reference.
 	want := webhook.MutatingWebhookConfiguration(webhook.ConfigurationOptions{FleetletNamespace: releaseNS})
 	for i, w := range mwc.Webhooks {
 		b := want.Webhooks[i]
 		if w.Name != b.Name || *w.FailurePolicy != *b.FailurePolicy || *w.ReinvocationPolicy != *b.ReinvocationPolicy ||
 			!slices.Equal(w.Rules[0].Resources, b.Rules[0].Resources) || len(w.MatchConditions) != len(b.MatchConditions) {
-			t.Errorf("webhook %d: %s %s %s %v (%d conditions), want pkg/webhook's %s %s %s %v (%d)", i,
+			t.Errorf("webhook %d: %s %s %s %v (%d conditions), want pkg/source/webhook's %s %s %s %v (%d)", i,
 				w.Name, *w.FailurePolicy, *w.ReinvocationPolicy, w.Rules[0].Resources, len(w.MatchConditions),
 				b.Name, *b.FailurePolicy, *b.ReinvocationPolicy, b.Rules[0].Resources, len(b.MatchConditions))
 		}
@@ -495,7 +495,7 @@ func TestWebhookConfiguration(t *testing.T) {
 		t.Errorf("clientConfig = %+v, want the Service", w.ClientConfig)
 	}
 	if len(w.MatchConditions) != 4 {
-		t.Errorf("%d match conditions, want the 4 of pkg/webhook", len(w.MatchConditions))
+		t.Errorf("%d match conditions, want the 4 of pkg/source/webhook", len(w.MatchConditions))
 	}
 	if _, ok := mwc.Annotations["cert-manager.io/inject-ca-from"]; ok {
 		t.Error("cert-manager annotation without certManager.enabled")
@@ -677,13 +677,13 @@ func TestManagerRBAC(t *testing.T) {
 		}
 	}
 	// The source ClusterRoles are what the manager ensures.
-	for name, want := range map[string][]rbacv1.PolicyRule{"fleetlet-source": source.SourceRules(), "fleetlet-source-reader": source.SourceReaderRules(), "fleetlet-source-namespaces": source.SourceNamespacesRules()} {
+	for name, want := range map[string][]rbacv1.PolicyRule{"fleetlet-source": access.SourceRules(), "fleetlet-source-reader": access.SourceReaderRules(), "fleetlet-source-namespaces": access.SourceNamespacesRules()} {
 		got := find[*rbacv1.ClusterRole](t, objs, name)
 		if !equality.Semantic.DeepEqual(got.Rules, want) {
-			t.Errorf("ClusterRole %s rules differ from pkg/source's:\ngot  %+v\nwant %+v", name, got.Rules, want)
+			t.Errorf("ClusterRole %s rules differ from pkg/target/access's:\ngot  %+v\nwant %+v", name, got.Rules, want)
 		}
-		if got.Labels[source.LabelManagedBy] != source.ManagedBy {
-			t.Errorf("ClusterRole %s lacks %s=%s", name, source.LabelManagedBy, source.ManagedBy)
+		if got.Labels[access.LabelManagedBy] != access.ManagedBy {
+			t.Errorf("ClusterRole %s lacks %s=%s", name, access.LabelManagedBy, access.ManagedBy)
 		}
 	}
 	// Legacy impersonation: the impersonate verb on the listed ones only.
@@ -802,7 +802,7 @@ func TestCleanupHook(t *testing.T) {
 		}
 	}
 	// Every ClusterRole the manager ensures, cleanup may read and delete.
-	for _, cr := range source.ClusterRoles() {
+	for _, cr := range access.ClusterRoles() {
 		for _, verb := range []string{"get", "delete"} {
 			if !allows(role.Rules, "rbac.authorization.k8s.io", "clusterroles", verb, cr.Name) {
 				t.Errorf("cleanup may not %s ClusterRole %s, which the manager ensures and cleanup deletes", verb, cr.Name)

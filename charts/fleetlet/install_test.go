@@ -35,7 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/fleetlet/fleetlet/pkg/source"
+	"github.com/fleetlet/fleetlet/pkg/target/access"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
@@ -424,7 +424,7 @@ func testChaperonPolicy(t *testing.T, admin client.Client) {
 func testManagerDeletesPolicy(t *testing.T, admin client.Client) {
 	ctx := context.Background()
 	manager := as(t, "system:serviceaccount:"+releaseNS+":"+managerSA)
-	ours := map[string]string{source.LabelManagedBy: source.ManagedBy, source.LabelSourceKind: source.KindSource}
+	ours := map[string]string{access.LabelManagedBy: access.ManagedBy, access.LabelSourceKind: access.KindSource}
 	container := []corev1.Container{{Name: "c", Image: "busybox"}}
 	cases := []struct {
 		obj     client.Object

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/chaperon"
+	"github.com/fleetlet/fleetlet/pkg/target/chaperon"
 )
 
 // cacheByObject restricts what the manager's cache lists and watches: only

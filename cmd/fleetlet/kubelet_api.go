@@ -11,8 +11,9 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/fleetlet/fleetlet/pkg/kubeletapi"
-	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet"
+	"github.com/fleetlet/fleetlet/pkg/source/kubeletapi"
 )
 
 // kubeletAPIOptions are the flags of the virtual nodes' kubelet API.
@@ -109,13 +110,13 @@ func newKubeletAPI(ctx context.Context, mgr ctrl.Manager, cs kubernetes.Interfac
 
 // registryTargets gives the kubelet API the targets' clients from the
 // target registry.
-type registryTargets struct{ reg *target.Registry }
+type registryTargets struct{ reg *fleet.Registry }
 
 func (t *registryTargets) TargetConfig(namespace, name string) (*rest.Config, bool) {
 	if t.reg == nil {
 		return nil, false
 	}
-	cl, ok := t.reg.Get(target.Key{Namespace: namespace, Name: name})
+	cl, ok := t.reg.Get(proxy.TargetKey{Namespace: namespace, Name: name})
 	if !ok {
 		return nil, false
 	}

@@ -28,18 +28,19 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/chaperon"
-	"github.com/fleetlet/fleetlet/pkg/claims"
 	"github.com/fleetlet/fleetlet/pkg/crashpoint"
-	"github.com/fleetlet/fleetlet/pkg/elector"
-	"github.com/fleetlet/fleetlet/pkg/feedback"
-	"github.com/fleetlet/fleetlet/pkg/follow"
-	"github.com/fleetlet/fleetlet/pkg/gc"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
-	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/source/claims"
+	"github.com/fleetlet/fleetlet/pkg/source/elector"
+	"github.com/fleetlet/fleetlet/pkg/source/feedback"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet"
+	"github.com/fleetlet/fleetlet/pkg/source/follow"
+	"github.com/fleetlet/fleetlet/pkg/source/gc"
+	"github.com/fleetlet/fleetlet/pkg/source/vnode"
+	"github.com/fleetlet/fleetlet/pkg/source/webhook"
+	"github.com/fleetlet/fleetlet/pkg/target/chaperon"
 	"github.com/fleetlet/fleetlet/pkg/version"
-	"github.com/fleetlet/fleetlet/pkg/vnode"
-	"github.com/fleetlet/fleetlet/pkg/webhook"
 )
 
 // managerOptions are the flags of `fleetlet manager`. Every timeout is one.
@@ -134,12 +135,12 @@ func defaultManagerOptions() managerOptions {
 		leaderElectionRetryPeriod:   2 * time.Second,
 		metricsAddr:                 ":8080",
 		probeAddr:                   ":8081",
-		targetProbeInterval:         target.DefaultProbeInterval,
-		targetProbeTimeout:          target.DefaultProbeTimeout,
-		targetProbeBackoff:          target.DefaultProbeBackoffInitial,
-		targetProbeFailures:         target.DefaultProbeFailureThreshold,
-		heartbeatDuration:           target.DefaultHeartbeatDuration,
-		summaryStaleAfter:           target.DefaultSummaryStaleAfter,
+		targetProbeInterval:         fleet.DefaultProbeInterval,
+		targetProbeTimeout:          fleet.DefaultProbeTimeout,
+		targetProbeBackoff:          fleet.DefaultProbeBackoffInitial,
+		targetProbeFailures:         fleet.DefaultProbeFailureThreshold,
+		heartbeatDuration:           fleet.DefaultHeartbeatDuration,
+		summaryStaleAfter:           fleet.DefaultSummaryStaleAfter,
 		nodeLeaseDuration:           vnode.DefaultLeaseDuration,
 		nodeStatusInterval:          vnode.DefaultStatusInterval,
 		kubeletAPI:                  defaultKubeletAPIOptions(),
@@ -158,8 +159,8 @@ func defaultManagerOptions() managerOptions {
 		gcMinAge:                    gc.DefaultMinAge,
 		kubeAPIQPS:                  200,
 		kubeAPIBurst:                400,
-		targetAPIQPS:                target.DefaultQPS,
-		targetAPIBurst:              target.DefaultBurst,
+		targetAPIQPS:                fleet.DefaultQPS,
+		targetAPIBurst:              fleet.DefaultBurst,
 		delegateRecreateDelay:       chaperon.DefaultRecreateDelay,
 		followAllowedKinds:          []string{"ConfigMap", "Secret", "ServiceAccount"},
 		followServices:              true,
@@ -251,7 +252,7 @@ func (o *managerOptions) validate() error {
 	if o.targetProbeFailures < 1 {
 		errs = append(errs, fmt.Errorf("--target-probe-failure-threshold must be at least 1, got %d", o.targetProbeFailures))
 	}
-	if _, err := target.ParseHostAllowList(o.allowedTargetHosts); err != nil {
+	if _, err := fleet.ParseHostAllowList(o.allowedTargetHosts); err != nil {
 		errs = append(errs, fmt.Errorf("--allowed-target-hosts: %w", err))
 	}
 	for _, ns := range o.secretNamespaces {
@@ -408,7 +409,7 @@ func setupSourceSide(ctx context.Context, mgr ctrl.Manager, o managerOptions, se
 	// The feedback controller mirrors delegates' Events: it is made once
 	// the registry it reads exists.
 	var fb *feedback.Reconciler
-	reg, err := newTargetRegistry(o, nodes, func(k target.Key, e *corev1.Event) { fb.OnDelegateEvent(k, e) })
+	reg, err := newTargetRegistry(o, nodes, func(k proxy.TargetKey, e *corev1.Event) { fb.OnDelegateEvent(k, e) })
 	if err != nil {
 		return err
 	}
@@ -484,12 +485,12 @@ func newFollower(mgr ctrl.Manager, o managerOptions) (*follow.Follower, error) {
 	})
 }
 
-func newTargetRegistry(o managerOptions, nodes *vnode.Controller, onDelegateEvent func(target.Key, *corev1.Event)) (*target.Registry, error) {
-	allowed, err := target.ParseHostAllowList(o.allowedTargetHosts)
+func newTargetRegistry(o managerOptions, nodes *vnode.Controller, onDelegateEvent func(proxy.TargetKey, *corev1.Event)) (*fleet.Registry, error) {
+	allowed, err := fleet.ParseHostAllowList(o.allowedTargetHosts)
 	if err != nil {
 		return nil, err
 	}
-	return target.New(target.Options{
+	return fleet.New(fleet.Options{
 		AllowedHosts:          allowed,
 		SecretNamespaces:      o.secretNamespacesWithOwn(),
 		SourceName:            o.clusterName,
@@ -505,7 +506,7 @@ func newTargetRegistry(o managerOptions, nodes *vnode.Controller, onDelegateEven
 	}, nodes)
 }
 
-func setupElector(ctx context.Context, mgr ctrl.Manager, o managerOptions, openSpec func(*corev1.Pod) (*corev1.PodSpec, error), follower *follow.Follower, reg *target.Registry) error {
+func setupElector(ctx context.Context, mgr ctrl.Manager, o managerOptions, openSpec func(*corev1.Pod) (*corev1.PodSpec, error), follower *follow.Follower, reg *fleet.Registry) error {
 	proxies, err := elector.New(elector.Options{
 		SourceName:           o.clusterName,
 		Spec:                 openSpec,
@@ -535,7 +536,7 @@ func setupElector(ctx context.Context, mgr ctrl.Manager, o managerOptions, openS
 // setupFollowing sets up what keeps the targets in line with the source
 // besides the election: the garbage collector, the sync of followed
 // objects, and the Service follower.
-func setupFollowing(ctx context.Context, mgr ctrl.Manager, o managerOptions, openSpec func(*corev1.Pod) (*corev1.PodSpec, error), follower *follow.Follower, reg *target.Registry) error {
+func setupFollowing(ctx context.Context, mgr ctrl.Manager, o managerOptions, openSpec func(*corev1.Pod) (*corev1.PodSpec, error), follower *follow.Follower, reg *fleet.Registry) error {
 	collector, err := gc.New(gc.Options{SourceName: o.clusterName, Targets: gc.RegistryTargets(reg), Interval: o.gcInterval, MinAge: o.gcMinAge,
 		Collectors: append(follower.Collectors(), follower.ServiceCollector(), claims.Collector{Source: mgr.GetAPIReader(), MinAge: o.gcMinAge})})
 	if err != nil {
@@ -562,7 +563,7 @@ func setupFollowing(ctx context.Context, mgr ctrl.Manager, o managerOptions, ope
 
 // hidden is the feedback controller's HidePodIPs of --hide-pod-ips: nil
 // when it names no target.
-func hidden(targets []string) func(target.Key) bool {
+func hidden(targets []string) func(proxy.TargetKey) bool {
 	if len(targets) == 0 {
 		return nil
 	}
@@ -570,5 +571,5 @@ func hidden(targets []string) func(target.Key) bool {
 	for _, t := range targets {
 		set[strings.TrimSpace(t)] = true
 	}
-	return func(k target.Key) bool { return set["*"] || set[k.String()] }
+	return func(k proxy.TargetKey) bool { return set["*"] || set[k.String()] }
 }

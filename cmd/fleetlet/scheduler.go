@@ -29,7 +29,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
-	"github.com/fleetlet/fleetlet/pkg/candidate"
+	"github.com/fleetlet/fleetlet/pkg/target/candidate"
 	"github.com/fleetlet/fleetlet/pkg/version"
 )
 

@@ -35,8 +35,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/candidate"
-	"github.com/fleetlet/fleetlet/pkg/summary"
+	"github.com/fleetlet/fleetlet/pkg/target/candidate"
+	"github.com/fleetlet/fleetlet/pkg/target/summary"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 

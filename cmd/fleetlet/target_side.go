@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/fleetlet/fleetlet/pkg/chaperon"
-	"github.com/fleetlet/fleetlet/pkg/source"
-	"github.com/fleetlet/fleetlet/pkg/summary"
+	"github.com/fleetlet/fleetlet/pkg/target/access"
+	"github.com/fleetlet/fleetlet/pkg/target/chaperon"
+	"github.com/fleetlet/fleetlet/pkg/target/summary"
 )
 
 // setupTargetSide wires what runs because this cluster is a target: the
@@ -24,10 +24,10 @@ func setupTargetSide(ctx context.Context, mgr ctrl.Manager, o managerOptions) er
 	if err := (&summary.ClusterSummaryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterSummary controller: %w", err)
 	}
-	if err := (&source.SourceReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+	if err := (&access.SourceReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the Source controller: %w", err)
 	}
-	if err := (&source.ClusterSourceReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
+	if err := (&access.ClusterSourceReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterSource controller: %w", err)
 	}
 	if err := (&chaperon.PodChaperonReconciler{RecreateDelay: o.delegateRecreateDelay}).SetupWithManager(mgr); err != nil {
@@ -49,7 +49,7 @@ func setupTargetSide(ctx context.Context, mgr ctrl.Manager, o managerOptions) er
 				log.Error(err, "Ensuring the candidate PriorityClass; retrying")
 				return false, nil
 			}
-			if err := source.EnsureClusterRoles(ctx, c); err != nil {
+			if err := access.EnsureClusterRoles(ctx, c); err != nil {
 				log.Error(err, "Ensuring the source ClusterRoles; retrying")
 				return false, nil
 			}

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/fleetlet/fleetlet/pkg/webhook"
+	"github.com/fleetlet/fleetlet/pkg/source/webhook"
 )
 
 // webhookOptions are the flags of the proxy-pod webhook.

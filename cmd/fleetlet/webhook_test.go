@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fleetlet/fleetlet/pkg/webhook"
+	"github.com/fleetlet/fleetlet/pkg/source/webhook"
 )
 
 func parseWebhookFlags(t *testing.T, args ...string) (webhookOptions, error) {

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fleetlet/fleetlet/pkg/connect"
-	"github.com/fleetlet/fleetlet/pkg/source"
+	"github.com/fleetlet/fleetlet/pkg/target/access"
 	"github.com/fleetlet/fleetlet/pkg/version"
 )
 
@@ -200,7 +200,7 @@ connect is idempotent: running it again changes nothing and keeps the token.`,
 			}
 			if !opts.Self && opts.Namespace == "" {
 				fmt.Fprintf(stdout, "\nThe ClusterSource %s may act only in the namespaces of %q labelled for it, for example:\n  kubectl --context %s label namespace NAMESPACE %s=true\n",
-					opts.SourceName, opts.TargetContext, opts.TargetContext, source.DefaultNamespaceLabel(opts.SourceName))
+					opts.SourceName, opts.TargetContext, opts.TargetContext, access.DefaultNamespaceLabel(opts.SourceName))
 			}
 			return nil
 		},

@@ -37,7 +37,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/sandbox"
-	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet"
 )
 
 func main() {
@@ -177,9 +177,9 @@ func run(o options) error {
 	// slowed by the burst is not called NotReady, and its proxies are not
 	// evicted, for answering late. --manager-arg comes after, and wins.
 	managerArgs := []string{
-		"--target-probe-interval=" + target.DefaultProbeInterval.String(),
-		"--target-probe-timeout=" + target.DefaultProbeTimeout.String(),
-		"--source-heartbeat-duration=" + target.DefaultHeartbeatDuration.String(),
+		"--target-probe-interval=" + fleet.DefaultProbeInterval.String(),
+		"--target-probe-timeout=" + fleet.DefaultProbeTimeout.String(),
+		"--source-heartbeat-duration=" + fleet.DefaultHeartbeatDuration.String(),
 	}
 	if o.globalPods > 0 {
 		managerArgs = append(managerArgs, "--routable-pod-networks=true")

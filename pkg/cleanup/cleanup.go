@@ -28,8 +28,8 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/naming"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
-	"github.com/fleetlet/fleetlet/pkg/source"
-	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet"
+	"github.com/fleetlet/fleetlet/pkg/target/access"
 )
 
 // Defaults for Options.
@@ -174,7 +174,7 @@ func gated(p *corev1.Pod) bool { return proxy.Gated(p) }
 
 // remote is one target reached with its own credentials.
 type remote struct {
-	key target.Key
+	key proxy.TargetKey
 	c   client.Client
 }
 
@@ -316,8 +316,8 @@ func (r *run) proxies(ctx context.Context) ([]corev1.Pod, error) {
 // its namespace (blockedNS) or all of them (allBlocked).
 func (r *run) targets(ctx context.Context) (remotes []*remote, blockedNS map[string]bool, allBlocked bool) {
 	blockedNS = map[string]bool{}
-	var keys []target.Key
-	specs := map[target.Key]v1alpha1.TargetSpec{}
+	var keys []proxy.TargetKey
+	specs := map[proxy.TargetKey]v1alpha1.TargetSpec{}
 	var tl v1alpha1.TargetList
 	if err := r.c.List(ctx, &tl); err != nil {
 		if !notInstalled(err) {
@@ -326,7 +326,7 @@ func (r *run) targets(ctx context.Context) (remotes []*remote, blockedNS map[str
 		}
 	}
 	for _, t := range tl.Items {
-		k := target.Key{Namespace: t.Namespace, Name: t.Name}
+		k := proxy.TargetKey{Namespace: t.Namespace, Name: t.Name}
 		keys = append(keys, k)
 		specs[k] = t.Spec
 	}
@@ -338,7 +338,7 @@ func (r *run) targets(ctx context.Context) (remotes []*remote, blockedNS map[str
 		}
 	}
 	for _, t := range ctl.Items {
-		k := target.Key{Name: t.Name}
+		k := proxy.TargetKey{Name: t.Name}
 		keys = append(keys, k)
 		specs[k] = t.Spec
 	}
@@ -361,8 +361,8 @@ func (r *run) targets(ctx context.Context) (remotes []*remote, blockedNS map[str
 
 // connect builds a client for a target as the registry does: this
 // cluster's own client for a self target, else the kubeconfig of its
-// Secret, sanitised by target.RESTConfigFromKubeconfig.
-func (r *run) connect(ctx context.Context, k target.Key, spec *v1alpha1.TargetSpec) (client.Client, error) {
+// Secret, sanitised by fleet.RESTConfigFromKubeconfig.
+func (r *run) connect(ctx context.Context, k proxy.TargetKey, spec *v1alpha1.TargetSpec) (client.Client, error) {
 	if spec.Self {
 		return r.c, nil
 	}
@@ -386,7 +386,7 @@ func (r *run) connect(ctx context.Context, k target.Key, spec *v1alpha1.TargetSp
 	if !ok {
 		return nil, fmt.Errorf("its kubeconfig Secret %s/%s has no key %q", ns, ref.Name, dataKey)
 	}
-	cfg, err := target.RESTConfigFromKubeconfig(data, ref.Context)
+	cfg, err := fleet.RESTConfigFromKubeconfig(data, ref.Context)
 	if err != nil {
 		return nil, fmt.Errorf("its kubeconfig Secret %s/%s key %q: %w", ns, ref.Name, dataKey, err)
 	}
@@ -534,9 +534,9 @@ func (r *run) targetSide(ctx context.Context) {
 	}
 	r.deleteSourceIdentities(ctx)
 	r.releaseSources(ctx)
-	r.deleteOwned(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSource}})
-	r.deleteOwned(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSourceReader}})
-	r.deleteOwned(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSourceNamespaces}})
+	r.deleteOwned(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: access.ClusterRoleSource}})
+	r.deleteOwned(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: access.ClusterRoleSourceReader}})
+	r.deleteOwned(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: access.ClusterRoleSourceNamespaces}})
 	r.deleteOwned(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassCandidate}})
 }
 
@@ -554,7 +554,7 @@ func (r *run) releaseSources(ctx context.Context) {
 	}
 	for i := range list.Items {
 		src := &list.Items[i]
-		if !containsString(src.Finalizers, source.FinalizerClusterRoleBinding) {
+		if !containsString(src.Finalizers, access.FinalizerClusterRoleBinding) {
 			continue
 		}
 		r.log.Info("Releasing a Source", "source", klog.KObj(src))
@@ -563,10 +563,10 @@ func (r *run) releaseSources(ctx context.Context) {
 			continue
 		}
 		want := map[string]string{
-			source.LabelManagedBy:       source.ManagedBy,
-			source.LabelSourceKind:      source.KindSource,
-			source.LabelSourceName:      src.Name,
-			source.LabelSourceNamespace: src.Namespace,
+			access.LabelManagedBy:       access.ManagedBy,
+			access.LabelSourceKind:      access.KindSource,
+			access.LabelSourceName:      src.Name,
+			access.LabelSourceNamespace: src.Namespace,
 		}
 		var crbs rbacv1.ClusterRoleBindingList
 		if err := r.c.List(ctx, &crbs, client.MatchingLabels(want)); err != nil {
@@ -584,7 +584,7 @@ func (r *run) releaseSources(ctx context.Context) {
 		if failed {
 			continue
 		}
-		if err := RemoveFinalizer(ctx, r.c, src, source.FinalizerClusterRoleBinding); err != nil {
+		if err := RemoveFinalizer(ctx, r.c, src, access.FinalizerClusterRoleBinding); err != nil {
 			r.problem("removing the finalizer of Source %s: %v", klog.KObj(src), err)
 		}
 	}
@@ -596,8 +596,8 @@ func (r *run) releaseSources(ctx context.Context) {
 // that own them stay, and their ServiceAccounts and bindings would go on
 // granting remote sources access to a cluster fleetlet has left.
 func (r *run) deleteSourceIdentities(ctx context.Context) {
-	selector := labels.SelectorFromSet(labels.Set{source.LabelManagedBy: source.ManagedBy})
-	kinds, err := labels.NewRequirement(source.LabelSourceKind, selection.In, []string{source.KindSource, source.KindClusterSource})
+	selector := labels.SelectorFromSet(labels.Set{access.LabelManagedBy: access.ManagedBy})
+	kinds, err := labels.NewRequirement(access.LabelSourceKind, selection.In, []string{access.KindSource, access.KindClusterSource})
 	if err != nil {
 		r.problem("%v", err)
 		return
@@ -614,7 +614,7 @@ func (r *run) deleteSourceIdentities(ctx context.Context) {
 				return nil
 			}
 			r.log.Info("Deleting what fleetlet made for a source", "kind", fmt.Sprintf("%T", obj), "object", klog.KObj(obj),
-				"source", obj.GetLabels()[source.LabelSourceName])
+				"source", obj.GetLabels()[access.LabelSourceName])
 			r.sum.SourceIdentitiesDeleted++
 			if r.opts.DryRun {
 				return nil
@@ -638,7 +638,7 @@ func (r *run) deleteOwned(ctx context.Context, obj client.Object) {
 		}
 		return
 	}
-	if obj.GetLabels()[source.LabelManagedBy] != source.ManagedBy || obj.GetDeletionTimestamp() != nil {
+	if obj.GetLabels()[access.LabelManagedBy] != access.ManagedBy || obj.GetDeletionTimestamp() != nil {
 		r.log.V(1).Info("Leaving an object fleetlet does not manage", "kind", kind, "name", obj.GetName())
 		return
 	}

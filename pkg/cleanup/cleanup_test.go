@@ -24,8 +24,8 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/cleanup"
 	"github.com/fleetlet/fleetlet/pkg/naming"
-	"github.com/fleetlet/fleetlet/pkg/source"
-	"github.com/fleetlet/fleetlet/pkg/summary"
+	"github.com/fleetlet/fleetlet/pkg/target/access"
+	"github.com/fleetlet/fleetlet/pkg/target/summary"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
@@ -273,7 +273,7 @@ func TestCleanup(t *testing.T) {
 	})
 
 	t.Run("target side", func(t *testing.T) {
-		if err := source.EnsureClusterRoles(ctx, tgt); err != nil {
+		if err := access.EnsureClusterRoles(ctx, tgt); err != nil {
 			t.Fatal(err)
 		}
 		if err := summary.EnsurePriorityClass(ctx, tgt); err != nil {
@@ -282,17 +282,17 @@ func TestCleanup(t *testing.T) {
 		p := pod(ns, "anyone", "", nil, v1alpha1.FinalizerDelegate)
 		p.UID = "some-uid"
 		left := chaperonOf(p, "another-source")
-		srcObj := &v1alpha1.Source{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "src", Finalizers: []string{source.FinalizerClusterRoleBinding, otherFinalizer}}}
+		srcObj := &v1alpha1.Source{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "src", Finalizers: []string{access.FinalizerClusterRoleBinding, otherFinalizer}}}
 		crb := &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: source.SourceClusterRoleBindingName(ns, "src"), Labels: map[string]string{
-				source.LabelManagedBy: source.ManagedBy, source.LabelSourceKind: source.KindSource,
-				source.LabelSourceName: "src", source.LabelSourceNamespace: ns,
+			ObjectMeta: metav1.ObjectMeta{Name: access.SourceClusterRoleBindingName(ns, "src"), Labels: map[string]string{
+				access.LabelManagedBy: access.ManagedBy, access.LabelSourceKind: access.KindSource,
+				access.LabelSourceName: "src", access.LabelSourceNamespace: ns,
 			}},
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: source.ClusterRoleSourceReader},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: access.ClusterRoleSourceReader},
 		}
 		create(t, tgt, left, srcObj, crb)
 		made := clusterSourceIdentity(ns, "fleet")
-		foreign := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-fleetlets", Labels: map[string]string{source.LabelSourceKind: source.KindClusterSource}}}
+		foreign := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "not-fleetlets", Labels: map[string]string{access.LabelSourceKind: access.KindClusterSource}}}
 		create(t, tgt, append(made, foreign)...)
 
 		dry, err := run(t, tgt, cleanup.Options{DryRun: true})
@@ -333,9 +333,9 @@ func TestCleanup(t *testing.T) {
 			t.Errorf("a ServiceAccount fleetlet did not make was deleted: %v", err)
 		}
 		for _, o := range []client.Object{
-			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSource}},
-			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSourceReader}},
-			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSourceNamespaces}},
+			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: access.ClusterRoleSource}},
+			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: access.ClusterRoleSourceReader}},
+			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: access.ClusterRoleSourceNamespaces}},
 			&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassCandidate}},
 		} {
 			if err := tgt.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
@@ -358,7 +358,7 @@ func TestCleanupWithoutCRDs(t *testing.T) {
 	c := newClient(t, bareEnv.Config)
 	create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}, virtualNode("fleetlet-t", "t"))
 	p := pod("apps", "proxy", "fleetlet-t", nil, v1alpha1.FinalizerDelegate, otherFinalizer)
-	notOurs := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: source.ClusterRoleSource}}
+	notOurs := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: access.ClusterRoleSource}}
 	create(t, c, p, notOurs)
 	// What a ClusterSource owned, found by its labels alone (no CRD to
 	// list ClusterSources with).
@@ -394,15 +394,15 @@ func TestCleanupWithoutCRDs(t *testing.T) {
 // them (owner references left out: the CRD may be gone).
 func clusterSourceIdentity(ns, name string) []client.Object {
 	l := func() map[string]string {
-		return map[string]string{source.LabelManagedBy: source.ManagedBy, source.LabelSourceKind: source.KindClusterSource, source.LabelSourceName: name}
+		return map[string]string{access.LabelManagedBy: access.ManagedBy, access.LabelSourceKind: access.KindClusterSource, access.LabelSourceName: name}
 	}
 	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "fleetlet-source-" + name}}
 	return []client.Object{
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleetlet-source-" + name, Labels: l()}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleetlet-heartbeat-" + name, Labels: l()}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleetlet-source-" + name, Labels: l()}, Subjects: subjects,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: source.ClusterRoleSource}},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: access.ClusterRoleSource}},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fleetlet-clustersource-" + name + "-" + ns, Labels: l()}, Subjects: subjects,
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: source.ClusterRoleSourceReader}},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: access.ClusterRoleSourceReader}},
 	}
 }

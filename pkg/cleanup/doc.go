@@ -2,7 +2,7 @@
 // it is uninstalled: `fleetlet cleanup`, the Helm post-delete hook Job of
 // every cluster, also run by hand. It uses that cluster's credentials only
 // and reaches targets the way the manager does (the kubeconfig Secrets of the
-// Targets that still exist, sanitised by target.RESTConfigFromKubeconfig).
+// Targets that still exist, sanitised by fleet.RESTConfigFromKubeconfig).
 //
 // Source side, in this order:
 //  1. every pod that still carries the multicluster.fleetlet.io/election gate

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/source"
+	"github.com/fleetlet/fleetlet/pkg/target/access"
 )
 
 const (
@@ -339,14 +339,14 @@ func ensureNamespace(ctx context.Context, c client.Client, name, cluster string,
 func ensureSource(ctx context.Context, c client.Client, opts *Options, res *Result) (types.NamespacedName, error) {
 	cluster := opts.targetCluster()
 	var obj client.Object
-	kind := source.KindSource
+	kind := access.KindSource
 	if opts.Namespace != "" {
 		if err := ensureNamespace(ctx, c, opts.Namespace, cluster, false, res); err != nil {
 			return types.NamespacedName{}, err
 		}
 		obj = &v1alpha1.Source{ObjectMeta: metav1.ObjectMeta{Namespace: opts.Namespace, Name: opts.SourceName, Labels: ourLabels()}}
 	} else {
-		kind = source.KindClusterSource
+		kind = access.KindClusterSource
 		if err := ensureNamespace(ctx, c, opts.FleetletNamespace, cluster, true, res); err != nil {
 			return types.NamespacedName{}, err
 		}
@@ -397,7 +397,7 @@ func waitSourceReady(ctx context.Context, c client.Client, opts *Options, key ty
 			conds      []metav1.Condition
 			generation int64
 		)
-		if kind == source.KindSource {
+		if kind == access.KindSource {
 			var s v1alpha1.Source
 			if err := c.Get(ctx, key, &s); err != nil {
 				// Every read error is worth another try until the

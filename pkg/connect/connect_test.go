@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/source"
-	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet"
+	"github.com/fleetlet/fleetlet/pkg/target/access"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
@@ -82,19 +82,19 @@ func kubeconfigFromSecret(t *testing.T, namespace, name string) *rest.Config {
 	if err := clientA.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := target.RESTConfigFromKubeconfig(s.Data[v1alpha1.DefaultKubeconfigKey], "")
+	cfg, err := fleet.RESTConfigFromKubeconfig(s.Data[v1alpha1.DefaultKubeconfigKey], "")
 	if err != nil {
 		t.Fatalf("the kubeconfig connect wrote is refused: %v", err)
 	}
 	return cfg
 }
 
-type access struct {
+type accessCheck struct {
 	verb, group, resource, namespace, name string
 	allowed                                bool
 }
 
-func checkAccess(t *testing.T, cfg *rest.Config, checks []access) {
+func checkAccess(t *testing.T, cfg *rest.Config, checks []accessCheck) {
 	t.Helper()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	for _, c := range checks {
@@ -122,7 +122,7 @@ func renewLease(t *testing.T, cfg *rest.Config, namespace, sourceName string) {
 	}
 	ctx := context.Background()
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: source.HeartbeatLeaseName(sourceName)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: access.HeartbeatLeaseName(sourceName)},
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(sourceName), LeaseDurationSeconds: ptr.To(int32(40))},
 	}
 	if err := c.Create(ctx, lease); err != nil {
@@ -193,7 +193,7 @@ func TestConnectClusterWide(t *testing.T) {
 	if err := clientB.Get(ctx, client.ObjectKey{Name: selected}, &nsObj); err != nil {
 		t.Fatal(err)
 	}
-	nsObj.Labels[source.DefaultNamespaceLabel("cluster-a")] = "true"
+	nsObj.Labels[access.DefaultNamespaceLabel("cluster-a")] = "true"
 	if err := clientB.Update(ctx, &nsObj); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestConnectClusterWide(t *testing.T) {
 		}
 		return nil
 	})
-	checkAccess(t, cfg, []access{
+	checkAccess(t, cfg, []accessCheck{
 		{verb: "create", group: v1alpha1.GroupName, resource: "podchaperons", namespace: selected, allowed: true},
 		{verb: "create", group: v1alpha1.GroupName, resource: "podchaperons", namespace: unselected, allowed: false},
 		{verb: "list", resource: "namespaces", allowed: true},
@@ -249,7 +249,7 @@ func TestConnectClusterWide(t *testing.T) {
 			t.Errorf("kubeconfig Secret not updated with the new token:\n%s", strings.Join(actions(res), "\n"))
 		}
 		cfg := kubeconfigFromSecret(t, DefaultFleetletNamespace, "fleetlet-target-cluster-b")
-		checkAccess(t, cfg, []access{{verb: "list", resource: "namespaces", allowed: true}})
+		checkAccess(t, cfg, []accessCheck{{verb: "list", resource: "namespaces", allowed: true}})
 	})
 
 	t.Run("disconnect removes what connect created and nothing else", func(t *testing.T) {
@@ -401,7 +401,7 @@ func TestConnectNamespace(t *testing.T) {
 		t.Errorf("Target spec = %+v", tgt.Spec)
 	}
 	cfg := kubeconfigFromSecret(t, ns, "fleetlet-target-cluster-b")
-	checkAccess(t, cfg, []access{
+	checkAccess(t, cfg, []accessCheck{
 		{verb: "create", group: v1alpha1.GroupName, resource: "podchaperons", namespace: ns, allowed: true},
 		{verb: "create", group: v1alpha1.GroupName, resource: "podchaperons", namespace: other, allowed: false},
 		{verb: "create", resource: "configmaps", namespace: ns, allowed: true},

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/source"
+	"github.com/fleetlet/fleetlet/pkg/target/access"
 )
 
 // Disconnect undoes Connect with the same options: in the source cluster
@@ -63,24 +63,24 @@ func Disconnect(ctx context.Context, opts Options) (*Result, error) {
 	}
 	cluster := opts.targetCluster()
 	var srcObj client.Object
-	kind = source.KindClusterSource
-	sa := types.NamespacedName{Namespace: opts.FleetletNamespace, Name: source.DefaultServiceAccountName(opts.SourceName)}
+	kind = access.KindClusterSource
+	sa := types.NamespacedName{Namespace: opts.FleetletNamespace, Name: access.DefaultServiceAccountName(opts.SourceName)}
 	if opts.Namespace != "" {
 		s := &v1alpha1.Source{}
-		kind, srcObj = source.KindSource, s
+		kind, srcObj = access.KindSource, s
 		sa.Namespace = opts.Namespace
 		err = tgt.Get(ctx, types.NamespacedName{Namespace: opts.Namespace, Name: opts.SourceName}, s)
 		if err == nil && s.Status.ServiceAccountName != "" {
 			sa.Name = s.Status.ServiceAccountName
 		} else if err == nil {
-			sa.Name = source.ServiceAccountNameFor(s.Name, s.Spec.ServiceAccountName)
+			sa.Name = access.ServiceAccountNameFor(s.Name, s.Spec.ServiceAccountName)
 		}
 	} else {
 		s := &v1alpha1.ClusterSource{}
 		srcObj = s
 		err = tgt.Get(ctx, types.NamespacedName{Name: opts.SourceName}, s)
 		if err == nil {
-			sa = types.NamespacedName{Namespace: s.Spec.ServiceAccountNamespace, Name: source.ServiceAccountNameFor(s.Name, s.Spec.ServiceAccountName)}
+			sa = types.NamespacedName{Namespace: s.Spec.ServiceAccountNamespace, Name: access.ServiceAccountNameFor(s.Name, s.Spec.ServiceAccountName)}
 			if s.Status.ServiceAccountName != "" {
 				sa = types.NamespacedName{Namespace: s.Status.ServiceAccountNamespace, Name: s.Status.ServiceAccountName}
 			}

@@ -30,7 +30,7 @@ type KubeconfigInput struct {
 }
 
 // Kubeconfig writes a kubeconfig with inline credentials and CA data only,
-// the one form a Target accepts (see target.RESTConfigFromKubeconfig).
+// the one form a Target accepts (see fleet.RESTConfigFromKubeconfig).
 func Kubeconfig(in KubeconfigInput) ([]byte, error) {
 	switch {
 	case in.Name == "":

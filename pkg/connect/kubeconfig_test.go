@@ -8,7 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet"
 )
 
 const testCA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"
@@ -21,7 +21,7 @@ func TestKubeconfigPassesTheTargetSanitiser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := target.RESTConfigFromKubeconfig(data, "")
+	cfg, err := fleet.RESTConfigFromKubeconfig(data, "")
 	if err != nil {
 		t.Fatalf("the produced kubeconfig is refused: %v\n%s", err, data)
 	}
@@ -31,7 +31,7 @@ func TestKubeconfigPassesTheTargetSanitiser(t *testing.T) {
 	}
 	// The context namespace tells the source where its heartbeat Lease
 	// goes; the named context works as well as the current one.
-	if _, err := target.RESTConfigFromKubeconfig(data, "cluster-2"); err != nil {
+	if _, err := fleet.RESTConfigFromKubeconfig(data, "cluster-2"); err != nil {
 		t.Errorf("context cluster-2: %v", err)
 	}
 	loaded, err := clientcmd.Load(data)

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/target"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet"
 )
 
 // NamespaceStatus says, for one enabled namespace of the source, which
@@ -122,7 +122,7 @@ func newProbe(ctx context.Context, c client.Client, name, namespace string, spec
 	if dataKey == "" {
 		dataKey = "config"
 	}
-	cfg, err := target.RESTConfigFromKubeconfig(secret.Data[dataKey], ref.Context)
+	cfg, err := fleet.RESTConfigFromKubeconfig(secret.Data[dataKey], ref.Context)
 	if err != nil {
 		p.err = err
 		return p
@@ -167,7 +167,7 @@ func (p *targetProbe) answer(ctx context.Context, src *corev1.Namespace) (bool, 
 	case p.source == "":
 		return false, "the namespace does not exist there"
 	}
-	want := target.OnDemandNamespace(src, p.source)
+	want := fleet.OnDemandNamespace(src, p.source)
 	err = p.client.Create(ctx, want, client.DryRunAll)
 	switch {
 	case err == nil:

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/fleetlet/fleetlet/pkg/source"
+	"github.com/fleetlet/fleetlet/pkg/target/access"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
@@ -88,7 +88,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := source.SetupWithManager(mgr, 2*time.Second); err != nil {
+	if err := access.SetupWithManager(mgr, 2*time.Second); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

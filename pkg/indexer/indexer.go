@@ -15,7 +15,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
-	"github.com/fleetlet/fleetlet/pkg/vnode"
+	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 )
 
 // Index is one field index: the kind it indexes, its name (what

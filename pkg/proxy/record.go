@@ -25,15 +25,6 @@ type Record struct {
 	Chaperon string
 }
 
-// Target is the elected target as fleetlet names it: namespace/name for a
-// Target, the name for a ClusterTarget.
-func (r Record) Target() string {
-	if r.TargetNamespace == "" {
-		return r.TargetName
-	}
-	return r.TargetNamespace + "/" + r.TargetName
-}
-
 // The record's fields, in the condition's message, in this order.
 const (
 	fieldTarget   = "target"

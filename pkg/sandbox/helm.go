@@ -20,8 +20,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
-	"github.com/fleetlet/fleetlet/pkg/source"
-	"github.com/fleetlet/fleetlet/pkg/webhook"
+	"github.com/fleetlet/fleetlet/pkg/source/webhook"
+	"github.com/fleetlet/fleetlet/pkg/target/access"
 )
 
 // fleetlet is installed in every sandbox cluster with its Helm chart, in
@@ -75,7 +75,7 @@ func chartValues(c *ClusterState) map[string]any {
 				// ServiceAccount, and as no one else.
 				"impersonate": []map[string]string{{
 					"namespace": FleetletNamespace,
-					"name":      source.DefaultServiceAccountName(SourceCluster),
+					"name":      access.DefaultServiceAccountName(SourceCluster),
 				}},
 			},
 		},

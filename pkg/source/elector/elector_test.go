@@ -1,0 +1,106 @@
+package elector
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+)
+
+func TestElectionRecordNamesTheTarget(t *testing.T) {
+	for _, key := range []proxy.TargetKey{{Name: "cluster-2"}, {Namespace: "team-a", Name: "edge"}} {
+		p := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{
+			Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue, Message: recordOf(key, "web-abc-1234abcd").Message(),
+		}}}}
+		gotKey, gotName, ok := proxy.ElectedTarget(p)
+		if !ok || gotKey != key || gotName != "web-abc-1234abcd" {
+			t.Errorf("target.Elected = %v %q %t, want %v", gotKey, gotName, ok, key)
+		}
+	}
+}
+
+func TestAnswer(t *testing.T) {
+	reserved := &v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{v1alpha1.AnnotationReserved: "node-1"}}}
+	unschedulable := &v1alpha1.PodChaperon{Status: v1alpha1.PodChaperonStatus{PodStatus: corev1.PodStatus{Conditions: []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: 3 Insufficient cpu.",
+	}}}}}
+	rejected := &v1alpha1.PodChaperon{Status: v1alpha1.PodChaperonStatus{Conditions: []metav1.Condition{{
+		Type: v1alpha1.ConditionPodCreated, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonPodRejected, Message: "forbidden: exceeded quota",
+	}}}}
+	tests := []struct {
+		name string
+		pc   *v1alpha1.PodChaperon
+		want answerKind
+		msg  string
+	}{
+		{"nothing yet", &v1alpha1.PodChaperon{}, answerPending, ""},
+		{"no chaperon", nil, answerPending, ""},
+		{"reserved", reserved, answerReserved, ""},
+		{"unschedulable", unschedulable, answerUnschedulable, "0/3 nodes are available: 3 Insufficient cpu."},
+		{"rejected", rejected, answerRejected, "forbidden: exceeded quota"},
+	}
+	for _, tc := range tests {
+		got, msg := answer(tc.pc)
+		if got != tc.want || msg != tc.msg {
+			t.Errorf("%s: answer = %v %q, want %v %q", tc.name, got, msg, tc.want, tc.msg)
+		}
+	}
+}
+
+func TestSetConditionKeepsTransitionTimeAndOthers(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: "example.com/Gate", Status: corev1.ConditionTrue}}}}
+	if !setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: "A", Message: "m"}, t0) {
+		t.Fatal("a new condition was not set")
+	}
+	if setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: "A", Message: "m"}, t0.Add(time.Hour)) {
+		t.Error("an unchanged condition counted as a change")
+	}
+	setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: "B", Message: "n"}, t0.Add(time.Hour))
+	c := proxy.ElectedCondition(p)
+	if !c.LastTransitionTime.Time.Equal(t0) {
+		t.Errorf("transition time moved without a status change: %v", c.LastTransitionTime)
+	}
+	setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue, Reason: "Elected"}, t0.Add(2*time.Hour))
+	if c := proxy.ElectedCondition(p); !c.LastTransitionTime.Time.Equal(t0.Add(2 * time.Hour)) {
+		t.Errorf("transition time = %v after a status change", c.LastTransitionTime)
+	}
+	if len(p.Status.Conditions) != 2 || p.Status.Conditions[0].Type != "example.com/Gate" {
+		t.Errorf("another owner's condition was touched: %v", p.Status.Conditions)
+	}
+}
+
+// A target whose pending candidate was trimmed keeps saying what that
+// candidate had answered (a quota, a policy) while it is kept out, and
+// is kept out no longer once the round is over. Before: it said only that
+// candidates were kept elsewhere, so a pod's Elected=False lost the
+// quota's name for that cluster.
+func TestTrimmedTargetKeepsItsAnswer(t *testing.T) {
+	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(now)
+	r := &Reconciler{opts: Options{RetryInterval: 10 * time.Second, PendingTargets: 1}, clock: clk, trimmed: map[types.UID]trimmedRound{}}
+	quota := `pods "web-1" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2`
+	r.noteTrimmed("uid-1", proxy.TargetKey{Name: "cluster-2"}, quota)
+
+	until, why, out := r.keptOut("uid-1", proxy.TargetKey{Name: "cluster-2"})
+	if !out || why != quota || !until.Equal(now.Add(10*time.Second)) {
+		t.Fatalf("keptOut = %s %q %t, want kept out until %s saying %q", until, why, out, now.Add(10*time.Second), quota)
+	}
+	if got := keptOutReason(why, 1, until); !strings.HasPrefix(got, quota+" (") || !strings.Contains(got, "kept in the 1 best target(s)") {
+		t.Errorf("keptOutReason = %q, want the quota first, then why no candidate is made", got)
+	}
+	if _, _, out := r.keptOut("uid-1", proxy.TargetKey{Name: "cluster-3"}); out {
+		t.Error("a target that was not trimmed is kept out")
+	}
+	clk.Step(10 * time.Second)
+	if _, _, out := r.keptOut("uid-1", proxy.TargetKey{Name: "cluster-2"}); out {
+		t.Error("kept out after the round")
+	}
+}

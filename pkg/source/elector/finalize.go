@@ -1,0 +1,215 @@
+// finalize: phase finalizing, and what follows a pod to its targets.
+
+package elector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/crashpoint"
+	"github.com/fleetlet/fleetlet/pkg/naming"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet"
+	"github.com/fleetlet/fleetlet/pkg/source/follow"
+	"github.com/fleetlet/fleetlet/pkg/source/vnode"
+)
+
+// finalize deletes a deleted proxy's chaperons everywhere (foreground: each
+// goes only after its pod) and removes fleetlet's finalizer once they are
+// gone. A target that does not answer keeps the proxy Terminating: its
+// delegate cannot be confirmed gone.
+func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
+	// One snapshot: a target that connects or disconnects meanwhile is in
+	// one of the two lists, never in neither.
+	clusters, unconnected, err := r.registry.Known(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	remaining := 0
+	name := naming.RemoteName(pod.Name, pod.UID)
+	for _, cl := range clusters {
+		if cl.Key().Namespace != "" && cl.Key().Namespace != pod.Namespace {
+			continue
+		}
+		var pc v1alpha1.PodChaperon
+		err := cl.Client().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: name}, &pc)
+		if apierrors.IsNotFound(err) && mayRunIn(pod, cl.Key()) {
+			// The chaperon alone is no proof: deleted there without
+			// propagation, it leaves its pod to the target's garbage
+			// collector and to the pod's grace period.
+			if gone, why := delegatePodGone(ctx, cl, pod.Namespace, name, pod.UID); !gone {
+				ctrl.LoggerFrom(ctx).V(1).Info("Waiting for the delegate of a deleted chaperon to go", "target", cl.Key().String(), "why", why)
+				remaining++
+			}
+			continue
+		}
+		if apierrors.IsNotFound(err) || (apierrors.IsForbidden(err) && cl.Namespace(ctx, pod.Namespace) == fleet.NamespaceGone) {
+			// A namespace deleted in the target took its chaperons and
+			// pods with it (its deletion ends only when they are gone),
+			// and the source's rights there with it.
+			continue
+		}
+		if err != nil {
+			ctrl.LoggerFrom(ctx).V(1).Info("A target did not confirm the chaperon gone", "target", cl.Key().String(), "error", err.Error())
+			remaining++
+			continue
+		}
+		if pc.Labels[v1alpha1.LabelParentUID] != string(pod.UID) {
+			continue
+		}
+		remaining++
+		if pc.DeletionTimestamp == nil {
+			r.passDeletionGrace(ctx, cl, pod, &pc)
+			if err := r.deleteChaperon(ctx, cl, &pc, pod.UID); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "Deleting a chaperon of a deleted proxy", "target", cl.Key().String())
+			}
+			crashpoint.Hit(crashpoint.MidFinalize)
+		}
+	}
+	// A target the source knows but cannot reach (its credentials
+	// unreadable, say) is not one where the delegate is gone: the proxy
+	// waits for it if its delegate may run there.
+	for _, key := range unconnected {
+		if mayRunIn(pod, key) {
+			ctrl.LoggerFrom(ctx).V(1).Info("Waiting for an unreachable target before removing the finalizer", "target", key.String())
+			remaining++
+		}
+	}
+	if remaining > 0 {
+		return r.requeueAfter(pod, requeueUnreachable, time.Second), nil
+	}
+	for _, cl := range r.registry.List() {
+		if cl.Key().Namespace == "" || cl.Key().Namespace == pod.Namespace {
+			r.release(ctx, pod, cl)
+		}
+	}
+	r.forget(pod.UID)
+	if patch, ok := proxy.RemoveFinalizerPatch(pod.UID, pod.Finalizers, v1alpha1.FinalizerDelegate); ok {
+		if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+			if apierrors.IsInvalid(err) {
+				// Its finalizers moved, or a pod of the same name
+				// replaced it (a StatefulSet's): decide on a fresh read.
+				return r.requeueAfter(pod, requeueConflict, requeueSoon), nil
+			}
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return reconcile.Result{}, r.finishDeletion(ctx, pod)
+}
+
+// passDeletionGrace tells a chaperon the grace period its proxy was
+// deleted with when it is not the pod's own (`kubectl delete
+// --grace-period=N`, `--force`): the target's chaperon controller deletes
+// the delegate with it. Not passed: the 0 the API server gives a proxy not
+// bound yet (a pod no kubelet runs goes at once, whatever was asked), and
+// a proxy an earlier release made, whose grace period is 0 and its
+// delegate's the user's. Best-effort: without it, the delegate goes with
+// its own grace period.
+func (r *Reconciler) passDeletionGrace(ctx context.Context, cl *fleet.Cluster, pod *corev1.Pod, pc *v1alpha1.PodChaperon) {
+	deleted, own, delegate := pod.DeletionGracePeriodSeconds, pod.Spec.TerminationGracePeriodSeconds, pc.Spec.Template.Spec.TerminationGracePeriodSeconds
+	if pod.Spec.NodeName == "" || deleted == nil || own == nil || delegate == nil || *own != *delegate || *deleted == *own {
+		return
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.AnnotationDeletionGracePeriod, strconv.FormatInt(*deleted, 10))
+	if err := cl.Client().Patch(ctx, pc, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Passing the deletion's grace period to a chaperon; its delegate keeps its own", "target", cl.Key().String(), "error", err.Error())
+	}
+}
+
+// finishDeletion makes a deleted proxy's last delete, as a kubelet does once
+// a pod's containers are gone: with no grace period left. A proxy deleted
+// with a grace period (`kubectl delete --grace-period=30`, a
+// DeleteCollection with grace 1) stays Terminating until then, and on a
+// virtual node no kubelet makes it. Other finalizers still hold the pod
+// after it, as they would on a node.
+func (r *Reconciler) finishDeletion(ctx context.Context, pod *corev1.Pod) error {
+	if g := pod.DeletionGracePeriodSeconds; g == nil || *g == 0 {
+		return nil
+	}
+	err := r.client.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: ptr.To(pod.UID)})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or another pod of the name
+	}
+	return err
+}
+
+// delegatePodGone confirms that no pod of this proxy runs, or is still
+// shutting down, under its chaperon's name in a target. A chaperon is
+// gone before its pod when it was deleted without Foreground propagation
+// (an admin cleaning up, a namespace reset): until the pod is gone too, the
+// proxy's delegate is not, and a StatefulSet must not make its pod again
+// elsewhere. A pod that has finished (Succeeded, Failed) runs nothing.
+func delegatePodGone(ctx context.Context, cl *fleet.Cluster, namespace, name string, uid types.UID) (bool, string) {
+	var p corev1.Pod
+	err := cl.Client().Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &p)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, ""
+	case apierrors.IsForbidden(err) && cl.Namespace(ctx, namespace) == fleet.NamespaceGone:
+		return true, ""
+	case err != nil:
+		return false, fmt.Sprintf("reading its pod in %s: %v", cl.Key(), err)
+	case p.Labels[v1alpha1.LabelParentUID] != string(uid):
+		return true, ""
+	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
+		return true, ""
+	}
+	return false, fmt.Sprintf("its chaperon is gone from %s but its pod is not (the target's garbage collector or the pod's grace period)", cl.Key())
+}
+
+// mayRunIn says whether a proxy's delegate may run in a target: the target
+// its election record or its previous delegate names, or the one of the
+// virtual node it is pinned or bound to. A mere candidate never runs
+// unelected; one left in a target the source cannot reach is collected
+// when it answers again (pkg/source/gc).
+func mayRunIn(pod *corev1.Pod, key proxy.TargetKey) bool {
+	if rec, ok := proxy.Elected(pod); ok && keyOf(rec) == key {
+		return true
+	}
+	if prev, ok := previousDelegate(pod); ok && keyOf(prev) == key {
+		return true
+	}
+	node := vnode.NodeName(key)
+	return pod.Spec.NodeName == node || proxy.PinnedNode(pod) == node
+}
+
+// follow takes what the pod references to a target, at a stage of its
+// life. A refusal (an object that is not allowed, missing, or whose name
+// another owner holds there) comes back as why the target cannot run the
+// pod, with an Event, and what was copied for this pod there is released;
+// err is a failure to get an answer.
+func (r *Reconciler) follow(ctx context.Context, pod *corev1.Pod, refs follow.RefSet, cl *fleet.Cluster, stage follow.Stage) (why string, err error) {
+	key := cl.Key()
+	err = r.opts.Follower.Ensure(ctx, cl.Client(), key.String(), pod, refs, stage)
+	var refusal *follow.Refusal
+	if !errors.As(err, &refusal) {
+		return "", err
+	}
+	r.recorder.Eventf(pod, nil, corev1.EventTypeWarning, EventFollowRefused, "Follow", "%s: %s", key, refusal.Error())
+	r.release(ctx, pod, cl)
+	return refusal.Error(), nil
+}
+
+// release drops the pod from the followers of its copies in a target,
+// deleting those no other pod needs. A failure is left to the garbage
+// collector.
+func (r *Reconciler) release(ctx context.Context, pod *corev1.Pod, cl *fleet.Cluster) {
+	if r.opts.Follower == nil || cl.Self() {
+		return
+	}
+	if err := r.opts.Follower.Release(ctx, cl.Client(), cl.Key().String(), pod.UID, pod.Namespace); err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Releasing followed objects; the garbage collector will", "target", cl.Key().String(), "err", err.Error())
+	}
+}

@@ -1,0 +1,264 @@
+package feedback_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/indexer"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/source/elector"
+	"github.com/fleetlet/fleetlet/pkg/source/feedback"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet"
+	"github.com/fleetlet/fleetlet/pkg/source/vnode"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
+)
+
+// Two real control planes: the source, where proxies, Targets and virtual
+// nodes live, and a target, where chaperons and delegates live. Neither runs
+// a kubelet, a scheduler or kube-controller-manager: the tests write the
+// nodes, bindings and pod statuses themselves, and a chaperon deleted with
+// Foreground propagation stays, marked deleted, with the foregroundDeletion
+// finalizer, until a test removes it (the garbage collector's part).
+var sourceEnv, targetEnv *testenv.Env
+
+// sourceName is the source cluster's name in the target.
+const sourceName = "src"
+
+func TestMain(m *testing.M) {
+	// Loggers of the manager are per test (testenv.Logger); anything logged through
+	// the global one goes nowhere.
+	ctrl.SetLogger(logr.Discard())
+	os.Exit(func() int {
+		return testenv.StartMainWithCRDs(m, &sourceEnv, &targetEnv)
+	}())
+}
+
+// noNodes stands in for the virtual node controller: the tests create the
+// virtual nodes themselves.
+type noNodes struct{}
+
+func (noNodes) Upsert(context.Context, vnode.TargetState)     {}
+func (noNodes) Remove(context.Context, proxy.TargetKey) error { return nil }
+func (noNodes) Release(proxy.TargetKey)                       {}
+
+// harness is the source side of a manager, wired as cmd/fleetlet wires it
+// (target registry, proxy reconciler, feedback), and admin clients of both
+// control planes.
+type harness struct {
+	source, target client.Client
+	// cached reads the source through the manager's cache, as the
+	// reconcilers do.
+	cached   client.Client
+	registry *fleet.Registry
+	proxies  *elector.Reconciler
+	feedback *feedback.Reconciler
+}
+
+// start runs a manager against the source until the test ends.
+func start(t *testing.T) *harness { t.Helper(); return startWith(t, nil) }
+
+// startWith is start with the feedback reconciler's settings changed by
+// configure.
+func startWith(t *testing.T, configure func(*feedback.Reconciler)) *harness {
+	t.Helper()
+	testenv.Need(t, sourceEnv)
+	scheme := testenv.Scheme()
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	logger, quiet := testenv.Logger(t, 1)
+	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
+		Scheme:     scheme,
+		Logger:     logger,
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Client:     client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.All...); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := fleet.New(fleet.Options{
+		SourceName:          sourceName,
+		ProbeInterval:       500 * time.Millisecond,
+		ProbeTimeout:        2 * time.Second,
+		ProbeBackoffInitial: 100 * time.Millisecond,
+		HeartbeatDuration:   5 * time.Second,
+	}, noNodes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.SetupWithManager(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	proxies, err := elector.New(elector.Options{
+		SourceName: sourceName,
+		Spec:       func(p *corev1.Pod) (*corev1.PodSpec, error) { return p.Spec.DeepCopy(), nil },
+		Registry:   reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proxies.SetupWithManager(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	fb := feedback.New(reg)
+	if configure != nil {
+		configure(fb)
+	}
+	if err := fb.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(stopped)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+	})
+	// Runs first (cleanups run last-in first-out): the manager's stop
+	// procedure may still log from its goroutines after Start returned,
+	// and logging to a finished test panics.
+	t.Cleanup(quiet)
+	src, err := client.New(sourceEnv.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt, err := client.New(targetEnv.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ensureSummary(t, tgt)
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("the manager's cache did not sync")
+	}
+	return &harness{source: src, target: tgt, cached: mgr.GetClient(), registry: reg, proxies: proxies, feedback: fb}
+}
+
+// ensureSummary creates the target's ClusterSummary, as fleetlet there
+// would: the registry's probe reads it to call the target Ready.
+func ensureSummary(t *testing.T, c client.Client) {
+	t.Helper()
+	cs := &v1alpha1.ClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClusterSummaryName}}
+	if err := c.Create(context.Background(), cs); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// namespace creates a namespace in the source and the same one in the
+// target. When the test ends every pod left in the source namespace loses
+// its finalizers, so that no later manager finds a proxy to finalize.
+func (h *harness) namespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
+	if err := h.source.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.target.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		var pods corev1.PodList
+		if err := h.source.List(context.Background(), &pods, client.InNamespace(ns.Name)); err != nil {
+			t.Error(err)
+			return
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if len(p.Finalizers) == 0 {
+				continue
+			}
+			patch := client.MergeFrom(p.DeepCopy())
+			p.Finalizers = nil
+			if err := h.source.Patch(context.Background(), p, patch); client.IgnoreNotFound(err) != nil {
+				t.Error(err)
+			}
+		}
+	})
+	return ns.Name
+}
+
+// unreachable is a server no one listens on.
+const unreachable = "https://127.0.0.1:1"
+
+// putSecret creates or replaces the kubeconfig Secret of a Target.
+func (h *harness) putSecret(t *testing.T, ns, name string, kubeconfig []byte) {
+	t.Helper()
+	ctx := context.Background()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{"config": kubeconfig}}
+	err := h.source.Create(ctx, s)
+	if apierrors.IsAlreadyExists(err) {
+		err = h.source.Update(ctx, s)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// connect creates a namespaced Target named name in ns, whose kubeconfig
+// points at server (the target control plane when empty), and waits for
+// its Ready condition to say status/reason. The Target is deleted when the
+// test ends.
+func (h *harness) connect(t *testing.T, ns, name, server string, status metav1.ConditionStatus, reason string) proxy.TargetKey {
+	t.Helper()
+	return h.connectTo(t, ns, name, testenv.Kubeconfig(t, targetEnv.Config, ns, server), status, reason)
+}
+
+// connectTo is connect with a kubeconfig of the test's choice: another
+// identity, another control plane.
+func (h *harness) connectTo(t *testing.T, ns, name string, kubeconfig []byte, status metav1.ConditionStatus, reason string) proxy.TargetKey {
+	t.Helper()
+	h.putSecret(t, ns, name+"-kubeconfig", kubeconfig)
+	tg := &v1alpha1.Target{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Name: name + "-kubeconfig"}},
+	}
+	if err := h.source.Create(context.Background(), tg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.source.Delete(context.Background(), tg); client.IgnoreNotFound(err) != nil {
+			t.Error(err)
+		}
+	})
+	h.waitTarget(t, ns, name, status, reason)
+	return proxy.TargetKey{Namespace: ns, Name: name}
+}
+
+// waitTarget waits for a Target's Ready condition.
+func (h *harness) waitTarget(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	var last *metav1.Condition
+	testenv.EventuallyTrue(t, waitTimeout, fmt.Sprintf("Target %s/%s Ready=%s (%s)", ns, name, status, reason), func(ctx context.Context) bool {
+		var tg v1alpha1.Target
+		if err := h.source.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &tg); err != nil {
+			return false
+		}
+		last = meta.FindStatusCondition(tg.Status.Conditions, v1alpha1.ConditionReady)
+		return last != nil && last.Status == status && last.Reason == reason
+	}, func() string { return fmt.Sprintf("last Ready condition: %+v", last) })
+}
+
+// waitTimeout only ends a test that would hang: what a test waits for is
+// its condition.
+const waitTimeout = 60 * time.Second

@@ -1,0 +1,137 @@
+package fleet
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+)
+
+func cpu(v string) corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(v)}
+}
+
+// A summary's free devices are room: a DeviceClass served anew, or
+// devices freed, bring back the proxies no cluster could take.
+func TestFreeCountsDevices(t *testing.T) {
+	withGPUs := func(devices, allocated int32) *v1alpha1.ClusterSummaryStatus {
+		return &v1alpha1.ClusterSummaryStatus{Allocatable: cpu("4"), DevicesCounted: true,
+			DeviceClasses: []v1alpha1.DeviceClassSummary{{Name: "gpu", Devices: devices, Allocated: allocated}}}
+	}
+	none := &v1alpha1.ClusterSummaryStatus{Allocatable: cpu("4"), DevicesCounted: true}
+	for _, tc := range []struct {
+		name          string
+		before, after *v1alpha1.ClusterSummaryStatus
+		roomGrew      bool
+	}{
+		{name: "a class served anew", before: none, after: withGPUs(3, 0), roomGrew: true},
+		{name: "a device freed", before: withGPUs(3, 3), after: withGPUs(3, 2), roomGrew: true},
+		{name: "a device taken", before: withGPUs(3, 2), after: withGPUs(3, 3)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Change{Before: View{Present: true, Ready: true, Free: free(tc.before)}, After: View{Present: true, Ready: true, Free: free(tc.after)}}
+			if got := c.RoomGrew(); got != tc.roomGrew {
+				t.Errorf("RoomGrew() = %v, want %v", got, tc.roomGrew)
+			}
+			if !c.Any() {
+				t.Error("Any() = false, want true")
+			}
+		})
+	}
+}
+
+func TestChange(t *testing.T) {
+	ready := View{Present: true, Ready: true, Free: cpu("4")}
+	with := func(f func(*View)) View { v := ready; f(&v); return v }
+	for _, tc := range []struct {
+		name                          string
+		before, after                 View
+		health, eligibility, roomGrew bool
+	}{
+		{name: "nothing", before: ready, after: ready},
+		{name: "a probe saw pods start", before: ready, after: with(func(v *View) { v.Free = cpu("3") })},
+		{name: "pods gone", before: ready, after: with(func(v *View) { v.Free = cpu("5") }), roomGrew: true},
+		{name: "a resource appears", before: ready, after: with(func(v *View) {
+			v.Free = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), "nvidia.com/gpu": resource.MustParse("1")}
+		}), roomGrew: true},
+		{name: "first summary", before: with(func(v *View) { v.Free = nil }), after: ready, roomGrew: true},
+		{name: "registered", before: View{}, after: ready, health: true, eligibility: true, roomGrew: true},
+		{name: "removed", before: ready, after: View{}, health: true, eligibility: true},
+		{name: "not ready", before: ready, after: with(func(v *View) { v.Ready = false }), health: true, eligibility: true},
+		{name: "reconnected", before: ready, after: with(func(v *View) { v.cluster = &Cluster{} }), health: true, eligibility: true},
+		{name: "draining", before: ready, after: with(func(v *View) { v.Draining = true }), eligibility: true},
+		{name: "summary stale", before: ready, after: with(func(v *View) { v.SummaryStale = true }), eligibility: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Change{Before: tc.before, After: tc.after}
+			if got := c.Health(); got != tc.health {
+				t.Errorf("Health() = %v, want %v", got, tc.health)
+			}
+			if got := c.Eligibility(); got != tc.eligibility {
+				t.Errorf("Eligibility() = %v, want %v", got, tc.eligibility)
+			}
+			if got := c.RoomGrew(); got != tc.roomGrew {
+				t.Errorf("RoomGrew() = %v, want %v", got, tc.roomGrew)
+			}
+			if got, want := c.Any(), tc.name != "nothing"; got != want {
+				t.Errorf("Any() = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestTargetChangedTellsOnlyChanges: a reconcile that changed nothing a
+// watcher looks at (a probe every few seconds) enqueues nothing.
+func TestTargetChangedTellsOnlyChanges(t *testing.T) {
+	key := proxy.TargetKey{Name: "a"}
+	view := View{Present: true, Ready: true, Free: cpu("4")}
+	h := hub{view: func(proxy.TargetKey) View { return view }, last: map[proxy.TargetKey]View{}}
+	q := workqueue.NewTyped[reconcile.Request]()
+	defer q.ShutDown()
+	changes := make(chan Change, 10)
+	h.changes = append(h.changes, changeWatch{ctx: context.Background(), queue: q, proxy: func(_ context.Context, c Change) []reconcile.Request {
+		changes <- c
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}}}
+	}})
+	next := func() (Change, bool) {
+		select {
+		case c := <-changes:
+			return c, true
+		case <-time.After(200 * time.Millisecond):
+			return Change{}, false
+		}
+	}
+
+	h.targetChanged(key)
+	if c, ok := next(); !ok || !c.Health() || c.Key != key {
+		t.Fatalf("registration: got %+v, %v; want a health change of %s", c, ok, key)
+	}
+	h.targetChanged(key)
+	if c, ok := next(); ok {
+		t.Fatalf("nothing changed, yet the watcher was told %+v", c)
+	}
+	view.Free = cpu("3")
+	h.targetChanged(key)
+	if c, ok := next(); !ok || c.Eligibility() || c.RoomGrew() {
+		t.Fatalf("load moved: got %+v, %v; want a change of free room only", c, ok)
+	}
+	view = View{}
+	h.targetChanged(key)
+	if c, ok := next(); !ok || !c.Health() || c.After.Present {
+		t.Fatalf("removal: got %+v, %v", c, ok)
+	}
+	if _, kept := h.last[key]; kept {
+		t.Error("a removed target's last view is still kept")
+	}
+	if q.Len() != 1 {
+		t.Errorf("queue holds %d requests, want the one proxy once", q.Len())
+	}
+}

@@ -1,0 +1,40 @@
+package fleet
+
+import "testing"
+
+func TestHostAllowList(t *testing.T) {
+	l, err := ParseHostAllowList([]string{"api.example.com", "*.clusters.example.com", "10.0.0.0/8", "192.168.1.7", "fd00::/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for server, want := range map[string]bool{
+		"https://api.example.com:6443":         true,
+		"https://API.example.com.":             true,
+		"https://other.example.com":            false,
+		"https://a.clusters.example.com":       true,
+		"https://a.b.clusters.example.com:443": true,
+		"https://clusters.example.com":         false, // the wildcard is for names under it
+		"https://evilclusters.example.com":     false,
+		"https://10.1.2.3:6443":                true,
+		"https://11.1.2.3:6443":                false,
+		"https://192.168.1.7":                  true,
+		"https://192.168.1.8":                  false,
+		"https://[fd00::1]:6443":               true,
+		"https://[::ffff:10.0.0.1]:6443":       true, // v4-mapped
+		"https://169.254.169.254":              false,
+		"https://localhost":                    false,
+	} {
+		if got := l.Allows(server); got != want {
+			t.Errorf("Allows(%q) = %t, want %t", server, got, want)
+		}
+	}
+	empty, _ := ParseHostAllowList(nil)
+	if !empty.Allows("https://169.254.169.254") {
+		t.Error("an empty list must allow any host")
+	}
+	for _, bad := range []string{"10.0.0.0/33", "a.*.example.com", "*.*.example.com"} {
+		if _, err := ParseHostAllowList([]string{bad}); err == nil {
+			t.Errorf("ParseHostAllowList(%q) accepted it", bad)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package fleet
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+)
+
+// hub fans the registry's events out to the controllers watching them
+// through ChaperonSource and TargetChangeSource.
+type hub struct {
+	mu        sync.RWMutex
+	chaperons []workqueue.TypedInterface[reconcile.Request]
+	changes   []changeWatch
+	// view reads a target's state now; last is what watchers were last
+	// told of it.
+	view func(proxy.TargetKey) View
+	last map[proxy.TargetKey]View
+}
+
+type changeWatch struct {
+	ctx   context.Context
+	queue workqueue.TypedInterface[reconcile.Request]
+	proxy func(context.Context, Change) []reconcile.Request
+}
+
+// chaperonChanged enqueues, for every watcher, the proxy a chaperon (or a
+// pod it holds, whose parent annotations are the same) stands for.
+func (h *hub) chaperonChanged(_ proxy.TargetKey, pc *v1alpha1.PodChaperon) {
+	ns, name := pc.Annotations[v1alpha1.AnnotationParentNamespace], pc.Annotations[v1alpha1.AnnotationParentName]
+	if ns == "" || name == "" {
+		return
+	}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, q := range h.chaperons {
+		q.Add(req)
+	}
+}
+
+// targetChanged tells every watcher what changed in the target since it
+// was last told, when anything did, and enqueues the requests its map
+// gives, at low priority (work on proxies already under way goes first),
+// off the caller's goroutine (a map may list from a cache). A probe that
+// changed nothing a watcher looks at enqueues nothing.
+func (h *hub) targetChanged(key proxy.TargetKey) {
+	h.mu.Lock()
+	change := Change{Key: key, Before: h.last[key], After: h.view(key)}
+	if change.After.Present {
+		h.last[key] = change.After
+	} else {
+		delete(h.last, key)
+	}
+	watches := append([]changeWatch(nil), h.changes...)
+	h.mu.Unlock()
+	if !change.Any() {
+		return
+	}
+	for _, w := range watches {
+		go func() {
+			if w.ctx.Err() != nil {
+				return
+			}
+			addLow(w.queue, w.proxy(w.ctx, change))
+		}()
+	}
+}
+
+// addLow adds requests at low priority to a controller's priority queue
+// (any other queue takes them in order).
+func addLow(q workqueue.TypedInterface[reconcile.Request], reqs []reconcile.Request) {
+	if len(reqs) == 0 {
+		return
+	}
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, reqs...)
+		return
+	}
+	for _, req := range reqs {
+		q.Add(req)
+	}
+}
+
+// ChaperonSource is a source for a controller of proxies: every change of
+// one of this source's PodChaperons in any target, or of a pod one holds,
+// enqueues the proxy it stands for. Targets' caches start on demand
+// (Cluster.WatchChaperons); a cache delivers its chaperons once more when it
+// has synced. Events from before the controller starts are not queued: its
+// own first list of proxies covers them.
+func (r *Registry) ChaperonSource() source.Source {
+	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		r.hub.mu.Lock()
+		defer r.hub.mu.Unlock()
+		r.hub.chaperons = append(r.hub.chaperons, q)
+		return nil
+	})
+}
+
+// TargetChangeSource is a source that enqueues, after a target's state
+// changed (health, drain, summary, added or removed), the proxies proxiesOf
+// says that change may concern.
+func (r *Registry) TargetChangeSource(proxiesOf func(context.Context, Change) []reconcile.Request) source.Source {
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		r.hub.mu.Lock()
+		defer r.hub.mu.Unlock()
+		r.hub.changes = append(r.hub.changes, changeWatch{ctx: ctx, queue: q, proxy: proxiesOf})
+		return nil
+	})
+}

@@ -1,0 +1,125 @@
+package follow_test
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/fleetlet/fleetlet/pkg/source/follow"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
+)
+
+// callCounter counts a client's calls by verb.
+type callCounter struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *callCounter) add(verb string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls[verb]++
+}
+
+func (c *callCounter) take() (total int, by string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var parts []string
+	for v, n := range c.calls {
+		total += n
+		parts = append(parts, v+"="+itoa(n))
+	}
+	sort.Strings(parts)
+	c.calls = map[string]int{}
+	return total, strings.Join(parts, " ")
+}
+
+func itoa(n int) string {
+	const digits = "0123456789"
+	if n < 10 {
+		return digits[n : n+1]
+	}
+	return itoa(n/10) + digits[n%10:n%10+1]
+}
+
+func counting(c client.WithWatch, n *callCounter) client.WithWatch {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			n.add("get")
+			return c.Get(ctx, key, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			n.add("list")
+			return c.List(ctx, list, opts...)
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			n.add("create")
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			n.add("update")
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			n.add("patch")
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			n.add("delete")
+			return c.Delete(ctx, obj, opts...)
+		},
+	})
+}
+
+// What a pod with three references (a ConfigMap, a Secret, its own
+// ServiceAccount) costs in API calls to one target over its life: copies
+// before the candidate, the Secret once elected, a second pod of the same
+// workload, and the releases. The bounds are the design's, so that a change
+// that makes following chattier fails here; the figures are logged.
+func TestAPICallsPerTarget(t *testing.T) {
+	f := setup(t)
+	f.sourceObjects(t)
+	fl := f.follower(t)
+	ctx := context.Background()
+	wc, err := client.NewWithWatch(targetEnv.Config, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &callCounter{calls: map[string]int{}}
+	tc := counting(wc, n)
+
+	step := func(name string, max int, do func() error) {
+		t.Helper()
+		if err := do(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		total, by := n.take()
+		t.Logf("%-40s %2d calls to the target (%s)", name, total, by)
+		if total > max {
+			t.Errorf("%s: %d calls to the target, want at most %d", name, total, max)
+		}
+	}
+	p1 := f.proxy(t, "p1", nil)
+	p2 := f.proxy(t, "p2", nil)
+	refs := refsOf(t, p1, userSpec())
+	step("first candidate (creates 2 copies)", 7, func() error {
+		return fl.Ensure(ctx, tc, "t1", p1, refs, follow.StageCandidate)
+	})
+	step("elected (creates the Secret copy)", 7, func() error {
+		return fl.Ensure(ctx, tc, "t1", p1, refs, follow.StageDelegate)
+	})
+	step("second pod's candidate (adds a follower)", 7, func() error {
+		return fl.Ensure(ctx, tc, "t1", p2, refsOf(t, p2, userSpec()), follow.StageCandidate)
+	})
+	step("first pod released (keeps the copies)", 8, func() error {
+		return fl.Release(ctx, tc, "t1", p1.UID, f.ns)
+	})
+	step("second pod released (deletes them)", 8, func() error {
+		return fl.Release(ctx, tc, "t1", p2.UID, f.ns)
+	})
+}

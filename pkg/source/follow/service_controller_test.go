@@ -1,0 +1,160 @@
+package follow_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet"
+	"github.com/fleetlet/fleetlet/pkg/source/follow"
+	"github.com/fleetlet/fleetlet/pkg/source/vnode"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
+)
+
+// noNodes stands in for the virtual node controller.
+type noNodes struct{}
+
+func (noNodes) Upsert(context.Context, vnode.TargetState)     {}
+func (noNodes) Remove(context.Context, proxy.TargetKey) error { return nil }
+func (noNodes) Release(proxy.TargetKey)                       {}
+
+// startServices runs a manager on the source with the target registry and
+// the Service controller, as cmd/fleetlet wires them, until the test ends.
+func (f *fixture) startServices(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	logger, quiet := testenv.Logger(t, 1)
+	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
+		Scheme:     testenv.Scheme(),
+		Logger:     logger,
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		Metrics:    metricsserver.Options{BindAddress: "0"},
+		Client:     client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := fleet.New(fleet.Options{
+		SourceName: sourceName, ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 2 * time.Second,
+		ProbeBackoffInitial: 100 * time.Millisecond, HeartbeatDuration: 5 * time.Second,
+	}, noNodes{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.SetupWithManager(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	services := &follow.ServiceController{Follower: f.follower(t), Registry: reg}
+	if err := services.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+	})
+	t.Cleanup(quiet) // first: the manager may log while it stops
+}
+
+// serviceReconciles is how many passes the Service controllers of this
+// test binary have made.
+func serviceReconciles(t *testing.T) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, mf := range families {
+		if mf.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "follow-Service" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
+
+// connectTarget creates a Target in the fixture's namespace for the
+// target control plane (the registry calls it Ready once it reads its
+// ClusterSummary).
+func (f *fixture) connectTarget(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	cs := &v1alpha1.ClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClusterSummaryName}}
+	if err := f.target.Create(ctx, cs); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name + "-kubeconfig"},
+		Data:       map[string][]byte{"config": testenv.Kubeconfig(t, targetEnv.Config, f.ns, "")},
+	}
+	f.create(t, f.source, secret)
+	f.create(t, f.source, &v1alpha1.Target{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Name: secret.Name}},
+	})
+}
+
+// TestServiceCopiedWhenItsTargetConnects: a Service looked at before the
+// target running its delegates is connected (a manager's start: its
+// controllers start while the registry still connects the targets) is
+// looked at again once that target is Ready, and copied there; nothing
+// else about the Service or its proxies changes in between.
+func TestServiceCopiedWhenItsTargetConnects(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	f.startServices(t)
+	before := serviceReconciles(t)
+	p := f.proxy(t, "web-0", nil)
+	p.Labels = map[string]string{"app": "web"}
+	if err := f.source.Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Conditions = []corev1.PodCondition{{
+		Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue,
+		Message: proxy.Record{TargetNamespace: f.ns, TargetName: "east", Chaperon: "web-0"}.Message(),
+	}}
+	if err := f.source.Status().Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	f.create(t, f.source, webService(corev1.ServiceTypeClusterIP))
+	testenv.EventuallyTrue(t, 30*time.Second, "a pass of the Service controller", func(context.Context) bool {
+		return serviceReconciles(t) > before
+	})
+	var cp corev1.Service
+	if f.get(t, f.target, "web", &cp) {
+		t.Fatal("a copy before the target was connected")
+	}
+
+	f.connectTarget(t, "east")
+	testenv.EventuallyTrue(t, 30*time.Second, "the copy of Service web in the target once it is connected", func(context.Context) bool {
+		return f.get(t, f.target, "web", &cp)
+	})
+	if cp.Labels[v1alpha1.LabelParentCluster] != sourceName {
+		t.Errorf("the copy's labels %v do not name the source", cp.Labels)
+	}
+}

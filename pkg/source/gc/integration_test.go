@@ -1,0 +1,426 @@
+package gc_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/naming"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/source/gc"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
+)
+
+// Two real control planes: the source, where proxies live, and a target,
+// where chaperons live. Neither runs kube-controller-manager, so a chaperon
+// deleted with Foreground propagation stays, marked deleted, with the
+// foregroundDeletion finalizer: "deleted" below means marked so.
+var sourceEnv, targetEnv *testenv.Env
+
+const sourceName = "src"
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		return testenv.StartMainWithCRDs(m, &sourceEnv, &targetEnv)
+	}())
+}
+
+type testTarget struct {
+	key proxy.TargetKey
+	c   client.Client
+}
+
+func (t testTarget) Key() proxy.TargetKey  { return t.key }
+func (t testTarget) Client() client.Client { return t.c }
+func (t testTarget) Ready() bool           { return true }
+func (t testTarget) Self() bool            { return false }
+
+type testTargets []gc.Target
+
+func (t testTargets) List() []gc.Target { return t }
+
+type fixture struct {
+	source, target client.Client
+	ns             string
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	testenv.Need(t, sourceEnv)
+	s := testenv.Scheme()
+	src, err := client.New(sourceEnv.Config, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt, err := client.New(targetEnv.Config, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{source: src, target: tgt}
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gc-", Labels: map[string]string{v1alpha1.LabelEnabled: v1alpha1.LabelEnabledValue}}}
+	if err := src.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	f.ns = ns.Name
+	// Last: the namespace stops mattering to later tests' passes.
+	t.Cleanup(func() {
+		patch := client.MergeFrom(ns.DeepCopy())
+		delete(ns.Labels, v1alpha1.LabelEnabled)
+		if err := src.Patch(context.Background(), ns, patch); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := tgt.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// proxy creates a proxy pod in the source (our finalizer, and others).
+func (f *fixture) proxy(t *testing.T, name string, finalizers ...string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Finalizers: finalizers},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	if err := f.source.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.forget(t, p) })
+	return p
+}
+
+// forget removes every finalizer and deletes the pod: a proxy gone.
+func (f *fixture) forget(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	var cur corev1.Pod
+	if err := f.source.Get(ctx, client.ObjectKeyFromObject(p), &cur); apierrors.IsNotFound(err) {
+		return
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	cur.Finalizers = nil
+	if err := f.source.Update(ctx, &cur); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	if err := f.source.Delete(ctx, &cur); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := f.source.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		t.Fatalf("pod %s not gone: %v", p.Name, err)
+	}
+}
+
+// chaperon creates, in the target, the chaperon source created for proxy.
+func (f *fixture) chaperon(t *testing.T, p *corev1.Pod, source string) *v1alpha1.PodChaperon {
+	t.Helper()
+	pc := &v1alpha1.PodChaperon{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: p.Namespace, Name: naming.RemoteName(p.Name, p.UID),
+			Labels:      map[string]string{v1alpha1.LabelParentUID: string(p.UID), v1alpha1.LabelParentCluster: source},
+			Annotations: map[string]string{v1alpha1.AnnotationParentName: p.Name, v1alpha1.AnnotationParentNamespace: p.Namespace},
+		},
+		Spec: v1alpha1.PodChaperonSpec{Template: v1alpha1.PodChaperonTemplate{
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+		}},
+	}
+	if err := f.target.Create(context.Background(), pc); err != nil {
+		t.Fatal(err)
+	}
+	return pc
+}
+
+// elected writes the proxy's election record naming a target, as the
+// elector does.
+func (f *fixture) elected(t *testing.T, p *corev1.Pod, target string) *corev1.Pod {
+	t.Helper()
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+		Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue, Reason: "Elected",
+		Message: proxy.Record{TargetName: target, Chaperon: naming.RemoteName(p.Name, p.UID)}.Message(),
+	})
+	if err := f.source.Status().Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// deleted reports whether the chaperon is gone or marked deleted.
+func (f *fixture) deleted(t *testing.T, pc *v1alpha1.PodChaperon) bool {
+	t.Helper()
+	var cur v1alpha1.PodChaperon
+	err := f.target.Get(context.Background(), client.ObjectKeyFromObject(pc), &cur)
+	if apierrors.IsNotFound(err) {
+		return true
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cur.DeletionTimestamp != nil
+}
+
+func (f *fixture) collector(t *testing.T, tgt client.Client, clk *clocktesting.FakeClock, targets ...gc.Target) *gc.GC {
+	t.Helper()
+	if len(targets) == 0 {
+		targets = []gc.Target{testTarget{key: proxy.TargetKey{Name: "t1"}, c: tgt}}
+	}
+	g, err := gc.New(gc.Options{
+		SourceName: sourceName,
+		Targets:    testTargets(targets),
+		Reader:     f.source, APIReader: f.source,
+		MinAge: time.Minute,
+		Clock:  clk,
+		Logger: testr.New(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// A clock a while after every object of the test was created.
+func later() *clocktesting.FakeClock {
+	return clocktesting.NewFakeClock(time.Now().Add(10 * time.Minute))
+}
+
+func TestCollectOrphans(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+
+	live := f.proxy(t, "live", "example.com/keep", v1alpha1.FinalizerDelegate)
+	gone := f.proxy(t, "gone", v1alpha1.FinalizerDelegate)
+	replaced := f.proxy(t, "replaced", v1alpha1.FinalizerDelegate)
+	unmanaged := f.proxy(t, "unmanaged", "example.com/keep")
+	foreign := f.proxy(t, "foreign", v1alpha1.FinalizerDelegate)
+	// Live proxies whose election record stands: the chaperon in t1 is
+	// the winner's, or a loser's when the record names t2.
+	winner := f.elected(t, f.proxy(t, "winner", v1alpha1.FinalizerDelegate), "t1")
+	loser := f.elected(t, f.proxy(t, "loser", v1alpha1.FinalizerDelegate), "t2")
+
+	pcLive := f.chaperon(t, live, sourceName)
+	pcWinner := f.chaperon(t, winner, sourceName)
+	pcLoser := f.chaperon(t, loser, sourceName)
+	pcGone := f.chaperon(t, gone, sourceName)
+	pcReplaced := f.chaperon(t, replaced, sourceName)
+	pcUnmanaged := f.chaperon(t, unmanaged, sourceName)
+	pcForeign := f.chaperon(t, foreign, "other-source")
+
+	f.forget(t, gone)
+	f.forget(t, foreign)
+	f.forget(t, replaced)
+	f.proxy(t, "replaced", v1alpha1.FinalizerDelegate) // same name, new UID
+
+	g := f.collector(t, f.target, later())
+	report, err := g.Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		pc      *v1alpha1.PodChaperon
+		deleted bool
+		reason  gc.Reason
+	}{
+		{pcLive, false, ""},
+		{pcGone, true, gc.ReasonProxyNotFound},
+		{pcReplaced, true, gc.ReasonProxyReplaced},
+		{pcUnmanaged, true, gc.ReasonProxyNotManaged},
+		{pcForeign, false, ""},
+		{pcWinner, false, ""},
+		{pcLoser, true, gc.ReasonLostElection},
+	} {
+		if got := f.deleted(t, tc.pc); got != tc.deleted {
+			t.Errorf("chaperon %s (proxy %s): deleted = %t, want %t", tc.pc.Name, tc.pc.Annotations[v1alpha1.AnnotationParentName], got, tc.deleted)
+		}
+		var reported gc.Reason
+		for _, d := range report.Deleted {
+			if d.Name == tc.pc.Name {
+				reported = d.Reason
+			}
+		}
+		if reported != tc.reason {
+			t.Errorf("chaperon %s reported with reason %q, want %q", tc.pc.Name, reported, tc.reason)
+		}
+	}
+
+	// Deletion is Foreground (the delegate goes first): with no garbage
+	// collector running here, the orphan waits on its finalizer.
+	var cur v1alpha1.PodChaperon
+	if err := f.target.Get(ctx, client.ObjectKeyFromObject(pcGone), &cur); err != nil {
+		t.Fatalf("orphan chaperon vanished at once, so it was not deleted Foreground: %v", err)
+	}
+	if !containsString(cur.Finalizers, metav1.FinalizerDeleteDependents) {
+		t.Errorf("orphan chaperon finalizers %v, want %s (Foreground deletion)", cur.Finalizers, metav1.FinalizerDeleteDependents)
+	}
+
+	// A second pass finds nothing more to do: chaperons being deleted are
+	// left to finish.
+	again, err := g.Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Deleted) != 0 {
+		t.Errorf("second pass deleted %v, want nothing", again.Deleted)
+	}
+}
+
+func TestYoungOrphanKeptUntilMinAge(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	p := f.proxy(t, "young", v1alpha1.FinalizerDelegate)
+	pc := f.chaperon(t, p, sourceName)
+	f.forget(t, p)
+	if err := f.target.Get(ctx, client.ObjectKeyFromObject(pc), pc); err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(pc.CreationTimestamp.Add(30 * time.Second))
+	g := f.collector(t, f.target, clk)
+
+	report, err := g.Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.deleted(t, pc) {
+		t.Fatal("an orphan younger than the minimum age was deleted")
+	}
+	if len(report.Young) != 1 || report.Young[0].Name != pc.Name {
+		t.Errorf("young = %v, want the chaperon %s", report.Young, pc.Name)
+	}
+
+	clk.Step(time.Minute)
+	report, err = g.Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.deleted(t, pc) {
+		t.Error("an orphan older than the minimum age was kept")
+	}
+	if len(report.Deleted) != 1 || len(report.Young) != 0 {
+		t.Errorf("report = %+v, want one deletion and nothing young", report)
+	}
+}
+
+// A namespace the source's identity may not read in the target is skipped
+// quietly; the namespaces it may read are collected.
+func TestForbiddenNamespaceSkipped(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	denied := setup(t) // a second enabled namespace, not granted
+	userName := "source-" + f.ns
+	user, err := targetEnv.ControlPlane.AddUser(envtest.User{Name: userName}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "source"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{v1alpha1.GroupName}, Resources: []string{"podchaperons"},
+			Verbs: []string{"get", "list", "delete"},
+		}},
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "source"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "source"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: userName}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := f.target.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limited, err := client.New(user.Config(), client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := f.proxy(t, "p", v1alpha1.FinalizerDelegate)
+	q := denied.proxy(t, "q", v1alpha1.FinalizerDelegate)
+	pc, qc := f.chaperon(t, p, sourceName), denied.chaperon(t, q, sourceName)
+	f.forget(t, p)
+	denied.forget(t, q)
+
+	report, err := f.collector(t, limited, later()).Collect(ctx)
+	if err != nil {
+		t.Fatalf("a forbidden namespace failed the pass: %v", err)
+	}
+	if !f.deleted(t, pc) {
+		t.Error("the orphan in the granted namespace was kept")
+	}
+	if f.deleted(t, qc) {
+		t.Error("the orphan in the forbidden namespace was deleted")
+	}
+	if len(report.Deleted) != 1 {
+		t.Errorf("deleted %v, want one", report.Deleted)
+	}
+}
+
+// Run by a manager, the collector passes on its own, shortly after start.
+func TestRunsInManager(t *testing.T) {
+	f := setup(t)
+	p := f.proxy(t, "p", v1alpha1.FinalizerDelegate)
+	pc := f.chaperon(t, p, sourceName)
+	f.forget(t, p)
+
+	logger, quiet := testenv.Logger(t, 0)
+	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
+		Scheme:  testenv.Scheme(),
+		Logger:  logger,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gc.New(gc.Options{
+		SourceName:   sourceName,
+		Targets:      testTargets{testTarget{key: proxy.TargetKey{Name: "t1"}, c: f.target}},
+		InitialDelay: 10 * time.Millisecond,
+		Interval:     100 * time.Millisecond,
+		MinAge:       time.Nanosecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error)
+	go func() { stopped <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-stopped; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	t.Cleanup(quiet) // first: the manager may log while it stops
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return f.deleted(t, pc), nil
+	}); err != nil {
+		t.Fatalf("the orphan was not collected by the running collector: %v", err)
+	}
+}
+
+func containsString(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,89 @@
+package vnode
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+)
+
+// hashed matches a name that ends with a dash and 8 hex digits after an
+// alphanumeric character.
+var hashed = regexp.MustCompile(`[a-z0-9]-[0-9a-f]{8}$`)
+
+func TestNodeName(t *testing.T) {
+	long := strings.Repeat("a", 60)
+	cases := []struct {
+		name string
+		key  proxy.TargetKey
+		// want is the exact name, or empty to check only its prefix and
+		// that it is hashed.
+		want       string
+		wantPrefix string
+	}{
+		{name: "cluster target", key: proxy.TargetKey{Name: "cluster-2"}, want: "fleetlet-cluster-2"},
+		{name: "namespaced target", key: proxy.TargetKey{Namespace: "team-a", Name: "cluster-2"}, want: "fleetlet-team-a-cluster-2"},
+		{name: "exactly 63 characters is kept", key: proxy.TargetKey{Name: strings.Repeat("b", 54)}, want: "fleetlet-" + strings.Repeat("b", 54)},
+		{name: "64 characters is hashed", key: proxy.TargetKey{Name: strings.Repeat("b", 55)}, wantPrefix: "fleetlet-" + strings.Repeat("b", 45)},
+		{name: "long namespaced target is hashed", key: proxy.TargetKey{Namespace: long, Name: "x"}, wantPrefix: "fleetlet-" + long[:45]},
+		{name: "dots are replaced and the name hashed", key: proxy.TargetKey{Name: "eu.west.1"}, wantPrefix: "fleetlet-eu-west-1-"},
+		{name: "invalid characters", key: proxy.TargetKey{Name: "Prod_Cluster"}, wantPrefix: "fleetlet-prod-cluster-"},
+		{name: "trailing invalid character", key: proxy.TargetKey{Name: "edge_"}, wantPrefix: "fleetlet-edge-"},
+		{name: "cut before a dash", key: proxy.TargetKey{Name: strings.Repeat("c", 44) + "-" + strings.Repeat("d", 20)}, wantPrefix: "fleetlet-" + strings.Repeat("c", 44) + "-"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := NodeName(tc.key)
+			if errs := validation.IsDNS1123Label(got); len(errs) > 0 {
+				t.Fatalf("NodeName(%v) = %q, not a DNS label: %v", tc.key, got, errs)
+			}
+			if errs := validation.IsValidLabelValue(got); len(errs) > 0 {
+				t.Fatalf("NodeName(%v) = %q, not a label value: %v", tc.key, got, errs)
+			}
+			if got != NodeName(tc.key) {
+				t.Fatalf("NodeName(%v) is not stable", tc.key)
+			}
+			if tc.want != "" {
+				if got != tc.want {
+					t.Errorf("NodeName(%v) = %q, want %q", tc.key, got, tc.want)
+				}
+				return
+			}
+			if !strings.HasPrefix(got, tc.wantPrefix) {
+				t.Errorf("NodeName(%v) = %q, want prefix %q", tc.key, got, tc.wantPrefix)
+			}
+			if !hashed.MatchString(got) {
+				t.Errorf("NodeName(%v) = %q does not end with -<%d hex digits>", tc.key, got, nameHashLen)
+			}
+		})
+	}
+}
+
+// Names that are cut or changed stay apart, and from the plain names they
+// could be confused with.
+func TestNodeNameDistinct(t *testing.T) {
+	long := strings.Repeat("x", 80)
+	keys := []proxy.TargetKey{
+		{Name: long + "1"},
+		{Name: long + "2"},
+		{Namespace: "ns", Name: long + "1"},
+		{Namespace: strings.Repeat("n", 63), Name: "a"},
+		{Namespace: strings.Repeat("n", 63), Name: "b"},
+		{Name: "a.b"},
+		{Name: "a-b"},
+		{Name: "a_b"},
+		{Namespace: "a", Name: "b.c"},
+		{Namespace: "a", Name: "b-c"},
+	}
+	seen := map[string]proxy.TargetKey{}
+	for _, k := range keys {
+		n := NodeName(k)
+		if other, ok := seen[n]; ok {
+			t.Errorf("NodeName(%v) = NodeName(%v) = %q", k, other, n)
+		}
+		seen[n] = k
+	}
+}

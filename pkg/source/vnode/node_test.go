@@ -1,0 +1,155 @@
+package vnode
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+)
+
+var testParams = nodeParams{address: "10.0.0.7", kubeletPort: 10250, kubeletVersion: "fleetlet"}
+
+func TestBuildNode(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	key := proxy.TargetKey{Name: "cluster-2"}
+	s := TargetState{
+		Key:        key,
+		Ready:      true,
+		SourceName: "source-1",
+		Summary: newSummary().
+			capacity(rl("cpu", "8", "memory", "16Gi", "pods", "110")).
+			allocatable(rl("cpu", "7", "memory", "14Gi", "pods", "110")).
+			requested(rl("cpu", "3", "memory", "4Gi", "pods", "5")).
+			bySource("source-1", rl("cpu", "1", "memory", "1Gi", "pods", "1")).obj(),
+	}
+	s.Summary.Labels = map[string]string{"kubernetes.io/arch": "arm64", "topology.kubernetes.io/region": "eu"}
+
+	n, err := buildNode("fleetlet-cluster-2", s, rl("cpu", "500m", "pods", "1"), testParams, nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]corev1.Taint{{Key: "virtual-kubelet.io/provider", Value: "fleetlet", Effect: corev1.TaintEffectNoSchedule}}, n.Spec.Taints); diff != "" {
+		t.Errorf("taints (-want,+got):\n%s", diff)
+	}
+	if got := n.Labels["target.multicluster.fleetlet.io/topology.kubernetes.io.region"]; got != "eu" {
+		t.Errorf("region label = %q, want eu", got)
+	}
+	// 7 - 3 + 0.5 = 4.5 cpu; 14Gi - 4Gi = 10Gi; 110 - 5 + 1 = 106 pods.
+	if diff := cmp.Diff(rl("cpu", "4500m", "memory", "10Gi", "pods", "106"), n.Status.Allocatable, quantityEqual); diff != "" {
+		t.Errorf("allocatable (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(rl("cpu", "8", "memory", "16Gi", "pods", "110"), n.Status.Capacity, quantityEqual); diff != "" {
+		t.Errorf("capacity (-want,+got):\n%s", diff)
+	}
+	wantAddrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.7"}}
+	if diff := cmp.Diff(wantAddrs, n.Status.Addresses); diff != "" {
+		t.Errorf("addresses (-want,+got):\n%s", diff)
+	}
+	if n.Status.DaemonEndpoints.KubeletEndpoint.Port != 10250 {
+		t.Errorf("kubelet port = %d, want 10250", n.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	}
+	wantInfo := corev1.NodeSystemInfo{KubeletVersion: "fleetlet", OperatingSystem: "linux", Architecture: "arm64"}
+	if diff := cmp.Diff(wantInfo, n.Status.NodeInfo); diff != "" {
+		t.Errorf("nodeInfo (-want,+got):\n%s", diff)
+	}
+
+	s.Summary = nil
+	n, _ = buildNode("fleetlet-cluster-2", s, nil, testParams, nil, now)
+	if n.Status.NodeInfo.Architecture != DefaultArchitecture {
+		t.Errorf("architecture without a summary = %q, want %q", n.Status.NodeInfo.Architecture, DefaultArchitecture)
+	}
+	if diff := cmp.Diff(rl("cpu", "0", "memory", "0", "pods", "0"), n.Status.Allocatable, quantityEqual); diff != "" {
+		t.Errorf("allocatable without a summary (-want,+got):\n%s", diff)
+	}
+}
+
+func TestBuildNodeInvalidExclusion(t *testing.T) {
+	s := TargetState{Key: proxy.TargetKey{Name: "c"}, Ready: true, ExcludedLabelsRegexp: "(", Summary: &v1alpha1.ClusterSummaryStatus{Labels: map[string]string{"tier": "gold"}}}
+	n, err := buildNode("fleetlet-c", s, nil, testParams, nil, time.Now())
+	if err == nil {
+		t.Fatal("no error for an excludedLabelsRegexp that does not compile")
+	}
+	if _, ok := n.Labels["target.multicluster.fleetlet.io/tier"]; ok {
+		t.Error("target label kept although the exclusions cannot be applied")
+	}
+	if n.Labels["type"] != "virtual-kubelet" {
+		t.Error("conventions missing")
+	}
+}
+
+func TestNodeConditions(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t1 := t0.Add(time.Minute)
+	key := proxy.TargetKey{Namespace: "team", Name: "c"}
+	ready := TargetState{Key: key, Ready: true}
+	down := TargetState{Key: key, Ready: false, Partitioned: true, Reason: "Unreachable", Message: "dial tcp 10.0.0.1:6443: connection refused"}
+
+	byType := func(conds []corev1.NodeCondition) map[corev1.NodeConditionType]corev1.NodeCondition {
+		m := map[corev1.NodeConditionType]corev1.NodeCondition{}
+		for _, c := range conds {
+			m[c.Type] = c
+		}
+		return m
+	}
+
+	first := nodeConditions(ready, nil, t0)
+	got := byType(first)
+	if len(got) != 5 {
+		t.Fatalf("conditions = %v, want Ready and four others", first)
+	}
+	if c := got[corev1.NodeReady]; c.Status != corev1.ConditionTrue || c.Reason != ReasonTargetReady || !c.LastTransitionTime.Time.Equal(t0) {
+		t.Errorf("Ready = %+v, want True, %s, transition at t0", c, ReasonTargetReady)
+	}
+	for _, typ := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure, corev1.NodeNetworkUnavailable} {
+		if c := got[typ]; c.Status != corev1.ConditionFalse || c.Reason == "" {
+			t.Errorf("%s = %+v, want False with a reason", typ, c)
+		}
+	}
+
+	second := byType(nodeConditions(down, first, t1))
+	if c := second[corev1.NodeReady]; c.Status != corev1.ConditionFalse || c.Reason != "Unreachable" || c.Message != down.Message || !c.LastTransitionTime.Time.Equal(t1) {
+		t.Errorf("Ready after the target went down = %+v, want False, Unreachable, its message, transition at t1", c)
+	}
+	if c := second[corev1.NodeMemoryPressure]; !c.LastTransitionTime.Time.Equal(t0) || !c.LastHeartbeatTime.Time.Equal(t1) {
+		t.Errorf("MemoryPressure = %+v, want transition kept at t0, heartbeat t1", c)
+	}
+
+	// Credentials gone or refused are fleetlet's side: the node stays
+	// Ready, so that nothing running is evicted, and says why no new pod
+	// goes there. Before: NotReady, and every proxy on it evicted after
+	// its toleration while its delegate ran on.
+	for _, reason := range []string{v1alpha1.ReasonKubeconfigSecretNotFound, v1alpha1.ReasonForbidden, v1alpha1.ReasonTLS, v1alpha1.ReasonFleetletMissing} {
+		lost := TargetState{Key: key, Reason: reason, Message: "the reason's message"}
+		c := byType(nodeConditions(lost, first, t1))[corev1.NodeReady]
+		if c.Status != corev1.ConditionTrue || c.Reason != reason || !strings.Contains(c.Message, "the reason's message") || !strings.Contains(c.Message, "no new pod") || !c.LastTransitionTime.Time.Equal(t0) {
+			t.Errorf("Ready for a target not usable (%s) = %+v, want True since t0, the reason, its message and what it means", reason, c)
+		}
+	}
+
+	noReason := byType(nodeConditions(TargetState{Key: key, Partitioned: true}, nil, t1))
+	if c := noReason[corev1.NodeReady]; c.Reason != ReasonTargetNotReady || c.Message == "" {
+		t.Errorf("Ready without the target's reason = %+v, want %s and a message", c, ReasonTargetNotReady)
+	}
+}
+
+func TestSameNode(t *testing.T) {
+	s := TargetState{Key: proxy.TargetKey{Name: "c"}, Ready: true}
+	a, _ := buildNode("fleetlet-c", s, nil, testParams, nil, time.Unix(100, 0))
+	b, _ := buildNode("fleetlet-c", s, nil, testParams, a.Status.Conditions, time.Unix(200, 0))
+	if !sameNode(a, b) {
+		t.Error("nodes that differ in heartbeat times only differ")
+	}
+	b.Labels["tier"] = "gold"
+	if sameNode(a, b) {
+		t.Error("nodes with different labels are the same")
+	}
+	c, _ := buildNode("fleetlet-c", s, rl("cpu", "1"), testParams, a.Status.Conditions, time.Unix(200, 0))
+	if sameNode(a, c) {
+		t.Error("nodes with different allocatable are the same")
+	}
+}

@@ -1,0 +1,375 @@
+package vnode
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
+)
+
+// IndexPinnedNode indexes the unbound proxy pods by the virtual node they
+// are pinned to (their kubernetes.io/hostname node selector) or elected to
+// (ProxyNode).
+const IndexPinnedNode = "pinnedNode"
+
+// handoffTTL bounds how long a pod that left the unbound pods (it was bound,
+// most likely) is still counted on its node while the node's bound pods have
+// not shown it yet: the two watches deliver in no particular order, and a
+// pinned proxy must never, even for a moment, stop fitting its node.
+const handoffTTL = 30 * time.Second
+
+// nonTerminal selects the pods that have not finished.
+var nonTerminal = fields.AndSelectors(
+	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+	fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)),
+)
+
+// proxyTracker keeps what the proxies of each virtual node request: the
+// source's unbound, non-terminal pods (one informer, those pinned to a node
+// indexed by it) and, per virtual node, its bound non-terminal pods (one
+// informer each, scoped by spec.nodeName, as a kubelet's). Pods are stripped
+// to what resource requests need before they are cached.
+type proxyTracker struct {
+	client   kubernetes.Interface
+	clock    clock.PassiveClock
+	onChange func(nodeName string)
+	// onDaemonPod is called with a DaemonSet's pod bound to a node that
+	// has not acknowledged it yet (daemonpods.go).
+	onDaemonPod func(*corev1.Pod)
+	pinned      cache.SharedIndexInformer
+
+	mu      sync.Mutex
+	handoff map[types.UID]handoffPod
+	bound   map[string]cache.Store // node name → its bound pods
+}
+
+type handoffPod struct {
+	pod  *corev1.Pod
+	node string
+	at   time.Time
+}
+
+func newProxyTracker(client kubernetes.Interface, clk clock.PassiveClock, onChange func(nodeName string), onDaemonPod func(*corev1.Pod)) (*proxyTracker, error) {
+	t := &proxyTracker{client: client, clock: clk, onChange: onChange, onDaemonPod: onDaemonPod, handoff: map[types.UID]handoffPod{}, bound: map[string]cache.Store{}}
+	unbound := fields.AndSelectors(fields.OneTermEqualSelector("spec.nodeName", ""), nonTerminal)
+	t.pinned = cache.NewSharedIndexInformerWithOptions(podListWatch(client, unbound), &corev1.Pod{},
+		cache.SharedIndexInformerOptions{
+			Indexers:          cache.Indexers{IndexPinnedNode: indexPinnedNode},
+			ObjectDescription: "unbound pods",
+		})
+	if err := t.pinned.SetTransform(stripPod); err != nil {
+		return nil, err
+	}
+	_, err := t.pinned.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { t.notify(pinnedNode(obj)) },
+		UpdateFunc: func(oldObj, newObj any) {
+			if samePod(oldObj, newObj) {
+				return
+			}
+			o, n := pinnedNode(oldObj), pinnedNode(newObj)
+			t.notify(o)
+			if n != o {
+				t.notify(n)
+			}
+		},
+		DeleteFunc: t.unpinned,
+	})
+	return t, err
+}
+
+// newBound returns an informer (not started) of the non-terminal pods bound
+// to the node, whose pods requests counts from then on.
+func (t *proxyTracker) newBound(nodeName string) (cache.SharedIndexInformer, error) {
+	sel := fields.AndSelectors(fields.OneTermEqualSelector("spec.nodeName", nodeName), nonTerminal)
+	inf := cache.NewSharedIndexInformerWithOptions(podListWatch(t.client, sel), &corev1.Pod{},
+		cache.SharedIndexInformerOptions{ObjectDescription: "pods bound to " + nodeName})
+	if err := inf.SetTransform(stripPod); err != nil {
+		return nil, err
+	}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			t.boundChanged(nodeName, obj)
+			t.daemonPod(obj)
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			if !samePod(oldObj, newObj) {
+				t.notify(nodeName)
+			}
+			t.daemonPod(newObj)
+		},
+		DeleteFunc: func(obj any) { t.boundChanged(nodeName, obj) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.bound[nodeName] = inf.GetStore()
+	t.mu.Unlock()
+	return inf, nil
+}
+
+// unpinned handles a pod leaving the unbound pods. The event carries the
+// pod as it was before: bound now, unless it was being deleted (or it
+// finished while unbound). Unless the node's bound pods already show it, it
+// is handed off: counted until they do, or until they drop it. (A pod bound
+// and finished before this event arrives, or one that finished while
+// unbound, counts until handoffTTL: too much for a while, never too
+// little.)
+func (t *proxyTracker) unpinned(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	node := pinnedNode(obj)
+	if node == "" {
+		return
+	}
+	if pod, ok := obj.(*corev1.Pod); ok && pod.DeletionTimestamp == nil {
+		t.mu.Lock()
+		if !inStore(t.bound[node], pod) {
+			t.handoff[pod.UID] = handoffPod{pod: pod, node: node, at: t.clock.Now()}
+		}
+		t.mu.Unlock()
+	}
+	t.notify(node)
+}
+
+// boundChanged handles a pod added to or deleted from a node's bound pods:
+// its handoff, if any, is over.
+func (t *proxyTracker) boundChanged(node string, obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		t.mu.Lock()
+		delete(t.handoff, pod.UID)
+		t.mu.Unlock()
+	}
+	t.notify(node)
+}
+
+// daemonPod hands a DaemonSet's pod bound to the node that has not been
+// acknowledged yet to onDaemonPod.
+func (t *proxyTracker) daemonPod(obj any) {
+	if pod, ok := needsAck(obj); ok && t.onDaemonPod != nil {
+		t.onDaemonPod(pod)
+	}
+}
+
+func (t *proxyTracker) notify(node string) {
+	if node != "" {
+		t.onChange(node)
+	}
+}
+
+// requests returns what the proxies bound or pinned to the node request
+// together, pods counted.
+func (t *proxyTracker) requests(node string) corev1.ResourceList {
+	var pinned, boundPods []*corev1.Pod
+	t.mu.Lock()
+	bound := t.bound[node]
+	t.mu.Unlock()
+	objs, _ := t.pinned.GetIndexer().ByIndex(IndexPinnedNode, node)
+	for _, obj := range objs {
+		pinned = append(pinned, obj.(*corev1.Pod))
+	}
+	seen := map[types.UID]bool{}
+	if bound != nil {
+		for _, obj := range bound.List() {
+			pod := obj.(*corev1.Pod)
+			seen[pod.UID] = true
+			boundPods = append(boundPods, pod)
+		}
+	}
+	now := t.clock.Now()
+	t.mu.Lock()
+	for uid, h := range t.handoff {
+		switch {
+		case now.Sub(h.at) > handoffTTL:
+			delete(t.handoff, uid)
+		case h.node == node && !seen[uid]:
+			pinned = append(pinned, h.pod)
+		}
+	}
+	t.mu.Unlock()
+	return AddResources(ProxyRequests(pinned, false), ProxyRequests(boundPods, true))
+}
+
+// forget drops what is held for a node that is gone, whose bound pods
+// were in store (a node of the same name may be back already).
+func (t *proxyTracker) forget(node string, store cache.Store) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.bound[node] != store {
+		return
+	}
+	delete(t.bound, node)
+	for uid, h := range t.handoff {
+		if h.node == node {
+			delete(t.handoff, uid)
+		}
+	}
+}
+
+// inStore tells whether store holds pod (the same UID under its key).
+func inStore(store cache.Store, pod *corev1.Pod) bool {
+	if store == nil {
+		return false
+	}
+	obj, ok, err := store.GetByKey(pod.Namespace + "/" + pod.Name)
+	if err != nil || !ok {
+		return false
+	}
+	other, ok := obj.(*corev1.Pod)
+	return ok && other.UID == pod.UID
+}
+
+func podListWatch(client kubernetes.Interface, sel fields.Selector) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = sel.String()
+			return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = sel.String()
+			return client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, opts)
+		},
+	}
+}
+
+// pinnedNode returns the virtual node an unbound pod counts on: for a pod
+// that carries fleetlet's delegate finalizer (a proxy pod), ProxyNode; for
+// a DaemonSet's pod, the node the DaemonSet controller pinned it to
+// (daemonpods.go), so that it always finds room there.
+func pinnedNode(obj any) string {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName != "" {
+		return ""
+	}
+	if proxy.IsManaged(pod) {
+		return ProxyNode(pod)
+	}
+	return daemonNode(pod)
+}
+
+// ProxyNode is the virtual node an unbound proxy is headed to: the one it
+// is pinned to, else the one its standing election record names ("" for
+// neither). Its allocatable counts the proxy from the record on, so that
+// the proxy fits it by the time its delegate is admitted, and the gate
+// goes with the pin in one write.
+func ProxyNode(pod *corev1.Pod) string {
+	if n := proxy.PinnedNode(pod); n != "" {
+		return n
+	}
+	if rec, ok := proxy.Elected(pod); ok {
+		return NodeName(rec.Target())
+	}
+	return ""
+}
+
+func indexPinnedNode(obj any) ([]string, error) {
+	if n := pinnedNode(obj); n != "" {
+		return []string{n}, nil
+	}
+	return nil, nil
+}
+
+// samePod tells whether two versions of a stripped pod request the same on
+// the same node.
+func samePod(oldObj, newObj any) bool {
+	o, ok1 := oldObj.(*corev1.Pod)
+	n, ok2 := newObj.(*corev1.Pod)
+	if !ok1 || !ok2 {
+		return false
+	}
+	o, n = o.DeepCopy(), n.DeepCopy()
+	o.ResourceVersion, n.ResourceVersion = "", ""
+	return apiequality.Semantic.DeepEqual(o, n)
+}
+
+// stripPod keeps of a pod what its resource requests, its node (pinned,
+// elected or bound) and its finalizers need: annotations (a proxy's
+// source-spec can be large), managed fields, volumes, environment and most
+// of the status go.
+func stripPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              pod.Name,
+			Namespace:         pod.Namespace,
+			UID:               pod.UID,
+			ResourceVersion:   pod.ResourceVersion,
+			DeletionTimestamp: pod.DeletionTimestamp,
+			Finalizers:        pod.Finalizers,
+		},
+		Spec: corev1.PodSpec{
+			NodeName:  pod.Spec.NodeName,
+			Overhead:  pod.Spec.Overhead,
+			Resources: pod.Spec.Resources,
+		},
+		Status: corev1.PodStatus{
+			Phase:              pod.Status.Phase,
+			Resources:          pod.Status.Resources,
+			AllocatedResources: pod.Status.AllocatedResources,
+		},
+	}
+	if h, ok := pod.Spec.NodeSelector[v1alpha1.LabelHostname]; ok {
+		out.Spec.NodeSelector = map[string]string{v1alpha1.LabelHostname: h}
+	}
+	for _, c := range pod.Spec.Containers {
+		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: c.Name, Resources: c.Resources})
+	}
+	for _, c := range pod.Spec.InitContainers {
+		out.Spec.InitContainers = append(out.Spec.InitContainers, corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy})
+	}
+	if isDaemonPod(pod) {
+		// What daemonpods.go reads: the controller, the node it is
+		// pinned to, and whether it was acknowledged.
+		out.OwnerReferences = []metav1.OwnerReference{*metav1.GetControllerOf(pod)}
+		out.Spec.Affinity = pod.Spec.Affinity
+	}
+	for _, c := range pod.Status.Conditions {
+		switch c.Type {
+		case v1alpha1.ConditionNotRun:
+			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status})
+		case corev1.PodReady:
+			if isDaemonPod(pod) {
+				out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status})
+			}
+		case corev1.PodResizePending, corev1.PodResizeInProgress:
+			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason})
+		case v1alpha1.ConditionElected:
+			// The election record: the node an elected proxy counts on.
+			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Message: c.Message})
+		}
+	}
+	out.Status.ContainerStatuses = stripStatuses(pod.Status.ContainerStatuses)
+	out.Status.InitContainerStatuses = stripStatuses(pod.Status.InitContainerStatuses)
+	return out, nil
+}
+
+func stripStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
+	var out []corev1.ContainerStatus
+	for _, s := range in {
+		if s.Resources == nil && s.AllocatedResources == nil {
+			continue
+		}
+		out = append(out, corev1.ContainerStatus{Name: s.Name, Resources: s.Resources, AllocatedResources: s.AllocatedResources})
+	}
+	return out
+}

@@ -1,0 +1,629 @@
+package chaperon
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/target/access"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
+)
+
+// The chaperon's pod is created as the Source's ServiceAccount, owned by
+// the chaperon, and mirrored back as a kubelet and scheduler change it.
+func TestCreatesPodAsSourceAndMirrorsIt(t *testing.T) {
+	testenv.Need(t, env)
+	ctx := t.Context()
+	ns := newNamespace(t, map[string]string{labelCreatorCheck: "cluster-a"})
+	sa := provisionSource(t, ns, "cluster-a")
+	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: sa})
+	waitCreatorPolicy(t, ns)
+
+	ch := makeChaperon(ns, "web-0a1b2c3d").
+		labels(map[string]string{v1alpha1.LabelParentUID: "proxy-uid-1", v1alpha1.LabelParentCluster: "cluster-a"}).
+		annotations(map[string]string{v1alpha1.AnnotationParentName: "web", v1alpha1.AnnotationParentNamespace: "shop"}).
+		templateLabels(map[string]string{"app": "web", v1alpha1.LabelParentUID: "forged"}).
+		templateAnnotations(map[string]string{"note": "kept"}).obj()
+	create(t, ch)
+
+	got := waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+	var pod corev1.Pod
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod); err != nil {
+		t.Fatal(err)
+	}
+	// Only source cluster-a's ServiceAccount passes the creator policy of
+	// this namespace (the administrator does not, see waitCreatorPolicy):
+	// the pod exists, so the API server saw it created as that account.
+	wantLabels := map[string]string{"app": "web", v1alpha1.LabelParentUID: "proxy-uid-1", v1alpha1.LabelParentCluster: "cluster-a"}
+	if diff := cmp.Diff(wantLabels, pod.Labels); diff != "" {
+		t.Errorf("pod labels (-want,+got):\n%s", diff)
+	}
+	wantAnnotations := map[string]string{"note": "kept", v1alpha1.AnnotationParentName: "web", v1alpha1.AnnotationParentNamespace: "shop"}
+	if diff := cmp.Diff(wantAnnotations, pod.Annotations); diff != "" {
+		t.Errorf("pod annotations (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]metav1.OwnerReference{OwnerReference(got)}, pod.OwnerReferences); diff != "" {
+		t.Errorf("pod owner references (-want,+got):\n%s", diff)
+	}
+	if ref := pod.OwnerReferences[0]; ref.UID != got.UID || !*ref.Controller || !*ref.BlockOwnerDeletion {
+		t.Errorf("owner reference %+v does not control and block the chaperon %s", ref, got.UID)
+	}
+	if pod.Spec.Containers[0].Image != ch.Spec.Template.Spec.Containers[0].Image {
+		t.Errorf("pod image %q, want the template's", pod.Spec.Containers[0].Image)
+	}
+	if len(pod.ManagedFields) == 0 || pod.ManagedFields[0].Manager != FieldOwner {
+		t.Errorf("pod field managers %v, want %s", pod.ManagedFields, FieldOwner)
+	}
+	if got.Status.ObservedGeneration != got.Generation || got.Status.PodStatus.Phase != corev1.PodPending {
+		t.Errorf("status observedGeneration %d (generation %d), podStatus.phase %q, want Pending",
+			got.Status.ObservedGeneration, got.Generation, got.Status.PodStatus.Phase)
+	}
+	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+
+	t.Run("the candidate scheduler's reservation is the node until bound", func(t *testing.T) {
+		patchChaperon(t, ch, func(c *v1alpha1.PodChaperon) { c.Annotations[v1alpha1.AnnotationReserved] = "node-r" })
+		waitChaperon(t, ch, "status.nodeName node-r", func(c *v1alpha1.PodChaperon) error {
+			return expect("status.nodeName", c.Status.NodeName, "node-r")
+		})
+	})
+	t.Run("the node it is bound to", func(t *testing.T) {
+		cs := kubernetes.NewForConfigOrDie(env.Config)
+		if err := cs.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, UID: pod.UID},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: "node-b"},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitChaperon(t, ch, "status.nodeName node-b", func(c *v1alpha1.PodChaperon) error {
+			return expect("status.nodeName", c.Status.NodeName, "node-b")
+		})
+	})
+	t.Run("the pod's status, as its kubelet writes it", func(t *testing.T) {
+		var p corev1.Pod
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &p); err != nil {
+			t.Fatal(err)
+		}
+		start := metav1.NewTime(time.Now().Truncate(time.Second))
+		p.Status.Phase = corev1.PodRunning
+		p.Status.PodIP = "10.0.0.7"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "10.0.0.7"}}
+		p.Status.HostIP = "192.168.0.2"
+		p.Status.StartTime = &start
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+			Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: start,
+		})
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name: "app", Image: "registry.example/app:1", ImageID: "sha256:1", Ready: true, Started: ptrTo(true),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: start}},
+		}}
+		if err := k8sClient.Status().Update(ctx, &p); err != nil {
+			t.Fatal(err)
+		}
+		waitChaperon(t, ch, "status.podStatus mirrors the pod", func(c *v1alpha1.PodChaperon) error {
+			if diff := cmp.Diff(p.Status, c.Status.PodStatus); diff != "" {
+				return fmt.Errorf("podStatus (-pod,+chaperon):\n%s", diff)
+			}
+			return expect("status.nodeName", c.Status.NodeName, "node-b")
+		})
+	})
+	t.Run("another source refused by the target's admission: PodRejected, nothing created", func(t *testing.T) {
+		saB := provisionSource(t, ns, "cluster-b")
+		grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: saB})
+		chB := makeChaperon(ns, "web-b-0a1b2c3d").label(v1alpha1.LabelParentCluster, "cluster-b").obj()
+		create(t, chB)
+		c := waitCondition(t, chB, metav1.ConditionFalse, ReasonPodRejected)
+		// The policy's message names the creator as the API server saw it.
+		want := "not by system:serviceaccount:" + ns + ":" + saB
+		if msg := podCreated(c).Message; !strings.Contains(msg, want) {
+			t.Errorf("PodRejected message %q does not contain %q", msg, want)
+		}
+		assertNoPod(t, chB)
+		waitEvent(t, chB, ReasonPodRejected, want)
+	})
+}
+
+// A source whose ServiceAccount may not create pods in the namespace gets
+// PodRejected with the API server's RBAC message, where the manager
+// itself could have created the pod; once the right is granted, the
+// backoff retry creates it.
+func TestPodRejectedByRBACUntilGranted(t *testing.T) {
+	testenv.Need(t, env)
+	ns := newNamespace(t, nil)
+	sa := provisionSourceByHand(t, ns, "cluster-h", "sa-h")
+	ch := makeChaperon(ns, "job-0a1b2c3d").label(v1alpha1.LabelParentCluster, "cluster-h").obj()
+	create(t, ch)
+
+	c := waitCondition(t, ch, metav1.ConditionFalse, ReasonPodRejected)
+	for _, want := range []string{`"system:serviceaccount:` + ns + ":" + sa.Name + `"`, `cannot create resource "pods"`} {
+		if msg := podCreated(c).Message; !strings.Contains(msg, want) {
+			t.Errorf("PodRejected message %q does not contain %q", msg, want)
+		}
+	}
+	assertNoPod(t, ch)
+	// The manager's own identity (an administrator's) would have been
+	// allowed: the refusal is the source's.
+	control := BuildPod(ch)
+	control.Name, control.OwnerReferences = "control", nil
+	if err := k8sClient.Create(t.Context(), control, client.DryRunAll); err != nil {
+		t.Fatalf("the administrator cannot create the same pod either: %v", err)
+	}
+
+	grantPodCreate(t, ns, sa)
+	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+}
+
+// A pod that was created and then deleted is not created again.
+func TestDeletedPodIsNotRecreated(t *testing.T) {
+	testenv.Need(t, env)
+	ctx := t.Context()
+	ns := newNamespace(t, nil)
+	sa := provisionSource(t, ns, "cluster-a")
+	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: sa})
+	ch := makeChaperon(ns, "api-0a1b2c3d").obj()
+	create(t, ch)
+	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+
+	var pod corev1.Pod
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8sClient.Delete(ctx, &pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, ch, metav1.ConditionFalse, ReasonPodDeleted)
+	waitEvent(t, ch, ReasonPodDeleted, "does not create it again")
+
+	// Make the controller look again, and see it did.
+	patchChaperon(t, ch, func(c *v1alpha1.PodChaperon) { c.Annotations[v1alpha1.AnnotationReserved] = "node-x" })
+	c := waitChaperon(t, ch, "status.nodeName node-x", func(c *v1alpha1.PodChaperon) error {
+		return expect("status.nodeName", c.Status.NodeName, "node-x")
+	})
+	assertNoPod(t, ch)
+	if cond := podCreated(c); cond.Reason != ReasonPodDeleted {
+		t.Errorf("PodCreated %s %s, want it to stay PodDeleted", cond.Status, cond.Reason)
+	}
+}
+
+// A chaperon deleted with a grace period passed by its source (its proxy
+// deleted with `kubectl delete --grace-period=7`) deletes its pod with it,
+// not with the pod's own 30 s; a pod already going with a longer one is
+// deleted again, shorter. Before: the pod always went with its own grace
+// period, whatever the proxy's delete said.
+func TestDeletedChaperonPassesItsGracePeriod(t *testing.T) {
+	testenv.Need(t, env)
+	ctx := t.Context()
+	ns := newNamespace(t, nil)
+	sa := provisionSource(t, ns, "cluster-a")
+	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: sa})
+	ch := makeChaperon(ns, "web-0a1b2c3d").obj()
+	create(t, ch)
+	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+
+	// Bound, and held by a finalizer, as a pod whose kubelet stops it.
+	var pod corev1.Pod
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod); err != nil {
+		t.Fatal(err)
+	}
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-x"}}
+	if err := k8sClient.SubResource("binding").Create(ctx, &pod, binding); err != nil {
+		t.Fatal(err)
+	}
+	held := pod.DeepCopy()
+	held.Finalizers = append(held.Finalizers, "e2e.fleetlet.io/hold")
+	if err := k8sClient.Patch(ctx, held, client.MergeFrom(&pod)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = k8sClient.Patch(context.Background(), held, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	})
+
+	patchChaperon(t, ch, func(c *v1alpha1.PodChaperon) { c.Annotations[v1alpha1.AnnotationDeletionGracePeriod] = "7" })
+	if err := k8sClient.Delete(ctx, ch, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, waitTimeout, "the pod deleted with the passed grace period", func() error {
+		var p corev1.Pod
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &p); err != nil {
+			return err
+		}
+		if g := p.DeletionGracePeriodSeconds; g == nil || *g != 7 {
+			return fmt.Errorf("deletionGracePeriodSeconds %s, want 7", describeGrace(g))
+		}
+		return nil
+	})
+}
+
+func describeGrace(g *int64) string {
+	if g == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*g)
+}
+
+func TestDeletionGrace(t *testing.T) {
+	for v, want := range map[string]int64{"0": 0, "7": 7, "31536000": 31536000, "-1": -1, "x": -1, "31536001": -1, "": -1} {
+		ch := makeChaperon("ns", "c").annotations(map[string]string{v1alpha1.AnnotationDeletionGracePeriod: v}).obj()
+		got, ok := DeletionGrace(ch)
+		if (want >= 0) != ok || (ok && got != want) {
+			t.Errorf("DeletionGrace(%q) = %d, %t; want %d", v, got, ok, want)
+		}
+	}
+	if _, ok := DeletionGrace(makeChaperon("ns", "c").obj()); ok {
+		t.Error("a chaperon without the annotation has a grace period")
+	}
+}
+
+// A pod of the chaperon's name that it does not own is never touched; the
+// chaperon gets its pod once that one is gone.
+func TestForeignPodIsLeftAlone(t *testing.T) {
+	testenv.Need(t, env)
+	ctx := t.Context()
+	ns := newNamespace(t, nil)
+	sa := provisionSource(t, ns, "cluster-a")
+	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: sa})
+	foreign := foreignPod(ns, "db-0a1b2c3d")
+	foreign.UID = ""
+	if err := k8sClient.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	before := foreign.DeepCopy()
+
+	ch := makeChaperon(ns, "db-0a1b2c3d").obj()
+	create(t, ch)
+	waitCondition(t, ch, metav1.ConditionFalse, ReasonPodNotOwned)
+	waitEvent(t, ch, ReasonPodNotOwned, "leaves it alone")
+
+	var after corev1.Pod
+	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(foreign), &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != before.ResourceVersion || after.UID != before.UID || len(after.OwnerReferences) != 0 {
+		t.Errorf("the foreign pod was touched: resourceVersion %s→%s, uid %s→%s, owners %v",
+			before.ResourceVersion, after.ResourceVersion, before.UID, after.UID, after.OwnerReferences)
+	}
+
+	// Once it is gone, the chaperon, which never had a pod, gets one.
+	if err := k8sClient.Delete(ctx, &after, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+}
+
+// Without a Source there is no pod, and the chaperon says why; the Source's
+// arrival wakes it up.
+func TestSourceNotFoundUntilAdmitted(t *testing.T) {
+	testenv.Need(t, env)
+	ns := newNamespace(t, nil)
+	ch := makeChaperon(ns, "late-0a1b2c3d").label(v1alpha1.LabelParentCluster, "cluster-late").obj()
+	create(t, ch)
+	c := waitCondition(t, ch, metav1.ConditionFalse, ReasonSourceNotFound)
+	if msg := podCreated(c).Message; !strings.Contains(msg, `No Source "cluster-late"`) {
+		t.Errorf("SourceNotFound message %q", msg)
+	}
+	waitEvent(t, ch, ReasonSourceNotFound, "cluster-late")
+	assertNoPod(t, ch)
+
+	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: access.DefaultServiceAccountName("cluster-late")})
+	provisionSource(t, ns, "cluster-late")
+	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+}
+
+// A ClusterSource's ServiceAccount creates pods in the namespaces it
+// selects, and only there.
+func TestClusterSource(t *testing.T) {
+	testenv.Need(t, env)
+	ctx := t.Context()
+	saNS := newNamespace(t, nil)
+	name := "cs-" + saNS // unique: ClusterSources are cluster-scoped
+	selected := newNamespace(t, map[string]string{access.DefaultNamespaceLabel(name): "true"})
+	other := newNamespace(t, nil)
+	sa := types.NamespacedName{Namespace: saNS, Name: access.DefaultServiceAccountName(name)}
+	grantPodCreate(t, selected, sa)
+	grantPodCreate(t, other, sa)
+	cs := &v1alpha1.ClusterSource{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1alpha1.ClusterSourceSpec{ServiceAccountNamespace: saNS},
+	}
+	if err := k8sClient.Create(ctx, cs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), cs) })
+
+	inSelected := makeChaperon(selected, "a-0a1b2c3d").label(v1alpha1.LabelParentCluster, name).obj()
+	inOther := makeChaperon(other, "b-0a1b2c3d").label(v1alpha1.LabelParentCluster, name).obj()
+	create(t, inSelected)
+	create(t, inOther)
+	waitCondition(t, inSelected, metav1.ConditionTrue, ReasonPodCreated)
+	waitCondition(t, inOther, metav1.ConditionFalse, ReasonNamespaceNotSelected)
+	assertNoPod(t, inOther)
+
+	// Selecting the namespace wakes its chaperon up.
+	var ns corev1.Namespace
+	if err := k8sClient.Get(ctx, types.NamespacedName{Name: other}, &ns); err != nil {
+		t.Fatal(err)
+	}
+	ns.Labels[access.DefaultNamespaceLabel(name)] = "true"
+	if err := k8sClient.Update(ctx, &ns); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, inOther, metav1.ConditionTrue, ReasonPodCreated)
+}
+
+// The manager's right to impersonate can be exactly "create pods as this
+// ServiceAccount" with constrained impersonation, as the package
+// documentation proposes: no other verb, no other account.
+func TestConstrainedImpersonationIsEnough(t *testing.T) {
+	testenv.Need(t, env)
+	ctx := t.Context()
+	ns := newNamespace(t, nil)
+	for _, name := range []string{"manager", "source-x", "source-y"} {
+		if err := k8sClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: "source-x"})
+	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: "source-y"})
+	bindRole(t, ns, "impersonate-source-x", types.NamespacedName{Namespace: ns, Name: "manager"}, []rbacv1.PolicyRule{
+		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"serviceaccounts"}, ResourceNames: []string{"source-x"}, Verbs: []string{"impersonate:serviceaccount"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"impersonate-on:serviceaccount:create"}},
+	})
+
+	// The manager's REST mapper, as SetupWithManager shares it: the
+	// impersonated identity may do nothing but create pods, not even
+	// discovery.
+	imp, err := NewImpersonator(tokenConfig(t, ns, "manager"), client.Options{Scheme: scheme, Mapper: k8sClient.RESTMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asX, _ := imp.ClientFor("system:serviceaccount:" + ns + ":source-x")
+	asY, _ := imp.ClientFor("system:serviceaccount:" + ns + ":source-y")
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+		}
+	}
+	testenv.Eventually(t, waitTimeout, "the manager creates a pod as source-x", func() error {
+		return asX.Create(ctx, pod("as-x"))
+	})
+	if err := asY.Create(ctx, pod("as-y")); !apierrors.IsForbidden(err) {
+		t.Errorf("creating as source-y: %v, want Forbidden", err)
+	}
+	if err := asX.Get(ctx, types.NamespacedName{Namespace: ns, Name: "as-x"}, &corev1.Pod{}); !apierrors.IsForbidden(err) {
+		t.Errorf("reading as source-x: %v, want Forbidden (only create is allowed)", err)
+	}
+}
+
+// newNamespace creates a namespace for one test.
+func newNamespace(t *testing.T, labels map[string]string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "chaperon-", Labels: labels}}
+	if err := k8sClient.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// provisionSource creates a Source that the real Source controller
+// provisions, waits until it is Ready and returns its ServiceAccount.
+func provisionSource(t *testing.T, namespace, name string) string {
+	t.Helper()
+	src := &v1alpha1.Source{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{labelProvisioned: "true"}}}
+	if err := k8sClient.Create(t.Context(), src); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("Source %s/%s Ready", namespace, name), func() error {
+		if err := k8sClient.Get(t.Context(), client.ObjectKeyFromObject(src), src); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(src.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionTrue || src.Status.ServiceAccountName == "" {
+			return fmt.Errorf("not Ready: %+v", src.Status)
+		}
+		return nil
+	})
+	return src.Status.ServiceAccountName
+}
+
+// provisionSourceByHand creates a Source the Source controller does not
+// see, and its ServiceAccount with no rights at all, and marks it Ready.
+func provisionSourceByHand(t *testing.T, namespace, name, serviceAccount string) types.NamespacedName {
+	t.Helper()
+	ctx := t.Context()
+	if err := k8sClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: serviceAccount}}); err != nil {
+		t.Fatal(err)
+	}
+	src := &v1alpha1.Source{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: v1alpha1.SourceSpec{ServiceAccountName: serviceAccount}}
+	if err := k8sClient.Create(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	src.Status = v1alpha1.SourceStatus{
+		ObservedGeneration: src.Generation,
+		ServiceAccountName: serviceAccount,
+		Conditions: []metav1.Condition{{
+			Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonProvisioned,
+			Message: "provisioned by the test", ObservedGeneration: src.Generation, LastTransitionTime: metav1.Now(),
+		}},
+	}
+	if err := k8sClient.Status().Update(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	return types.NamespacedName{Namespace: namespace, Name: serviceAccount}
+}
+
+// grantPodCreate lets sa create pods in namespace.
+func grantPodCreate(t *testing.T, namespace string, sa types.NamespacedName) {
+	t.Helper()
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, GenerateName: "pods-"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRoleSourcePods},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}},
+	}
+	if err := k8sClient.Create(t.Context(), rb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bindRole creates a Role with rules in namespace and binds sa to it.
+func bindRole(t *testing.T, namespace, name string, sa types.NamespacedName, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Rules: rules}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}},
+	}
+	for _, obj := range []client.Object{role, rb} {
+		if err := k8sClient.Create(t.Context(), obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// tokenConfig is a client configuration authenticated as a ServiceAccount
+// (TokenRequest: envtest runs no token controller).
+func tokenConfig(t *testing.T, namespace, name string) *rest.Config {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(t.Context(), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptrTo(int64(3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rest.Config{Host: env.Config.Host, BearerToken: tr.Status.Token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}
+}
+
+// waitCreatorPolicy waits until the creator policy refuses, in namespace,
+// a pod the administrator creates: from then on, only the source's
+// ServiceAccount can create pods there.
+func waitCreatorPolicy(t *testing.T, namespace string) {
+	t.Helper()
+	testenv.Eventually(t, waitTimeout, "the creator policy refuses the administrator", func() error {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "admin-probe"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}},
+		}
+		err := k8sClient.Create(t.Context(), pod, client.DryRunAll)
+		if err == nil {
+			return fmt.Errorf("the administrator may still create pods")
+		}
+		if !strings.Contains(err.Error(), "not by ") {
+			return err
+		}
+		return nil
+	})
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := k8sClient.Create(t.Context(), obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// patchChaperon changes a chaperon's metadata as a source would.
+func patchChaperon(t *testing.T, ch *v1alpha1.PodChaperon, change func(*v1alpha1.PodChaperon)) {
+	t.Helper()
+	var cur v1alpha1.PodChaperon
+	if err := k8sClient.Get(t.Context(), client.ObjectKeyFromObject(ch), &cur); err != nil {
+		t.Fatal(err)
+	}
+	orig := cur.DeepCopy()
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	change(&cur)
+	if err := k8sClient.Patch(t.Context(), &cur, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitChaperon waits until check passes on the chaperon and returns it.
+func waitChaperon(t *testing.T, ch *v1alpha1.PodChaperon, what string, check func(*v1alpha1.PodChaperon) error) *v1alpha1.PodChaperon {
+	t.Helper()
+	var got v1alpha1.PodChaperon
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("PodChaperon %s: %s", klogKey(ch), what), func() error {
+		if err := k8sClient.Get(t.Context(), client.ObjectKeyFromObject(ch), &got); err != nil {
+			return err
+		}
+		return check(&got)
+	})
+	return &got
+}
+
+// waitCondition waits for PodCreated to be status/reason for the current
+// generation.
+func waitCondition(t *testing.T, ch *v1alpha1.PodChaperon, status metav1.ConditionStatus, reason string) *v1alpha1.PodChaperon {
+	t.Helper()
+	return waitChaperon(t, ch, fmt.Sprintf("PodCreated=%s %s", status, reason), func(c *v1alpha1.PodChaperon) error {
+		cond := podCreated(c)
+		if cond == nil {
+			return fmt.Errorf("no PodCreated condition")
+		}
+		if cond.Status != status || cond.Reason != reason || cond.ObservedGeneration != c.Generation || c.Status.ObservedGeneration != c.Generation {
+			return fmt.Errorf("PodCreated=%s %s (generation %d observed %d): %s", cond.Status, cond.Reason, c.Generation, cond.ObservedGeneration, cond.Message)
+		}
+		return nil
+	})
+}
+
+func podCreated(c *v1alpha1.PodChaperon) *metav1.Condition {
+	return meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionPodCreated)
+}
+
+// waitEvent waits for an Event on the chaperon with reason and a note
+// containing text.
+func waitEvent(t *testing.T, ch *v1alpha1.PodChaperon, reason, text string) {
+	t.Helper()
+	testenv.Eventually(t, waitTimeout, fmt.Sprintf("Event %s on %s", reason, klogKey(ch)), func() error {
+		var list eventsv1.EventList
+		if err := k8sClient.List(t.Context(), &list, client.InNamespace(ch.Namespace)); err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Regarding.Kind == KindPodChaperon && e.Regarding.Name == ch.Name {
+				if e.Reason == reason && strings.Contains(e.Note, text) {
+					return nil
+				}
+				seen = append(seen, e.Reason+": "+e.Note)
+			}
+		}
+		return fmt.Errorf("events: %q", seen)
+	})
+}
+
+func assertNoPod(t *testing.T, ch *v1alpha1.PodChaperon) {
+	t.Helper()
+	err := k8sClient.Get(t.Context(), client.ObjectKeyFromObject(ch), &corev1.Pod{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("pod %s: %v, want NotFound", klogKey(ch), err)
+	}
+}
+
+func expect(what, got, want string) error {
+	if got != want {
+		return fmt.Errorf("%s = %q, want %q", what, got, want)
+	}
+	return nil
+}
+
+func klogKey(obj client.Object) string { return obj.GetNamespace() + "/" + obj.GetName() }
