@@ -37,6 +37,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
 	"github.com/fleetlet/fleetlet/pkg/source/follow"
 	"github.com/fleetlet/fleetlet/pkg/source/gc"
+	"github.com/fleetlet/fleetlet/pkg/source/services"
 	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 	"github.com/fleetlet/fleetlet/pkg/source/webhook"
 	"github.com/fleetlet/fleetlet/pkg/target/chaperon"
@@ -553,8 +554,8 @@ func setupFollowing(ctx context.Context, mgr ctrl.Manager, o managerOptions, ope
 		return fmt.Errorf("setting up the follow sync: %w", err)
 	}
 	if o.followServices {
-		services := &follow.ServiceController{Follower: follower, Registry: reg, RoutablePodNetworks: o.routablePodNetworks}
-		if err := services.SetupWithManager(mgr); err != nil {
+		svc := &services.Controller{Follower: follower, Registry: reg, RoutablePodNetworks: o.routablePodNetworks}
+		if err := svc.SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the Service follower: %w", err)
 		}
 	}

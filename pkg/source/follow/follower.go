@@ -149,6 +149,10 @@ var conflictBackoff = wait.Backoff{Steps: 10, Duration: 10 * time.Millisecond, F
 // (known to the source, namespaced, in the allow-list): a *Refusal when
 // not. Unlike a missing object or a clash, which filter one target, this
 // refuses the pod everywhere — even in a self target, which follows
+// SourceName is the name of the source cluster the copies are labelled
+// with (Options.SourceName).
+func (f *Follower) SourceName() string { return f.opts.SourceName }
+
 // nothing: the pod asked for what the cluster does not allow.
 func (f *Follower) Check(refs RefSet) error {
 	_, err := f.resolve(refs)

@@ -17,6 +17,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/follow"
 	"github.com/fleetlet/fleetlet/pkg/source/gc"
+	"github.com/fleetlet/fleetlet/pkg/source/services"
 )
 
 func webService(typ corev1.ServiceType) *corev1.Service {
@@ -242,13 +243,13 @@ func TestEnsureSlices(t *testing.T) {
 		sort.Strings(out)
 		return out
 	}
-	if err := fl.EnsureSlices(ctx, f.target, "t1", cp, follow.GlobalSlices(src, two, here, sourceName)); err != nil {
+	if err := fl.EnsureSlices(ctx, f.target, "t1", cp, services.GlobalSlices(src, two, here, sourceName)); err != nil {
 		t.Fatal(err)
 	}
 	if got := listed(); strings.Join(got, ",") != "10.9.0.1,10.9.0.2" {
 		t.Fatalf("slices list %v, want both delegates elsewhere", got)
 	}
-	if err := fl.EnsureSlices(ctx, f.target, "t1", cp, follow.GlobalSlices(src, two[1:], here, sourceName)); err != nil {
+	if err := fl.EnsureSlices(ctx, f.target, "t1", cp, services.GlobalSlices(src, two[1:], here, sourceName)); err != nil {
 		t.Fatal(err)
 	}
 	if got := listed(); strings.Join(got, ",") != "10.9.0.2" {
@@ -261,7 +262,7 @@ func TestEnsureSlices(t *testing.T) {
 		t.Fatalf("with no delegate elsewhere, slices list %v", got)
 	}
 
-	want := follow.GlobalSlices(src, two, here, sourceName)
+	want := services.GlobalSlices(src, two, here, sourceName)
 	theirs := want[0].DeepCopy()
 	theirs.Labels = map[string]string{discoveryv1.LabelServiceName: "web"}
 	f.create(t, f.target, theirs)

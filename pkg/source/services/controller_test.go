@@ -1,4 +1,4 @@
-package follow_test
+package services_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
-	"github.com/fleetlet/fleetlet/pkg/source/follow"
+	"github.com/fleetlet/fleetlet/pkg/source/services"
 	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
@@ -56,8 +56,8 @@ func (f *fixture) startServices(t *testing.T) {
 	if err := reg.SetupWithManager(ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
-	services := &follow.ServiceController{Follower: f.follower(t), Registry: reg}
-	if err := services.SetupWithManager(mgr); err != nil {
+	svc := &services.Controller{Follower: f.follower(t), Registry: reg}
+	if err := svc.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	stopped := make(chan struct{})
@@ -129,7 +129,7 @@ func TestServiceCopiedWhenItsTargetConnects(t *testing.T) {
 	ctx := context.Background()
 	f.startServices(t)
 	before := serviceReconciles(t)
-	p := f.proxy(t, "web-0", nil)
+	p := f.proxy(t, "web-0")
 	p.Labels = map[string]string{"app": "web"}
 	if err := f.source.Update(ctx, p); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package follow
+package services
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
+	"github.com/fleetlet/fleetlet/pkg/source/follow"
 )
 
 // Event reasons on Services.
@@ -37,7 +38,7 @@ type serviceState struct {
 
 // Reconcile brings one Service's copies (and a global one's slices) to the
 // targets that need them, and removes the others.
-func (c *ServiceController) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	st, err := c.state(ctx, req.NamespacedName)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -83,7 +84,7 @@ func (c *ServiceController) Reconcile(ctx context.Context, req reconcile.Request
 
 // state reads what a pass decides from, and says with an Event when a
 // Service asks to be global where it cannot be.
-func (c *ServiceController) state(ctx context.Context, key types.NamespacedName) (serviceState, error) {
+func (c *Controller) state(ctx context.Context, key types.NamespacedName) (serviceState, error) {
 	st := serviceState{key: key, need: map[proxy.TargetKey]bool{}}
 	var cur corev1.Service
 	switch err := c.client.Get(ctx, key, &cur); {
@@ -125,7 +126,7 @@ func (c *ServiceController) state(ctx context.Context, key types.NamespacedName)
 // converge makes one target hold what a Service needs there: its copy and,
 // global, its slices; or neither. A clash or a refusal of the target is
 // said by an Event on the source's Service and not retried.
-func (c *ServiceController) converge(ctx context.Context, cl *fleet.Cluster, st serviceState, h holding, unknown bool) error {
+func (c *Controller) converge(ctx context.Context, cl *fleet.Cluster, st serviceState, h holding, unknown bool) error {
 	tk := cl.Key()
 	name := tk.String()
 	if !st.need[tk] {
@@ -157,7 +158,7 @@ func (c *ServiceController) converge(ctx context.Context, cl *fleet.Cluster, st 
 	case st.global:
 		owner := &corev1.Service{}
 		owner.Namespace, owner.Name, owner.UID = st.key.Namespace, st.key.Name, h.uid
-		err := c.Follower.EnsureSlices(ctx, cl.Client(), name, owner, GlobalSlices(st.svc, st.proxies, tk, c.Follower.opts.SourceName))
+		err := c.Follower.EnsureSlices(ctx, cl.Client(), name, owner, GlobalSlices(st.svc, st.proxies, tk, c.Follower.SourceName()))
 		if c.refused(st.svc, tk, err) {
 			err = nil
 		}
@@ -177,19 +178,19 @@ func (c *ServiceController) converge(ctx context.Context, cl *fleet.Cluster, st 
 
 // refused reports whether err is a refusal, and says it with an Event on
 // the Service.
-func (c *ServiceController) refused(svc *corev1.Service, tk proxy.TargetKey, err error) bool {
-	var refusal *Refusal
+func (c *Controller) refused(svc *corev1.Service, tk proxy.TargetKey, err error) bool {
+	var refusal *follow.Refusal
 	if !errors.As(err, &refusal) {
 		return false
 	}
-	c.recorder.Eventf(svc, nil, corev1.EventTypeWarning, EventRefused, "Follow",
+	c.recorder.Eventf(svc, nil, corev1.EventTypeWarning, follow.EventRefused, "Follow",
 		"%s: not copied: %s; what is there is left untouched", tk, refusal.Error())
 	return true
 }
 
 // refusedGlobal reports whether this version of a Service has not been
 // told yet that it cannot be global (one Event per version).
-func (c *ServiceController) refusedGlobal(key types.NamespacedName, version string) bool {
+func (c *Controller) refusedGlobal(key types.NamespacedName, version string) bool {
 	c.held.mu.Lock()
 	defer c.held.mu.Unlock()
 	if c.refusedGlobalAt == nil {
@@ -204,7 +205,7 @@ func (c *ServiceController) refusedGlobal(key types.NamespacedName, version stri
 
 // namespaceMayHold tells whether copies of a namespace's Services may be
 // in targets: it is enabled (or cannot be read).
-func (c *ServiceController) namespaceMayHold(ctx context.Context, name string) bool {
+func (c *Controller) namespaceMayHold(ctx context.Context, name string) bool {
 	var ns corev1.Namespace
 	if err := c.client.Get(ctx, types.NamespacedName{Name: name}, &ns); err != nil {
 		return !apierrors.IsNotFound(err)

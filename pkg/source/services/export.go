@@ -1,4 +1,4 @@
-package follow
+package services
 
 import (
 	"context"
@@ -34,7 +34,7 @@ func exportMetadata(gvk *schema.GroupVersionKind) *metav1.PartialObjectMetadata 
 // wantsGlobal reports whether a Service asks to be global: annotated, or
 // exported through the MCS API (a ServiceExport of its name that is not
 // being deleted).
-func (c *ServiceController) wantsGlobal(ctx context.Context, svc *corev1.Service) bool {
+func (c *Controller) wantsGlobal(ctx context.Context, svc *corev1.Service) bool {
 	if Global(svc) {
 		return true
 	}

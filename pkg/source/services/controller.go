@@ -1,4 +1,4 @@
-package follow
+package services
 
 import (
 	"context"
@@ -23,11 +23,12 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
+	"github.com/fleetlet/fleetlet/pkg/source/follow"
 )
 
-// ServiceController follows the source's Services to the targets where
-// the delegates they select run (DESIGN "Services"): a Service whose
-// selector selects proxies is copied (ServiceCopy) into each target whose
+// Controller follows the source's Services to the targets where
+// the delegates they select run (docs/design.md, "Services"): a Service whose
+// selector selects proxies is copied (follow.ServiceCopy) into each target whose
 // namespace holds the delegate of one of them (the target their election
 // record names), kept in sync, and removed from a target once none of its
 // selected delegates is left there or the Service is gone. Self targets
@@ -40,8 +41,8 @@ import (
 // needed or may be: the targets where each Service's copy was last seen
 // are remembered, and every target is looked at once per Service after a
 // start.
-type ServiceController struct {
-	Follower *Follower
+type Controller struct {
+	Follower *follow.Follower
 	Registry *fleet.Registry
 
 	// RoutablePodNetworks is the operator's word that pod IPs are
@@ -67,7 +68,7 @@ const serviceRetry = 10 * time.Second
 // SetupWithManager registers the controller: Services, the proxies whose
 // labels, election or existence changed, as the Services that select them,
 // and the targets that came or turned Ready, as the Services they may hold.
-func (c *ServiceController) SetupWithManager(mgr ctrl.Manager) error {
+func (c *Controller) SetupWithManager(mgr ctrl.Manager) error {
 	if c.Follower == nil || c.Registry == nil {
 		return errors.New("follow: the Service controller needs a follower and the target registry")
 	}
@@ -143,7 +144,7 @@ func delegateTarget(p *corev1.Pod) (proxy.TargetKey, bool) {
 // in its namespace (all of them for a ClusterTarget). A pass that ran while
 // the target was absent (the manager's start: its controllers start while
 // the registry still connects the targets) or not Ready skipped it.
-func (c *ServiceController) servicesFor(ctx context.Context, ch fleet.Change) []reconcile.Request {
+func (c *Controller) servicesFor(ctx context.Context, ch fleet.Change) []reconcile.Request {
 	if !ch.Health() || !ch.After.Ready {
 		return nil
 	}
@@ -166,7 +167,7 @@ func (c *ServiceController) servicesFor(ctx context.Context, ch fleet.Change) []
 
 // enqueueSelecting adds the Services of the pods' namespace that select
 // any of them.
-func (c *ServiceController) enqueueSelecting(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], pods ...client.Object) {
+func (c *Controller) enqueueSelecting(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], pods ...client.Object) {
 	if len(pods) == 0 || !proxy.IsManaged(pods[len(pods)-1]) {
 		return
 	}
