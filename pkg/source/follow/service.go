@@ -24,7 +24,7 @@ type Exposure struct {
 }
 
 // ServiceCopy is what this source's copy of a Service holds in a target
-// (DESIGN "Services"): the ports, selector, session affinity,
+// (docs/design.md, "Services"): the ports, selector, session affinity,
 // publishNotReadyAddresses, traffic policies and headless-ness of src, and
 // its labels and annotations (but fleetlet's) with the parent label and
 // annotations. What an API server allocates is left for the target's to

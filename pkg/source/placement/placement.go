@@ -1,7 +1,7 @@
 // Package placement splits a pod's node constraints into the cluster-level
 // ones, which the source's election evaluates over the virtual nodes, and
 // the node-level ones, which stay in the candidate and apply inside the
-// target (DESIGN "Cluster-level placement"). One rule, no new API: a
+// target (docs/design.md, "Cluster-level placement"). One rule, no new API: a
 // requirement whose key is a label only virtual nodes carry
 // (multicluster.fleetlet.io/cluster, the target.multicluster.fleetlet.io/
 // labels, type=virtual-kubelet) is cluster-level; every other one is
