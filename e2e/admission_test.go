@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,9 +22,8 @@ import (
 func labelNamespace(t *testing.T, cluster, ns, label string) {
 	t.Helper()
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"true"}}}`, label)
-	if _, err := kube(t, cluster).CoreV1().Namespaces().Patch(context.Background(), ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, cluster).CoreV1().Namespaces().Patch(context.Background(), ns, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
 }
 
 // Targets run other mutating admission than fleetlet's. One that rewrites
@@ -44,28 +45,20 @@ func TestOtherMutatingAdmissionInTargets(t *testing.T) {
 
 	deployment(t, ns, "web", 3, notSource("web"))
 	for _, p := range waitDeploymentRunning(t, ns, "web", 3, 2*time.Minute) {
-		if p.Spec.NodeName != "fleetlet-cluster-2" {
-			t.Errorf("%s runs on %s: only cluster-2 schedules its candidates", p.Name, p.Spec.NodeName)
-		}
-		if len(p.Spec.Containers) != 1 {
-			t.Errorf("proxy %s has containers %v: the sidecar was injected in the target, not here", p.Name, containerNames(p.Spec.Containers))
-		}
+		assert.Equalf(t, "fleetlet-cluster-2", p.Spec.NodeName, "%s runs on %s: only cluster-2 schedules its candidates", p.Name, p.Spec.NodeName)
+		assert.Lenf(t, p.Spec.Containers, 1, "proxy %s has containers %v: the sidecar was injected in the target, not here", p.Name, containerNames(p.Spec.Containers))
 	}
 	delegates, err := kube(t, "cluster-2").CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelParentCluster})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, d := range delegates.Items {
-		if names := containerNames(d.Spec.Containers); !strings.Contains(strings.Join(names, ","), sandbox.SidecarName) {
-			t.Errorf("delegate %s in cluster-2 has containers %v, want the injected %s", d.Name, names, sandbox.SidecarName)
-		}
+		names := containerNames(d.Spec.Containers)
+		assert.Containsf(t, strings.Join(names, ","), sandbox.SidecarName, "delegate %s in cluster-2 has containers %v, want the injected %s", d.Name, names, sandbox.SidecarName)
 	}
 
 	pinned := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "batch", Namespace: ns,
 		Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region=cluster-3"}}, Spec: podSpec("100m")}
-	if _, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(ctx, pinned, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(ctx, pinned, metav1.CreateOptions{})
+	require.NoError(t, err)
 	eventually(t, time.Minute, "Elected=False naming the rewritten scheduler in cluster-3", func(ctx context.Context) (bool, string) {
 		p, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Get(ctx, "batch", metav1.GetOptions{})
 		if err != nil {
@@ -77,11 +70,9 @@ func TestOtherMutatingAdmissionInTargets(t *testing.T) {
 		}
 		return c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "schedulerName") && strings.Contains(c.Message, sandbox.RewrittenSchedulerName), c.Message
 	})
-	if pods, err := kube(t, "cluster-3").CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	} else if len(pods.Items) > 0 {
-		t.Errorf("pods in cluster-3, whose admission rewrites the scheduler: %v", podNames(pods.Items))
-	}
+	pods, err := kube(t, "cluster-3").CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Emptyf(t, pods.Items, "pods in cluster-3, whose admission rewrites the scheduler: %v", podNames(pods.Items))
 }
 
 func containerNames(cs []corev1.Container) []string {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,9 +40,8 @@ func TestChaosEveryCrashPointKeepsTheInvariants(t *testing.T) {
 		t.Helper()
 		for i := range n {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", round, i), Namespace: ns, Labels: map[string]string{"chaos": round}}, Spec: podSpec("100m")}
-			if _, err := src.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-				t.Fatalf("round %s: %v", round, err)
-			}
+			_, err := src.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			require.NoErrorf(t, err, "round %s", round)
 		}
 	}
 
@@ -53,9 +54,7 @@ func TestChaosEveryCrashPointKeepsTheInvariants(t *testing.T) {
 			// Deletions: the proxies of an earlier round, once bound.
 			waitBound(t, ns, "chaos="+crashpoint.AfterRecord, 3, 3*time.Minute)
 			for i := range 2 {
-				if err := src.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("%s-%d", crashpoint.AfterRecord, i), metav1.DeleteOptions{}); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, src.CoreV1().Pods(ns).Delete(ctx, fmt.Sprintf("%s-%d", crashpoint.AfterRecord, i), metav1.DeleteOptions{}))
 			}
 		} else {
 			create(point, 3)
@@ -70,24 +69,16 @@ func TestChaosEveryCrashPointKeepsTheInvariants(t *testing.T) {
 
 	// The target side crashes mid-election.
 	create("target-kill", 3)
-	if err := sb.KillComponent(ctx, sb.ClusterNames()[1], sandbox.ComponentManager); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.KillComponent(ctx, sb.ClusterNames()[1], sandbox.ComponentManager))
 	checkNoOverlap(t, ctx, ns)
-	if err := sb.StartComponent(ctx, sb.ClusterNames()[1], sandbox.ComponentManager); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.StartComponent(ctx, sb.ClusterNames()[1], sandbox.ComponentManager))
 
 	// A target stops mid-election, and comes back.
 	create("target-stop", 3)
 	stopped := sb.ClusterNames()[2]
-	if err := sb.Stop(ctx, stopped); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.Stop(ctx, stopped))
 	checkNoOverlap(t, ctx, ns)
-	if err := sb.Start(ctx, stopped); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.Start(ctx, stopped))
 
 	took := eventually(t, 5*time.Minute, "every proxy bound with one delegate, nothing left over", func(ctx context.Context) (bool, string) {
 		return converged(t, ctx, ns)
@@ -112,28 +103,18 @@ func leaderChange(t *testing.T, ctx context.Context, create func(), ns string) {
 	restartManager(t, fastLease...)
 	waitLeading(t, sandbox.ComponentManager)
 	first := leaseHolder(t, ctx)
-	if err := sb.StartComponentWith(ctx, sandbox.SourceCluster, sandbox.ComponentManagerStandby, fastLease...); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.StartComponentWith(ctx, sandbox.SourceCluster, sandbox.ComponentManagerStandby, fastLease...))
 	create()
-	if err := sb.PauseComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.PauseComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager))
 	waitLeading(t, sandbox.ComponentManagerStandby)
 	second := leaseHolder(t, ctx)
-	if second == first {
-		t.Fatalf("the standby leads, but the Lease still names %s", first)
-	}
+	require.NotEqualf(t, first, second, "the standby leads, but the Lease still names %s", first)
 	waitBound(t, ns, "chaos=leader-change", 6, 3*time.Minute)
-	if err := sb.ResumeComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.ResumeComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager))
 	waitDied(t, sandbox.SourceCluster, sandbox.ComponentManager, "leader election lost", time.Minute)
 	checkNoOverlap(t, ctx, ns)
 	restartManager(t, fastLease...)
-	if err := sb.StopComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManagerStandby); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.StopComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManagerStandby))
 	waitLeading(t, sandbox.ComponentManager)
 	checkNoOverlap(t, ctx, ns)
 	t.Logf("leader change: %s led, froze, %s took over and completed the elections; the first exited on waking and leads again, %s", first, second, time.Since(began).Round(100*time.Millisecond))
@@ -156,13 +137,9 @@ func restartManager(t *testing.T, args ...string) {
 	t.Helper()
 	ctx := context.Background()
 	if componentAlive(sandbox.SourceCluster, sandbox.ComponentManager) {
-		if err := sb.KillComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, sb.KillComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager))
 	}
-	if err := sb.StartComponentWith(ctx, sandbox.SourceCluster, sandbox.ComponentManager, args...); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.StartComponentWith(ctx, sandbox.SourceCluster, sandbox.ComponentManager, args...))
 }
 
 func componentAlive(cluster, component string) bool {
@@ -193,9 +170,7 @@ func waitDied(t *testing.T, cluster, component, why string, timeout time.Duratio
 	eventually(t, timeout, cluster+"'s "+component+" to die: "+why, func(context.Context) (bool, string) {
 		return !componentAlive(cluster, component), "still running"
 	})
-	if !strings.Contains(lastRun(t, cluster, component), why) {
-		t.Fatalf("%s's %s died, but its log does not say %q", cluster, component, why)
-	}
+	require.Containsf(t, lastRun(t, cluster, component), why, "%s's %s died, but its log does not say %q", cluster, component, why)
 }
 
 // lastRun is the log of a component's last run.
@@ -210,9 +185,7 @@ func lastRun(t *testing.T, cluster, component string) string {
 		}
 	}
 	data, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	runs := strings.Split(string(data), "\n=== ")
 	return runs[len(runs)-1]
 }
@@ -249,9 +222,7 @@ func standing(t *testing.T, ctx context.Context, p *corev1.Pod) (out map[string]
 func checkNoOverlap(t *testing.T, ctx context.Context, ns string) {
 	t.Helper()
 	proxies, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "chaos"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i := range proxies.Items {
 		bound := 0
 		all, _ := standing(t, ctx, &proxies.Items[i])
@@ -262,9 +233,7 @@ func checkNoOverlap(t *testing.T, ctx context.Context, ns string) {
 				}
 			}
 		}
-		if bound > 1 {
-			t.Errorf("proxy %s has %d bound pods standing for it: %v", proxies.Items[i].Name, bound, all)
-		}
+		assert.LessOrEqualf(t, bound, 1, "proxy %s has %d bound pods standing for it: %v", proxies.Items[i].Name, bound, all)
 	}
 }
 

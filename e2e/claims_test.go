@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,48 +46,35 @@ func TestStatefulSetKeepsItsClaims(t *testing.T) {
 		where[p.Name] = cluster
 		claim := "data-" + p.Name
 		c := sourceClaim(t, ns, claim)
-		if got := c.Annotations[v1alpha1.AnnotationTarget]; got != cluster {
-			t.Errorf("claim %s: %s=%q, want %q, where %s runs", claim, v1alpha1.AnnotationTarget, got, cluster, p.Name)
-		}
+		assert.Equalf(t, cluster, c.Annotations[v1alpha1.AnnotationTarget], "claim %s: %s, want where %s runs", claim, v1alpha1.AnnotationTarget, p.Name)
 		copies[claim], volumes[claim] = boundCopy(t, cluster, ns, claim, c.UID)
 		// kubectl get pvc in the source tells the truth: Bound, the
 		// copy's capacity, its volume there.
 		held, err := kube(t, cluster).CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		c = sourceClaim(t, ns, claim)
 		want, got := held.Status.Capacity[corev1.ResourceStorage], c.Status.Capacity[corev1.ResourceStorage]
-		if c.Status.Phase != corev1.ClaimBound || got.Cmp(want) != 0 || c.Annotations[v1alpha1.AnnotationTargetVolume] != volumes[claim] {
-			t.Errorf("source claim %s: %s, capacity %s, %s=%q; want Bound, %s, %q as in %s",
-				claim, c.Status.Phase, got.String(), v1alpha1.AnnotationTargetVolume, c.Annotations[v1alpha1.AnnotationTargetVolume], want.String(), volumes[claim], cluster)
-		}
+		assert.Falsef(t, c.Status.Phase != corev1.ClaimBound || got.Cmp(want) != 0 || c.Annotations[v1alpha1.AnnotationTargetVolume] != volumes[claim],
+			"source claim %s: %s, capacity %s, %s=%q; want Bound, %s, %q as in %s",
+			claim, c.Status.Phase, got.String(), v1alpha1.AnnotationTargetVolume, c.Annotations[v1alpha1.AnnotationTargetVolume], want.String(), volumes[claim], cluster)
 		for _, other := range targets {
 			if other == cluster {
 				continue
 			}
-			if _, err := kube(t, other).CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{}); err == nil {
-				t.Errorf("claim %s has a copy in %s too; want one copy, in %s", claim, other, cluster)
-			}
+			_, err := kube(t, other).CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+			assert.Errorf(t, err, "claim %s has a copy in %s too; want one copy, in %s", claim, other, cluster)
 		}
 	}
 
 	home := where["db-1"]
 	for i := range 5 {
 		old, err := src.CoreV1().Pods(ns).Get(ctx, "db-1", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := src.CoreV1().Pods(ns).Delete(ctx, "db-1", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, src.CoreV1().Pods(ns).Delete(ctx, "db-1", metav1.DeleteOptions{}))
 		p := waitRecreated(t, ns, "db-1", old.UID)
-		if got := clusterOfNode(p.Spec.NodeName); got != home {
-			t.Fatalf("deletion %d: db-1 came back in %s, want %s, where its claim is", i+1, got, home)
-		}
-		if uid, volume := boundCopy(t, home, ns, "data-db-1", sourceClaim(t, ns, "data-db-1").UID); uid != copies["data-db-1"] || volume != volumes["data-db-1"] {
-			t.Fatalf("deletion %d: db-1's claim in %s is %s on %s, want the same claim %s on %s", i+1, home, uid, volume, copies["data-db-1"], volumes["data-db-1"])
-		}
+		require.Equalf(t, home, clusterOfNode(p.Spec.NodeName), "deletion %d: db-1's cluster, want where its claim is", i+1)
+		uid, volume := boundCopy(t, home, ns, "data-db-1", sourceClaim(t, ns, "data-db-1").UID)
+		require.Falsef(t, uid != copies["data-db-1"] || volume != volumes["data-db-1"], "deletion %d: db-1's claim in %s is %s on %s, want the same claim %s on %s", i+1, home, uid, volume, copies["data-db-1"], volumes["data-db-1"])
 	}
 
 	// Scaled down, its claims kept (the default retention); db-1's target
@@ -98,9 +87,7 @@ func TestStatefulSetKeepsItsClaims(t *testing.T) {
 		}
 		return len(list.Items) == 1, fmt.Sprintf("%d pods", len(list.Items))
 	})
-	if err := sb.Stop(ctx, home); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.Stop(ctx, home))
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
@@ -114,29 +101,22 @@ func TestStatefulSetKeepsItsClaims(t *testing.T) {
 	for time.Now().Before(deadline) {
 		p, err := src.CoreV1().Pods(ns).Get(ctx, "db-1", metav1.GetOptions{})
 		if err == nil && p.Spec.NodeName != "" {
-			t.Fatalf("db-1 was bound to %s while %s, which holds its claim, is down", p.Spec.NodeName, home)
+			require.FailNowf(t, "db-1 bound while its claim's cluster is down", "db-1 was bound to %s while %s, which holds its claim, is down", p.Spec.NodeName, home)
 		}
 		time.Sleep(time.Second)
 	}
-	if err := sb.Start(ctx, home); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.Start(ctx, home))
 	restarted = true
 	for _, p := range waitStatefulSetRunning(t, ns, "db", 3, 5*time.Minute) {
-		if got := clusterOfNode(p.Spec.NodeName); got != where[p.Name] {
-			t.Errorf("%s runs in %s after the outage, want %s, where its claim is", p.Name, got, where[p.Name])
-		}
+		assert.Equalf(t, where[p.Name], clusterOfNode(p.Spec.NodeName), "%s's cluster after the outage, want where its claim is", p.Name)
 	}
-	if uid, _ := boundCopy(t, home, ns, "data-db-1", sourceClaim(t, ns, "data-db-1").UID); uid != copies["data-db-1"] {
-		t.Errorf("db-1's claim in %s is %s after the outage, want the same claim %s", home, uid, copies["data-db-1"])
-	}
+	uid, _ := boundCopy(t, home, ns, "data-db-1", sourceClaim(t, ns, "data-db-1").UID)
+	assert.Equalf(t, copies["data-db-1"], uid, "db-1's claim in %s after the outage, want the same claim", home)
 
 	// Deleting a source claim deletes its copy (once no pod there uses
 	// it); the others stay.
 	scaleStatefulSet(t, ns, "db", 2)
-	if err := src.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data-db-2", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, src.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data-db-2", metav1.DeleteOptions{}))
 	eventually(t, gcInterval+gcMinAge+2*time.Minute, "data-db-2's copy in "+where["db-2"]+" deleted", func(ctx context.Context) (bool, string) {
 		c, err := kube(t, where["db-2"]).CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-db-2", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -147,9 +127,8 @@ func TestStatefulSetKeepsItsClaims(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%s, deleting: %v", c.Status.Phase, c.DeletionTimestamp != nil)
 	})
-	if uid, _ := boundCopy(t, where["db-0"], ns, "data-db-0", sourceClaim(t, ns, "data-db-0").UID); uid != copies["data-db-0"] {
-		t.Errorf("db-0's claim in %s is %s, want it kept: %s", where["db-0"], uid, copies["data-db-0"])
-	}
+	uid, _ = boundCopy(t, where["db-0"], ns, "data-db-0", sourceClaim(t, ns, "data-db-0").UID)
+	assert.Equalf(t, copies["data-db-0"], uid, "db-0's claim in %s, want it kept", where["db-0"])
 }
 
 // claimedStatefulSet makes a Parallel StatefulSet of n replicas, each with
@@ -180,25 +159,21 @@ func claimedStatefulSet(t *testing.T, ns, name string, n int32) {
 			}},
 		},
 	}
-	if _, err := kube(t, sandbox.SourceCluster).AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 func scaleStatefulSet(t *testing.T, ns, name string, n int32) {
 	t.Helper()
 	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
-	if _, err := kube(t, sandbox.SourceCluster).AppsV1().StatefulSets(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).AppsV1().StatefulSets(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
 }
 
 func sourceClaim(t *testing.T, ns, name string) *corev1.PersistentVolumeClaim {
 	t.Helper()
 	c, err := kube(t, sandbox.SourceCluster).CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return c
 }
 
@@ -213,9 +188,7 @@ func boundCopy(t *testing.T, cluster, ns, name string, parent types.UID) (types.
 		if err != nil {
 			return false, err.Error()
 		}
-		if got := c.Labels[v1alpha1.LabelParentUID]; got != string(parent) {
-			t.Fatalf("claim %s in %s has parent-uid %q, want the source claim's %s", name, cluster, got, parent)
-		}
+		require.Equalf(t, string(parent), c.Labels[v1alpha1.LabelParentUID], "claim %s in %s: parent-uid, want the source claim's", name, cluster)
 		uid, volume = c.UID, c.Spec.VolumeName
 		return c.Status.Phase == corev1.ClaimBound, string(c.Status.Phase)
 	})
@@ -253,9 +226,7 @@ func TestClaimStorageClassMapped(t *testing.T) {
 		t.Helper()
 		ct := &v1alpha1.ClusterTarget{ObjectMeta: metav1.ObjectMeta{Name: target}}
 		body := fmt.Sprintf(`{"spec":{"storageClasses":%s}}`, classes)
-		if err := src.Patch(ctx, ct, client.RawPatch(types.MergePatchType, []byte(body))); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, src.Patch(ctx, ct, client.RawPatch(types.MergePatchType, []byte(body))))
 	}
 	patch(`{"fast":"standard"}`)
 	t.Cleanup(func() { patch("null") })
@@ -268,16 +239,14 @@ func TestClaimStorageClassMapped(t *testing.T) {
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
 	}
-	if _, err := kube(t, sandbox.SourceCluster).CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{})
+	require.NoError(t, err)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: podSpec("10m")}
 	pod.Spec.NodeSelector = map[string]string{v1alpha1.LabelCluster: target}
 	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
 	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
-	if _, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
 	eventually(t, 2*time.Minute, "db Running in "+target, func(ctx context.Context) (bool, string) {
 		p, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Get(ctx, "db", metav1.GetOptions{})
 		if err != nil {
@@ -287,15 +256,9 @@ func TestClaimStorageClassMapped(t *testing.T) {
 	})
 	boundCopy(t, target, ns, "data", sourceClaim(t, ns, "data").UID)
 	held, err := kube(t, target).CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := ptr.Deref(held.Spec.StorageClassName, ""); got != sandbox.StorageClassStandard {
-		t.Errorf("the copy in %s has class %q, want %q (mapped from fast)", target, got, sandbox.StorageClassStandard)
-	}
-	if c := sourceClaim(t, ns, "data"); c.Status.Phase != corev1.ClaimBound {
-		t.Errorf("the source claim is %s, want Bound", c.Status.Phase)
-	}
+	require.NoError(t, err)
+	assert.Equalf(t, sandbox.StorageClassStandard, ptr.Deref(held.Spec.StorageClassName, ""), "the copy in %s: class (mapped from fast)", target)
+	assert.Equal(t, corev1.ClaimBound, sourceClaim(t, ns, "data").Status.Phase, "the source claim's phase")
 }
 
 // Draining a virtual node does not evict a proxy whose claim is kept in
@@ -312,31 +275,22 @@ func TestDrainKeepsAProxyWithItsClaim(t *testing.T) {
 	claimedStatefulSet(t, ns, "kept", 1)
 	db := waitStatefulSetRunning(t, ns, "kept", 1, 3*time.Minute)[0]
 	node := db.Spec.NodeName
-	if out, err := kubectl(t, "--context", sandbox.SourceCluster, "cordon", node); err != nil {
-		t.Fatalf("cordon %s: %v: %s", node, err, out)
-	}
+	out, err := kubectl(t, "--context", sandbox.SourceCluster, "cordon", node)
+	require.NoErrorf(t, err, "cordon %s: %s", node, out)
 	t.Cleanup(func() { _, _ = kubectl(t, "--context", sandbox.SourceCluster, "uncordon", node) })
 
-	out, err := kubectl(t, "--context", sandbox.SourceCluster, "drain", node, "--ignore-daemonsets", "--pod-selector=app=kept", "--timeout=1m")
-	if err == nil || !strings.Contains(out, "keeps claim data-kept-0") || !strings.Contains(out, v1alpha1.AnnotationEvictWithClaims) {
-		t.Fatalf("kubectl drain %s: %v\n%s\nwant it refused for kept-0, naming its claim and the annotation", node, err, out)
-	}
-	if p, err := src.CoreV1().Pods(ns).Get(ctx, "kept-0", metav1.GetOptions{}); err != nil || p.UID != db.UID || p.DeletionTimestamp != nil {
-		t.Fatalf("kept-0 after the refused drain: %v (UID %s, deleting %v), want the same pod running", err, p.UID, p.DeletionTimestamp != nil)
-	}
+	out, err = kubectl(t, "--context", sandbox.SourceCluster, "drain", node, "--ignore-daemonsets", "--pod-selector=app=kept", "--timeout=1m")
+	require.Falsef(t, err == nil || !strings.Contains(out, "keeps claim data-kept-0") || !strings.Contains(out, v1alpha1.AnnotationEvictWithClaims), "kubectl drain %s: %v\n%s\nwant it refused for kept-0, naming its claim and the annotation", node, err, out)
+	kept, err := src.CoreV1().Pods(ns).Get(ctx, "kept-0", metav1.GetOptions{})
+	require.Falsef(t, err != nil || kept.UID != db.UID || kept.DeletionTimestamp != nil, "kept-0 after the refused drain: %v (UID %s, deleting %v), want the same pod running", err, kept.UID, kept.DeletionTimestamp != nil)
 
-	if out, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "annotate", "pod", "kept-0", v1alpha1.AnnotationEvictWithClaims+"=true"); err != nil {
-		t.Fatalf("annotate: %v: %s", err, out)
-	}
-	if out, err := kubectl(t, "--context", sandbox.SourceCluster, "drain", node, "--ignore-daemonsets", "--pod-selector=app=kept", "--timeout=2m"); err != nil {
-		t.Fatalf("kubectl drain %s with the pod annotated: %v\n%s", node, err, out)
-	}
+	out, err = kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "annotate", "pod", "kept-0", v1alpha1.AnnotationEvictWithClaims+"=true")
+	require.NoErrorf(t, err, "annotate: %s", out)
+	out, err = kubectl(t, "--context", sandbox.SourceCluster, "drain", node, "--ignore-daemonsets", "--pod-selector=app=kept", "--timeout=2m")
+	require.NoErrorf(t, err, "kubectl drain %s with the pod annotated\n%s", node, out)
 	waitElectedReason(t, ns, "kept-0", "holds claim data-kept-0")
-	if out, err := kubectl(t, "--context", sandbox.SourceCluster, "uncordon", node); err != nil {
-		t.Fatalf("uncordon: %v: %s", err, out)
-	}
+	out, err = kubectl(t, "--context", sandbox.SourceCluster, "uncordon", node)
+	require.NoErrorf(t, err, "uncordon: %s", out)
 	p := waitRecreated(t, ns, "kept-0", db.UID)
-	if p.Spec.NodeName != node {
-		t.Errorf("kept-0 came back on %s, want %s, where its claim is", p.Spec.NodeName, node)
-	}
+	assert.Equal(t, node, p.Spec.NodeName, "where kept-0 came back, want where its claim is")
 }

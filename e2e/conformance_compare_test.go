@@ -3,6 +3,9 @@ package e2e
 import (
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The comparison judges each spec by the section docs/conformance.md lists
@@ -15,9 +18,8 @@ func TestConformanceComparisonJudgesEachListing(t *testing.T) {
 		"## Unsteady on the sandbox\n\n| spec | why |\n|---|---|\n| `wobbly` | a probe |\n\n" +
 		"## Failing in both\n\n| spec | why |\n|---|---|\n| `kwok` | no container runs |\n| `kwok as diff` | no container runs |\n"
 	listed := parseConformanceDoc(doc)
-	if got := listed["wobbly"]; got.kind != unsteady || got.reason != "a probe" {
-		t.Fatalf("wobbly is read as %+v, want unsteady with its reason", got)
-	}
+	got := listed["wobbly"]
+	require.Falsef(t, got.kind != unsteady || got.reason != "a probe", "wobbly is read as %+v, want unsteady with its reason", got)
 	pass, fail := specResult{state: "passed"}, specResult{state: "failed", failure: "boom"}
 	plain := map[string]specResult{
 		"same": pass, "diff": pass, "diff fixed": pass, "wobbly": fail, "kwok": fail,
@@ -30,19 +32,14 @@ func TestConformanceComparisonJudgesEachListing(t *testing.T) {
 	table, problems := compareConformance(plain, enabled, listed)
 	want := map[string]bool{`"diff fixed" passes in both now`: true, `"kwok as diff" passes plain`: true,
 		`"unlisted diff" passes plain`: true, `"unlisted failure" is failed plain`: true}
-	if len(problems) != len(want) {
-		t.Errorf("problems:\n%s\nwant one for each of %v", strings.Join(problems, "\n"), want)
-	}
+	assert.Lenf(t, problems, len(want), "problems:\n%s\nwant one for each of %v", strings.Join(problems, "\n"), want)
 	for _, p := range problems {
 		ok := false
 		for w := range want {
 			ok = ok || strings.HasPrefix(p, w)
 		}
-		if !ok {
-			t.Errorf("unexpected problem: %s", p)
-		}
+		assert.Truef(t, ok, "unexpected problem: %s", p)
 	}
-	if !strings.Contains(table, "| `wobbly` | failed | passed | a probe |") || !strings.Contains(table, "8 specs: 5 pass plain, 2 of them pass enabled too") {
-		t.Errorf("table:\n%s", table)
-	}
+	assert.Containsf(t, table, "| `wobbly` | failed | passed | a probe |", "table:\n%s", table)
+	assert.Containsf(t, table, "8 specs: 5 pass plain, 2 of them pass enabled too", "table:\n%s", table)
 }

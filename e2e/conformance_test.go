@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,9 +63,7 @@ const conformanceDoc = "../docs/conformance.md"
 func TestUpstreamSpecsPassEnabledAsPlain(t *testing.T) {
 	need(t)
 	bin := os.Getenv("FLEETLET_E2E_KUBE_E2E")
-	if bin == "" {
-		t.Fatal("FLEETLET_E2E_KUBE_E2E names no upstream e2e binary: `make test` and `make conformance` build bin/kube-e2e.test and set it")
-	}
+	require.NotEmpty(t, bin, "FLEETLET_E2E_KUBE_E2E names no upstream e2e binary: `make test` and `make conformance` build bin/kube-e2e.test and set it")
 	focus := conformanceSubset
 	switch mode := os.Getenv("FLEETLET_E2E_CONFORMANCE"); mode {
 	case "", "subset":
@@ -73,9 +73,7 @@ func TestUpstreamSpecsPassEnabledAsPlain(t *testing.T) {
 		focus = mode
 	}
 	listed, err := readConformanceDoc(conformanceDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dir := t.TempDir()
 	plain := runUpstream(t, bin, focus, filepath.Join(dir, "plain.json"))
 	stop := enableNewNamespaces(t)
@@ -83,22 +81,16 @@ func TestUpstreamSpecsPassEnabledAsPlain(t *testing.T) {
 	proxies := stop()
 	// The enabled run really ran proxies: pods bound to virtual nodes.
 	t.Logf("the enabled run's pods bound to virtual nodes: %d", proxies)
-	if proxies == 0 {
-		t.Error("no pod of the enabled run was bound to a virtual node: the namespaces were not enabled")
-	}
+	assert.NotZero(t, proxies, "no pod of the enabled run was bound to a virtual node: the namespaces were not enabled")
 
 	table, problems := compareConformance(plain, enabled, listed)
 	t.Logf("upstream specs, plain and enabled:\n%s", table)
 	if out := os.Getenv("FLEETLET_E2E_CONFORMANCE_TABLE"); out != "" {
-		if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, os.WriteFile(out, []byte(table), 0o644))
 	}
-	if len(plain) == 0 {
-		t.Error("no upstream spec ran: the focus matches nothing")
-	}
+	assert.NotEmpty(t, plain, "no upstream spec ran: the focus matches nothing")
 	for _, p := range problems {
-		t.Error(p)
+		assert.Fail(t, p)
 	}
 }
 
@@ -141,9 +133,7 @@ func runUpstream(t *testing.T, bin, focus, report string) map[string]specResult 
 	start := time.Now()
 	err := cmd.Run()
 	results, rerr := readGinkgoReport(report)
-	if rerr != nil {
-		t.Fatalf("%s: %v (%v)\n%s", bin, rerr, err, tail(out.String(), 4000))
-	}
+	require.NoErrorf(t, rerr, "%s (%v)\n%s", bin, err, tail(out.String(), 4000))
 	t.Logf("%d upstream specs in %s (%s)", len(results), time.Since(start).Round(time.Second), filepath.Base(report))
 	return results
 }
@@ -322,14 +312,12 @@ func enableNewNamespaces(t *testing.T) func() int {
 			}},
 		},
 	}
-	if _, err := admission.MutatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	_, err := admission.MutatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{})
+	require.Falsef(t, err != nil && !apierrors.IsAlreadyExists(err), "creating the namespace policy: %v", err)
 	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
 		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: policy.Name}}
-	if _, err := admission.MutatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	_, err = admission.MutatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{})
+	require.Falsef(t, err != nil && !apierrors.IsAlreadyExists(err), "creating the namespace policy's binding: %v", err)
 	eventually(t, 30*time.Second, "the namespace policy in force", func(ctx context.Context) (bool, string) {
 		probe := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e-policy-probe", Labels: map[string]string{upstreamNamespaceLabel: "probe"}}}
 		got, err := kube(t, sandbox.SourceCluster).CoreV1().Namespaces().Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -363,8 +351,15 @@ func enableNewNamespaces(t *testing.T) func() int {
 
 // countProxies adds to seen the pods of the upstream framework's namespaces
 // bound to a virtual node.
+//
+// It runs on a goroutine of its own: a failure is an assert, never a
+// require (kube's).
 func countProxies(ctx context.Context, t *testing.T, seen map[string]bool) {
-	pods, err := kube(t, sandbox.SourceCluster).CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	cs, err := sb.Client(sandbox.SourceCluster)
+	if !assert.NoError(t, err) {
+		return
+	}
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return
 	}
@@ -381,8 +376,15 @@ const mirroredLabel = "e2e.fleetlet.io/mirrored"
 // mirrorNamespaces makes one pass: the source's live upstream namespaces
 // are created in every target, and the targets' mirrors whose source is
 // gone or going are deleted.
+//
+// It runs on a goroutine of its own: a failure is an assert, never a
+// require (kube's).
 func mirrorNamespaces(ctx context.Context, t *testing.T, sourceLabel string) {
-	list, err := kube(t, sandbox.SourceCluster).CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: upstreamNamespaceLabel})
+	src, err := sb.Client(sandbox.SourceCluster)
+	if !assert.NoError(t, err) {
+		return
+	}
+	list, err := src.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: upstreamNamespaceLabel})
 	if err != nil {
 		return
 	}
@@ -393,7 +395,11 @@ func mirrorNamespaces(ctx context.Context, t *testing.T, sourceLabel string) {
 		}
 	}
 	for _, c := range sb.ClusterNames()[1:] {
-		namespaces := kube(t, c).CoreV1().Namespaces()
+		cs, err := sb.Client(c)
+		if !assert.NoError(t, err) {
+			continue
+		}
+		namespaces := cs.CoreV1().Namespaces()
 		for name, ns := range live {
 			labels := map[string]string{sourceLabel: "true", mirroredLabel: "true"}
 			for k, v := range ns.Labels {

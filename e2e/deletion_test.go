@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,34 +35,28 @@ func TestProxyTerminatesLikeAPod(t *testing.T) {
 	src := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns)
 	spec := podSpec("100m")
 	spec.TerminationGracePeriodSeconds = ptr.To[int64](20)
-	if _, err := src.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"case": "terminate"}}, Spec: spec}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := src.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"case": "terminate"}}, Spec: spec}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	p := waitBound(t, ns, "case=terminate", 1, 2*time.Minute)[0]
-	if g := p.Spec.TerminationGracePeriodSeconds; g == nil || *g != 20 {
-		t.Fatalf("the proxy's grace period is %d (-1: unset), want the pod's own 20", ptr.Deref(g, -1))
-	}
-	if _, err := src.Patch(ctx, "web", types.StrategicMergePatchType, []byte(`{"spec":{"terminationGracePeriodSeconds":20}}`), metav1.PatchOptions{}); err != nil {
-		t.Errorf("a patch restating the pod's own grace period: %v", err)
-	}
+	g := p.Spec.TerminationGracePeriodSeconds
+	require.Falsef(t, g == nil || *g != 20, "the proxy's grace period is %d (-1: unset), want the pod's own 20", ptr.Deref(g, -1))
+	_, err = src.Patch(ctx, "web", types.StrategicMergePatchType, []byte(`{"spec":{"terminationGracePeriodSeconds":20}}`), metav1.PatchOptions{})
+	assert.NoError(t, err, "a patch restating the pod's own grace period")
 
 	cluster := clusterOfNode(p.Spec.NodeName)
 	delegate := delegatesOf(t, ctx, &p)[cluster][0]
 	pods := kube(t, cluster).CoreV1().Pods(ns)
 	release := holdShutdown(t, cluster, ns, delegate.Name)
 
-	if _, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "delete", "pod", "web", "--grace-period=7", "--wait=false"); err != nil {
-		t.Fatal(err)
-	}
+	_, err = kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "delete", "pod", "web", "--grace-period=7", "--wait=false")
+	require.NoError(t, err)
 	// kwok stops containers at once and makes the last delete, as a
 	// kubelet does once they have stopped: the delegate's own grace period
 	// reads 0 by then. What its chaperon controller deleted it with is
 	// the grace period its chaperon was given (pkg/target/chaperon's
 	// TestDeletedChaperonPassesItsGracePeriod shows the delete).
 	owner := metav1.GetControllerOf(&delegate)
-	if owner == nil {
-		t.Fatalf("delegate %s has no controller", delegate.Name)
-	}
+	require.NotNilf(t, owner, "delegate %s has no controller", delegate.Name)
 	eventually(t, time.Minute, "the delegate shutting down, its chaperon given the delete's grace period", func(ctx context.Context) (bool, string) {
 		d, err := pods.Get(ctx, delegate.Name, metav1.GetOptions{})
 		if err != nil {
@@ -75,12 +71,8 @@ func TestProxyTerminatesLikeAPod(t *testing.T) {
 	})
 	time.Sleep(3 * time.Second)
 	proxy, err := src.Get(ctx, "web", metav1.GetOptions{})
-	if err != nil || proxy.DeletionTimestamp == nil {
-		t.Fatalf("the proxy should show Terminating while its delegate shuts down: %v, %v", proxy, err)
-	}
-	if err := release(); err != nil {
-		t.Fatal(err)
-	}
+	require.Falsef(t, err != nil || proxy.DeletionTimestamp == nil, "the proxy should show Terminating while its delegate shuts down: %v, %v", proxy, err)
+	require.NoError(t, release())
 	eventually(t, 20*time.Second, "the proxy gone once its delegate is", func(ctx context.Context) (bool, string) {
 		p, err := src.Get(ctx, "web", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/fleetlet/fleetlet/pkg/sandbox"
 )
 
@@ -16,15 +19,12 @@ import (
 func TestDemo(t *testing.T) {
 	need(t)
 	var out bytes.Buffer
-	if err := sb.Demo(context.Background(), &out); err != nil {
-		t.Fatalf("Demo: %v\n%s", err, out.String())
-	}
+	err := sb.Demo(context.Background(), &out)
+	require.NoErrorf(t, err, "Demo\n%s", out.String())
 	text := out.String()
 	t.Log("\n" + text)
 	for _, want := range []string{"fleetlet-cluster-1", "fleetlet-cluster-2", "fleetlet-cluster-3", "REPLICA", "DELEGATE"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("the demo output lacks %q", want)
-		}
+		assert.Containsf(t, text, want, "the demo output lacks %q", want)
 	}
 	rows := 0
 	for _, line := range strings.Split(text, "\n") {
@@ -32,16 +32,11 @@ func TestDemo(t *testing.T) {
 			rows++
 		}
 	}
-	if rows != 6 {
-		t.Errorf("the demo shows %d replicas with a virtual node and a delegate, want 6", rows)
-	}
+	assert.Equal(t, 6, rows, "the demo's replicas with a virtual node and a delegate")
 	// It ends with kubectl logs of one replica through its virtual node:
 	// the last lines its cluster's kwok serves.
 	logs := regexp.MustCompile(`(?m)^\$ kubectl .* logs web-\S+ --tail=3 .*virtual node fleetlet-(cluster-\d+)\n`).FindStringSubmatch(text)
-	if logs == nil {
-		t.Fatal("the demo shows no kubectl logs through a virtual node")
-	}
-	if want := sandbox.ContainerLogMessage(logs[1], sandbox.ContainerLogLines); !strings.Contains(text, want) {
-		t.Errorf("the demo's kubectl logs lack %q", want)
-	}
+	require.NotNil(t, logs, "the demo shows no kubectl logs through a virtual node")
+	want := sandbox.ContainerLogMessage(logs[1], sandbox.ContainerLogLines)
+	assert.Containsf(t, text, want, "the demo's kubectl logs lack %q", want)
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,25 +43,16 @@ func TestGPUPodsRunWhereTheDevicesAre(t *testing.T) {
 		name := fmt.Sprintf("train-%d", i)
 		gpuPod(t, ns, name, "one-gpu")
 		p := waitGPUPodRunning(t, ns, name)
-		if got := clusterOfNode(p.Spec.NodeName); got != gpuClusters[0] {
-			t.Errorf("%s runs in %s, want %s: only it publishes devices", name, got, gpuClusters[0])
-		}
+		assert.Equalf(t, gpuClusters[0], clusterOfNode(p.Spec.NodeName), "%s's cluster: only %s publishes devices", name, gpuClusters[0])
 		dev := p.Annotations[v1alpha1.AnnotationDevices]
-		if !strings.HasPrefix(dev, "gpu="+sandbox.DeviceDriver+"/"+gpuClusters[0]+"-node-") {
-			t.Errorf("%s: %s=%q, want gpu=%s/<a node of %s>/<device>", name, v1alpha1.AnnotationDevices, dev, sandbox.DeviceDriver, gpuClusters[0])
-		}
-		if other, ok := devices[dev]; ok {
-			t.Errorf("%s and %s got the same device %s", other, name, dev)
-		}
+		assert.Truef(t, strings.HasPrefix(dev, "gpu="+sandbox.DeviceDriver+"/"+gpuClusters[0]+"-node-"), "%s: %s=%q, want gpu=%s/<a node of %s>/<device>", name, v1alpha1.AnnotationDevices, dev, sandbox.DeviceDriver, gpuClusters[0])
+		other, ok := devices[dev]
+		assert.Falsef(t, ok, "%s and %s got the same device %s", other, name, dev)
 		devices[dev] = name
 	}
 	tmpl, err := kube(t, gpuClusters[0]).ResourceV1().ResourceClaimTemplates(ns).Get(ctx, "one-gpu", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("the template's copy in %s: %v", gpuClusters[0], err)
-	}
-	if tmpl.Labels[v1alpha1.LabelParentCluster] != sandbox.SourceCluster {
-		t.Errorf("the template's copy in %s has labels %v, want %s=%s", gpuClusters[0], tmpl.Labels, v1alpha1.LabelParentCluster, sandbox.SourceCluster)
-	}
+	require.NoErrorf(t, err, "the template's copy in %s", gpuClusters[0])
+	assert.Equalf(t, sandbox.SourceCluster, tmpl.Labels[v1alpha1.LabelParentCluster], "the template's copy in %s has labels %v, want %s=%s", gpuClusters[0], tmpl.Labels, v1alpha1.LabelParentCluster, sandbox.SourceCluster)
 
 	// Every device is taken: the fourth waits, and says why per cluster.
 	gpuPod(t, ns, "train-3", "one-gpu")
@@ -83,33 +76,23 @@ func TestGPUPodsRunWhereTheDevicesAre(t *testing.T) {
 	})
 	time.Sleep(5 * time.Second)
 	p, err := src.CoreV1().Pods(ns).Get(ctx, "train-3", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) == 0 {
-		t.Fatalf("train-3 was bound to %q (gates %v) while no cluster had a free device", p.Spec.NodeName, p.Spec.SchedulingGates)
-	}
+	require.NoError(t, err)
+	require.Falsef(t, p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) == 0, "train-3 was bound to %q (gates %v) while no cluster had a free device", p.Spec.NodeName, p.Spec.SchedulingGates)
 	// No candidate is made where the class is not served.
-	if pods, err := kube(t, gpuClusters[1]).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err != nil || len(pods.Items) > 0 {
-		t.Errorf("%s has %d pods of %s (err %v), want none: it serves no DeviceClass", gpuClusters[1], len(pods.Items), ns, err)
-	}
+	pods, err := kube(t, gpuClusters[1]).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	assert.Falsef(t, err != nil || len(pods.Items) > 0, "%s has %d pods of %s (err %v), want none: it serves no DeviceClass", gpuClusters[1], len(pods.Items), ns, err)
 
 	// A second GPU cluster: the waiting pod runs there.
 	publishDevices(t, gpuClusters[1], 1)
 	start := time.Now()
 	p = waitGPUPodRunning(t, ns, "train-3")
 	t.Logf("train-3 ran %s after %s published devices", time.Since(start).Round(100*time.Millisecond), gpuClusters[1])
-	if got := clusterOfNode(p.Spec.NodeName); got != gpuClusters[1] {
-		t.Errorf("train-3 runs in %s, want %s, the second cluster with devices", got, gpuClusters[1])
-	}
-	if dev := p.Annotations[v1alpha1.AnnotationDevices]; !strings.HasPrefix(dev, "gpu="+sandbox.DeviceDriver+"/"+gpuClusters[1]+"-node-") {
-		t.Errorf("train-3: %s=%q, want a device of %s", v1alpha1.AnnotationDevices, dev, gpuClusters[1])
-	}
+	assert.Equalf(t, gpuClusters[1], clusterOfNode(p.Spec.NodeName), "train-3's cluster: want %s, the second cluster with devices", gpuClusters[1])
+	dev := p.Annotations[v1alpha1.AnnotationDevices]
+	assert.Truef(t, strings.HasPrefix(dev, "gpu="+sandbox.DeviceDriver+"/"+gpuClusters[1]+"-node-"), "train-3: %s=%q, want a device of %s", v1alpha1.AnnotationDevices, dev, gpuClusters[1])
 
 	// The template's copies go with the last pod that needs them.
-	if err := src.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, src.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
 	for _, c := range gpuClusters {
 		eventually(t, time.Minute, "the template's copy in "+c+" to go with its pods", func(ctx context.Context) (bool, string) {
 			_, err := kube(t, c).ResourceV1().ResourceClaimTemplates(ns).Get(ctx, "one-gpu", metav1.GetOptions{})
@@ -124,9 +107,8 @@ func TestGPUPodsRunWhereTheDevicesAre(t *testing.T) {
 		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
 			{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: sandbox.DeviceClassGPU}}}}},
 	}
-	if _, err := src.ResourceV1().ResourceClaims(ns).Create(ctx, shared, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = src.ResourceV1().ResourceClaims(ns).Create(ctx, shared, metav1.CreateOptions{})
+	require.NoError(t, err)
 	var home, device string
 	for _, name := range []string{"share-0", "share-1"} {
 		sharingPod(t, ns, name, "team-gpu")
@@ -135,17 +117,11 @@ func TestGPUPodsRunWhereTheDevicesAre(t *testing.T) {
 		if home == "" {
 			home, device = cluster, dev
 		}
-		if cluster != home || dev != device {
-			t.Errorf("%s runs in %s on %q; want %s on %q, with the claim it shares", name, cluster, dev, home, device)
-		}
+		assert.Falsef(t, cluster != home || dev != device, "%s runs in %s on %q; want %s on %q, with the claim it shares", name, cluster, dev, home, device)
 	}
 	got, err := src.ResourceV1().ResourceClaims(ns).Get(ctx, "team-gpu", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Annotations[v1alpha1.AnnotationTarget] != home {
-		t.Errorf("the shared claim says %s=%q, want %q", v1alpha1.AnnotationTarget, got.Annotations[v1alpha1.AnnotationTarget], home)
-	}
+	require.NoError(t, err)
+	assert.Equalf(t, home, got.Annotations[v1alpha1.AnnotationTarget], "the shared claim's %s", v1alpha1.AnnotationTarget)
 }
 
 func publishDevices(t *testing.T, cluster string, perNode int) {
@@ -154,9 +130,7 @@ func publishDevices(t *testing.T, cluster string, perNode int) {
 	for j := 1; j <= sb.State().Settings.Nodes; j++ {
 		nodes = append(nodes, sandbox.NodeName(cluster, j))
 	}
-	if err := sandbox.PublishDevices(context.Background(), kube(t, cluster), nodes, perNode); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sandbox.PublishDevices(context.Background(), kube(t, cluster), nodes, perNode))
 }
 
 // withdrawDevices removes the published devices and their class.
@@ -164,9 +138,7 @@ func withdrawDevices(t *testing.T, cluster string) {
 	t.Helper()
 	publishDevices(t, cluster, 0)
 	err := kube(t, cluster).ResourceV1().DeviceClasses().Delete(context.Background(), sandbox.DeviceClassGPU, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
-	}
+	require.Falsef(t, err != nil && !apierrors.IsNotFound(err), "deleting DeviceClass %s in %s: %v", sandbox.DeviceClassGPU, cluster, err)
 }
 
 // oneGPU creates a ResourceClaimTemplate for one device of the sandbox's
@@ -179,9 +151,8 @@ func oneGPU(t *testing.T, ns, name string) {
 			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: sandbox.DeviceClassGPU}}},
 		}}},
 	}
-	if _, err := kube(t, sandbox.SourceCluster).ResourceV1().ResourceClaimTemplates(ns).Create(context.Background(), rct, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).ResourceV1().ResourceClaimTemplates(ns).Create(context.Background(), rct, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 func gpuPod(t *testing.T, ns, name, template string) {
@@ -201,9 +172,8 @@ func claimingPod(t *testing.T, ns, name string, claim corev1.PodResourceClaim) {
 	spec.ResourceClaims = []corev1.PodResourceClaim{claim}
 	spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: claim.Name}}
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
-	if _, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 // waitGPUPodRunning waits until a proxy is Running with its devices named.

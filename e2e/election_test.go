@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -34,9 +36,8 @@ func enabledNamespace(t *testing.T, prefix string, targets ...string) string {
 			labels[v1alpha1.LabelEnabled] = "true"
 		}
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-		if _, err := kube(t, c).CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
+		_, err := kube(t, c).CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+		require.Falsef(t, err != nil && !apierrors.IsAlreadyExists(err), "creating namespace %s in %s: %v", name, c, err)
 	}
 	t.Cleanup(func() {
 		for _, c := range sb.ClusterNames() {
@@ -60,9 +61,7 @@ func delegatesOf(t *testing.T, ctx context.Context, proxy *corev1.Pod) map[strin
 	out := map[string][]corev1.Pod{}
 	for _, c := range sb.ClusterNames() {
 		pods, err := kube(t, c).CoreV1().Pods(proxy.Namespace).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelParentUID + "=" + string(proxy.UID)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, p := range pods.Items {
 			if p.DeletionTimestamp == nil {
 				out[c] = append(out[c], p)
@@ -111,12 +110,9 @@ func waitBound(t *testing.T, ns, selector string, n int, timeout time.Duration) 
 				}
 			}
 		}
-		if len(boundIn) != 1 || boundIn[want] != 1 {
-			t.Errorf("proxy %s on %s has bound delegates %v, want exactly one in %s", p.Name, p.Spec.NodeName, names(d), want)
-		}
-		if c := electedCondition(p); c == nil || c.Status != corev1.ConditionTrue {
-			t.Errorf("proxy %s bound without an Elected=True record: %+v", p.Name, c)
-		}
+		assert.Falsef(t, len(boundIn) != 1 || boundIn[want] != 1, "proxy %s on %s has bound delegates %v, want exactly one in %s", p.Name, p.Spec.NodeName, names(d), want)
+		c := electedCondition(p)
+		assert.Falsef(t, c == nil || c.Status != corev1.ConditionTrue, "proxy %s bound without an Elected=True record: %+v", p.Name, c)
 	}
 	// And soon the losing candidates are gone everywhere.
 	eventually(t, time.Minute, "the losing candidates to be gone", func(ctx context.Context) (bool, string) {
@@ -170,29 +166,22 @@ func TestDeploymentSpreadsOverClusters(t *testing.T) {
 		},
 	}
 	start := time.Now()
-	if _, err := kube(t, sandbox.SourceCluster).AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
+	require.NoError(t, err)
 	proxies := waitBound(t, ns, "app=web", 30, 3*time.Minute)
 	t.Logf("30 proxies bound in %s", time.Since(start).Round(100*time.Millisecond))
 	perCluster := map[string]int{}
 	for _, p := range proxies {
 		perCluster[clusterOfNode(p.Spec.NodeName)]++
-		if len(p.Spec.SchedulingGates) != 0 {
-			t.Errorf("bound proxy %s still has gates %v", p.Name, p.Spec.SchedulingGates)
-		}
+		assert.Emptyf(t, p.Spec.SchedulingGates, "bound proxy %s still has gates %v", p.Name, p.Spec.SchedulingGates)
 	}
-	if len(perCluster) < 2 {
-		t.Errorf("30 replicas all landed in %v: no spread", perCluster)
-	}
+	assert.GreaterOrEqualf(t, len(perCluster), 2, "30 replicas all landed in %v: no spread", perCluster)
 	t.Logf("replicas per cluster: %v", perCluster)
 
 	// A burst never makes the source scheduler fail a proxy, or preempt
 	// for one: each is ungated only once its virtual node has room.
 	events, err := kube(t, sandbox.SourceCluster).EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	isProxy := map[string]bool{}
 	for _, p := range proxies {
 		isProxy[p.Name] = true
@@ -200,26 +189,19 @@ func TestDeploymentSpreadsOverClusters(t *testing.T) {
 	for _, e := range events.Items {
 		// The self target's candidates are pods of this namespace too:
 		// their scheduler's events are not the source scheduler's.
-		if e.Regarding.Kind == "Pod" && isProxy[e.Regarding.Name] && (e.Reason == "FailedScheduling" || e.Reason == "Preempted" || e.Reason == "Preempting") {
-			t.Errorf("the source scheduler: %s %s: %s", e.Regarding.Name, e.Reason, e.Note)
-		}
+		assert.Falsef(t, e.Regarding.Kind == "Pod" && isProxy[e.Regarding.Name] && (e.Reason == "FailedScheduling" || e.Reason == "Preempted" || e.Reason == "Preempting"),
+			"the source scheduler: %s %s: %s", e.Regarding.Name, e.Reason, e.Note)
 	}
 
 	// In cluster-1, a self target, the candidates are not proxies.
 	if ds := kube(t, sandbox.SourceCluster); true {
 		pods, err := ds.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelParentUID})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, p := range pods.Items {
 			for _, f := range p.Finalizers {
-				if f == v1alpha1.FinalizerDelegate {
-					t.Errorf("delegate %s in cluster-1 was turned into a proxy", p.Name)
-				}
+				assert.NotEqualf(t, v1alpha1.FinalizerDelegate, f, "delegate %s in cluster-1 was turned into a proxy", p.Name)
 			}
-			if _, ok := p.Labels["app"]; ok {
-				t.Errorf("delegate %s in the self target kept label app: the source's Deployment would count it", p.Name)
-			}
+			assert.NotContainsf(t, p.Labels, "app", "delegate %s in the self target kept label app: the source's Deployment would count it", p.Name)
 		}
 	}
 }
@@ -236,22 +218,16 @@ func TestPlacementConstraints(t *testing.T) {
 	byZone := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "in-zone-2b", Namespace: ns, Labels: map[string]string{"case": "zone"}}, Spec: podSpec("100m")}
 	byZone.Spec.NodeSelector = map[string]string{"topology.kubernetes.io/zone": "cluster-2-b"}
 	for _, p := range []*corev1.Pod{bySelector, byZone} {
-		if _, err := src.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := src.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
 	}
 	sel := waitBound(t, ns, "case=selector", 1, 2*time.Minute)
-	if sel[0].Spec.NodeName != "fleetlet-cluster-3" {
-		t.Errorf("cluster-selector region=cluster-3 landed on %s", sel[0].Spec.NodeName)
-	}
+	assert.Equal(t, "fleetlet-cluster-3", sel[0].Spec.NodeName, "where cluster-selector region=cluster-3 landed")
 	zone := waitBound(t, ns, "case=zone", 1, 2*time.Minute)
-	if zone[0].Spec.NodeName != "fleetlet-cluster-2" {
-		t.Errorf("nodeSelector zone=cluster-2-b landed on %s", zone[0].Spec.NodeName)
-	}
+	assert.Equal(t, "fleetlet-cluster-2", zone[0].Spec.NodeName, "where nodeSelector zone=cluster-2-b landed")
 	d := delegatesOf(t, ctx, &zone[0])
-	if ps := d["cluster-2"]; len(ps) != 1 || ps[0].Spec.NodeName != sandbox.NodeName("cluster-2", 2) {
-		t.Errorf("the delegate of the zone cluster-2-b pod runs on %v, want %s", names(d), sandbox.NodeName("cluster-2", 2))
-	}
+	ps := d["cluster-2"]
+	assert.Falsef(t, len(ps) != 1 || ps[0].Spec.NodeName != sandbox.NodeName("cluster-2", 2), "the delegate of the zone cluster-2-b pod runs on %v, want %s", names(d), sandbox.NodeName("cluster-2", 2))
 }
 
 // A pod no cluster can run stays gated, says why for each cluster, and keeps
@@ -263,9 +239,7 @@ func TestTooBigStaysGatedAndExplains(t *testing.T) {
 	src := kube(t, sandbox.SourceCluster)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "huge", Namespace: ns}, Spec: podSpec("1000")}
 	created, err := src.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var cond *corev1.PodCondition
 	eventually(t, time.Minute, "Elected=False naming every cluster", func(ctx context.Context) (bool, string) {
 		p, err := src.CoreV1().Pods(ns).Get(ctx, "huge", metav1.GetOptions{})
@@ -285,12 +259,8 @@ func TestTooBigStaysGatedAndExplains(t *testing.T) {
 	})
 	t.Logf("Elected=False: %s", cond.Message)
 	p, err := src.CoreV1().Pods(ns).Get(ctx, "huge", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) != 1 || p.Spec.SchedulingGates[0].Name != v1alpha1.SchedulingGateElection {
-		t.Errorf("the huge pod was not kept gated: node %q gates %v", p.Spec.NodeName, p.Spec.SchedulingGates)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) != 1 || p.Spec.SchedulingGates[0].Name != v1alpha1.SchedulingGateElection, "the huge pod was not kept gated: node %q gates %v", p.Spec.NodeName, p.Spec.SchedulingGates)
 	eventually(t, time.Minute, "pending candidates in at most one target", func(ctx context.Context) (bool, string) {
 		d := delegatesOf(t, ctx, created)
 		return len(d) <= 1, fmt.Sprintf("candidates in %v", names(d))
@@ -305,14 +275,11 @@ func TestTargetWithoutNamespaceIsSkipped(t *testing.T) {
 	src := kube(t, sandbox.SourceCluster)
 	for i := range 6 {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%d", i), Namespace: ns, Labels: map[string]string{"case": "partial"}}, Spec: podSpec("100m")}
-		if _, err := src.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := src.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
 	}
 	for _, p := range waitBound(t, ns, "case=partial", 6, 2*time.Minute) {
-		if p.Spec.NodeName == "fleetlet-cluster-3" {
-			t.Errorf("%s landed in cluster-3, which has no namespace %s", p.Name, ns)
-		}
+		assert.NotEqualf(t, "fleetlet-cluster-3", p.Spec.NodeName, "%s landed in cluster-3, which has no namespace %s", p.Name, ns)
 	}
 }
 
@@ -328,17 +295,15 @@ func TestGlobalDefaultPriorityClassInTarget(t *testing.T) {
 		PreemptionPolicy: ptr.To(corev1.PreemptLowerPriority),
 	}
 	tgt := kube(t, "cluster-3")
-	if _, err := tgt.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	_, err := tgt.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{})
+	require.Falsef(t, err != nil && !apierrors.IsAlreadyExists(err), "creating PriorityClass %s in cluster-3: %v", pc.Name, err)
 	t.Cleanup(func() {
 		_ = tgt.SchedulingV1().PriorityClasses().Delete(context.Background(), pc.Name, metav1.DeleteOptions{})
 	})
 	ns := enabledNamespace(t, "prio", "cluster-3")
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns, Labels: map[string]string{"case": "prio"},
 		Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region=cluster-3"}}, Spec: podSpec("100m")}
-	if _, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+	require.NoError(t, err)
 	waitBound(t, ns, "case=prio", 1, 2*time.Minute)
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,23 +27,17 @@ func copiesIn(t *testing.T, ctx context.Context, cluster, ns string) []string {
 	sel := metav1.ListOptions{LabelSelector: v1alpha1.LabelParentCluster + "=" + sandbox.SourceCluster}
 	var out []string
 	cms, err := cs.CoreV1().ConfigMaps(ns).List(ctx, sel)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, o := range cms.Items {
 		out = append(out, "ConfigMap/"+o.Name)
 	}
 	secrets, err := cs.CoreV1().Secrets(ns).List(ctx, sel)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, o := range secrets.Items {
 		out = append(out, "Secret/"+o.Name)
 	}
 	sas, err := cs.CoreV1().ServiceAccounts(ns).List(ctx, sel)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, o := range sas.Items {
 		out = append(out, "ServiceAccount/"+o.Name)
 	}
@@ -57,15 +53,12 @@ func TestFollowConfigMapSecretServiceAccount(t *testing.T) {
 	ns := enabledNamespace(t, "follow", sb.ClusterNames()[1:]...)
 	ctx := context.Background()
 	src := kube(t, sandbox.SourceCluster)
-	if _, err := src.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-config"}, Data: map[string]string{"mode": "blue"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := src.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app-secret"}, StringData: map[string]string{"password": "s3cret"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := src.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app-sa"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := src.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-config"}, Data: map[string]string{"mode": "blue"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = src.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app-secret"}, StringData: map[string]string{"password": "s3cret"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = src.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "app-sa"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	deployment(t, ns, "app", 6, notSource("app"), func(d *appsv1.Deployment) {
 		s := &d.Spec.Template.Spec
 		s.ServiceAccountName = "app-sa"
@@ -81,27 +74,23 @@ func TestFollowConfigMapSecretServiceAccount(t *testing.T) {
 	}
 	want := []string{"ConfigMap/app-config", "Secret/app-secret", "ServiceAccount/app-sa"}
 	for c := range used {
-		if got := copiesIn(t, ctx, c, ns); strings.Join(got, ",") != strings.Join(want, ",") {
-			t.Errorf("copies in %s: %v, want %v", c, got, want)
-		}
+		got := copiesIn(t, ctx, c, ns)
+		assert.Equalf(t, strings.Join(want, ","), strings.Join(got, ","), "copies in %s", c)
 		// Each delegate runs as the copied ServiceAccount, in its target.
 		for _, p := range proxies {
 			if clusterOfNode(p.Spec.NodeName) != c {
 				continue
 			}
 			d := delegatesOf(t, ctx, &p)[c]
-			if len(d) != 1 || d[0].Spec.ServiceAccountName != "app-sa" {
-				t.Errorf("delegate of %s in %s: %v", p.Name, c, names(map[string][]corev1.Pod{c: d}))
-			}
+			assert.Falsef(t, len(d) != 1 || d[0].Spec.ServiceAccountName != "app-sa", "delegate of %s in %s: %v", p.Name, c, names(map[string][]corev1.Pod{c: d}))
 		}
 	}
 	t.Logf("replicas in %v", used)
 
 	// A change in the source reaches every copy.
 	changed := time.Now()
-	if _, err := src.CoreV1().ConfigMaps(ns).Patch(ctx, "app-config", types.MergePatchType, []byte(`{"data":{"mode":"green"}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = src.CoreV1().ConfigMaps(ns).Patch(ctx, "app-config", types.MergePatchType, []byte(`{"data":{"mode":"green"}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
 	took := eventually(t, time.Minute, "the ConfigMap change in every copy", func(ctx context.Context) (bool, string) {
 		for c := range used {
 			cm, err := kube(t, c).CoreV1().ConfigMaps(ns).Get(ctx, "app-config", metav1.GetOptions{})
@@ -117,9 +106,8 @@ func TestFollowConfigMapSecretServiceAccount(t *testing.T) {
 	t.Logf("a ConfigMap change reached every copy in %s (measured from the patch: %s)", took.Round(time.Millisecond), time.Since(changed).Round(time.Millisecond))
 
 	// Scaling to 0 removes every copy.
-	if _, err := src.AppsV1().Deployments(ns).Patch(ctx, "app", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = src.AppsV1().Deployments(ns).Patch(ctx, "app", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
 	eventually(t, 2*time.Minute, "no copy left in any target", func(ctx context.Context) (bool, string) {
 		var left []string
 		for _, c := range sb.ClusterNames()[1:] {
@@ -130,9 +118,8 @@ func TestFollowConfigMapSecretServiceAccount(t *testing.T) {
 		return len(left) == 0, fmt.Sprint(left)
 	})
 	// The source's own objects are untouched.
-	if _, err := src.CoreV1().ConfigMaps(ns).Get(ctx, "app-config", metav1.GetOptions{}); err != nil {
-		t.Errorf("the source's ConfigMap: %v", err)
-	}
+	_, err = src.CoreV1().ConfigMaps(ns).Get(ctx, "app-config", metav1.GetOptions{})
+	assert.NoError(t, err, "the source's ConfigMap")
 }
 
 // A pod that asks to take along a cluster-scoped kind, or a kind outside the
@@ -148,9 +135,8 @@ func TestFollowRefusals(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{v1alpha1.AnnotationFollow: follow}},
 			Spec:       podSpec("100m"),
 		}
-		if _, err := src.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := src.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		require.NoError(t, err)
 		eventually(t, time.Minute, name+" refused with the reason", func(ctx context.Context) (bool, string) {
 			p, err := src.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -176,20 +162,12 @@ func TestFollowRefusals(t *testing.T) {
 			return false, fmt.Sprintf("%d events", len(evs.Items))
 		})
 		p, err := src.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(p.Spec.SchedulingGates) == 0 || p.Spec.NodeName != "" {
-			t.Errorf("%s was let through: gates %v, node %q", name, p.Spec.SchedulingGates, p.Spec.NodeName)
-		}
+		require.NoError(t, err)
+		assert.Falsef(t, len(p.Spec.SchedulingGates) == 0 || p.Spec.NodeName != "", "%s was let through: gates %v, node %q", name, p.Spec.SchedulingGates, p.Spec.NodeName)
 	}
-	if left := remoteLeftovers(t, ctx, ns); len(left) != 0 {
-		t.Errorf("refused pods left objects in targets: %v", left)
-	}
+	assert.Empty(t, remoteLeftovers(t, ctx, ns), "refused pods left objects in targets")
 	for _, c := range sb.ClusterNames()[1:] {
-		if got := copiesIn(t, ctx, c, ns); len(got) != 0 {
-			t.Errorf("copies in %s for refused pods: %v", c, got)
-		}
+		assert.Emptyf(t, copiesIn(t, ctx, c, ns), "copies in %s for refused pods", c)
 	}
 }
 
@@ -200,32 +178,21 @@ func TestFollowNameClashSkipsTheTarget(t *testing.T) {
 	ns := enabledNamespace(t, "follow-clash", sb.ClusterNames()[1:]...)
 	ctx := context.Background()
 	src := kube(t, sandbox.SourceCluster)
-	if _, err := src.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"k": "source"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := src.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"k": "source"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	theirs, err := kube(t, "cluster-2").CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"k": "theirs"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	deployment(t, ns, "app", 4, notSource("app"), func(d *appsv1.Deployment) {
 		s := &d.Spec.Template.Spec
 		s.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}
 	})
 	proxies := waitDeploymentRunning(t, ns, "app", 4, 3*time.Minute)
 	for _, p := range proxies {
-		if p.Spec.NodeName != "fleetlet-cluster-3" {
-			t.Errorf("proxy %s runs on %s: the clashing target was not skipped", p.Name, p.Spec.NodeName)
-		}
+		assert.Equalf(t, "fleetlet-cluster-3", p.Spec.NodeName, "proxy %s's node: the clashing target was not skipped", p.Name)
 	}
 	got, err := kube(t, "cluster-2").CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.ResourceVersion != theirs.ResourceVersion || got.Data["k"] != "theirs" {
-		t.Errorf("the target's own ConfigMap was changed: %+v", got)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, got.ResourceVersion != theirs.ResourceVersion || got.Data["k"] != "theirs", "the target's own ConfigMap was changed: %+v", got)
 	cm, err := kube(t, "cluster-3").CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
-	if err != nil || cm.Data["k"] != "source" {
-		t.Errorf("copy in cluster-3: %v %+v", err, cm)
-	}
+	assert.Falsef(t, err != nil || cm.Data["k"] != "source", "copy in cluster-3: %v %+v", err, cm)
 }

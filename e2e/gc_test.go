@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,9 +33,8 @@ func TestGarbageCollectorRemovesOrphans(t *testing.T) {
 				Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region in (cluster-2,cluster-3)"}},
 			Spec: podSpec("100m"),
 		}
-		if _, err := src.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := src.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		require.NoError(t, err)
 	}
 	var orphan, keep corev1.Pod
 	eventually(t, 2*time.Minute, "both pods Running", func(ctx context.Context) (bool, string) {
@@ -54,15 +55,11 @@ func TestGarbageCollectorRemovesOrphans(t *testing.T) {
 	var created time.Time
 	{
 		var pc v1alpha1.PodChaperon
-		if err := ctrlClient(t, cluster).Get(ctx, types.NamespacedName{Namespace: ns, Name: chaperon}, &pc); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, ctrlClient(t, cluster).Get(ctx, types.NamespacedName{Namespace: ns, Name: chaperon}, &pc))
 		created = pc.CreationTimestamp.Time
 	}
 
-	if err := sb.StopComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.StopComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager))
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
@@ -71,21 +68,16 @@ func TestGarbageCollectorRemovesOrphans(t *testing.T) {
 	})
 	// Take the proxy away behind fleetlet's back.
 	patch := fmt.Sprintf(`{"metadata":{"$deleteFromPrimitiveList/finalizers":[%q]}}`, v1alpha1.FinalizerDelegate)
-	if _, err := src.CoreV1().Pods(ns).Patch(ctx, orphan.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := src.CoreV1().Pods(ns).Delete(ctx, orphan.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := src.CoreV1().Pods(ns).Patch(ctx, orphan.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.NoError(t, src.CoreV1().Pods(ns).Delete(ctx, orphan.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
 	// The collector spares chaperons younger than --gc-min-age (a proxy
 	// the source has not seen yet); make sure this one is older before it
 	// looks.
 	if wait := time.Until(created.Add(gcMinAge + 10*time.Second)); wait > 0 {
 		time.Sleep(wait)
 	}
-	if err := sb.StartComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.StartComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager))
 	restarted = true
 	tc := ctrlClient(t, cluster)
 	took := eventually(t, 3*time.Minute, "the orphan chaperon and its delegate gone from "+cluster, func(ctx context.Context) (bool, string) {
@@ -98,7 +90,6 @@ func TestGarbageCollectorRemovesOrphans(t *testing.T) {
 	t.Logf("orphan collected %s after the manager restarted", took.Round(time.Second))
 	// The live proxy's delegate is untouched.
 	d := delegatesOf(t, ctx, &keep)
-	if got := d[clusterOfNode(keep.Spec.NodeName)]; len(got) != 1 {
-		t.Errorf("the live proxy's delegates: %v", names(d))
-	}
+	got := d[clusterOfNode(keep.Spec.NodeName)]
+	assert.Lenf(t, got, 1, "the live proxy's delegates: %v", names(d))
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -57,14 +59,10 @@ func TestGangLandsWholeInOneCluster(t *testing.T) {
 			}
 			return running == size, fmt.Sprintf("%d of %d running; by cluster %v", running, size, where)
 		})
-		if len(where) != 1 || where[names[0]] != size {
-			t.Fatalf("repetition %d: group %s by cluster %v, want all %d in %s, the one cluster with room for them all", rep, group, where, size, names[0])
-		}
+		require.Falsef(t, len(where) != 1 || where[names[0]] != size, "repetition %d: group %s by cluster %v, want all %d in %s, the one cluster with room for them all", rep, group, where, size, names[0])
 		oneDelegateEach(t, ctx, ns, v1alpha1.LabelGroup+"="+group)
-		if err := src.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
-			metav1.ListOptions{LabelSelector: v1alpha1.LabelGroup + "=" + group}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, src.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
+			metav1.ListOptions{LabelSelector: v1alpha1.LabelGroup + "=" + group}))
 		waitForRoom(t, names[0], 2)
 	}
 	t.Logf("%d gangs of %d, each whole in %s, in %s", reps, size, names[0], time.Since(start).Round(time.Second))
@@ -80,21 +78,16 @@ func TestGangLandsWholeInOneCluster(t *testing.T) {
 			Spec: spec,
 		}},
 	}
-	if _, err := src.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := src.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+	require.NoError(t, err)
 	waitJobComplete(t, ns, "train-job", size, 2*time.Minute)
 	pods, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=train-job"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	where := map[string]int{}
 	for _, p := range pods.Items {
 		where[clusterOfNode(p.Spec.NodeName)]++
 	}
-	if len(where) != 1 || where[names[0]] != size {
-		t.Errorf("the Job's pods by cluster %v, want all %d in %s", where, size, names[0])
-	}
+	assert.Falsef(t, len(where) != 1 || where[names[0]] != size, "the Job's pods by cluster %v, want all %d in %s", where, size, names[0])
 }
 
 // A gang that fits nowhere (7 members at least, 6 places in the largest
@@ -145,16 +138,12 @@ func TestGangThatFitsNowhereLetsGo(t *testing.T) {
 		return true, ""
 	})
 	pods, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, p := range pods.Items {
 		if p.Labels[v1alpha1.LabelParentUID] != "" {
 			continue // a candidate in the source as its own target
 		}
-		if p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) == 0 {
-			t.Errorf("%s was let go: node %q, gates %v", p.Name, p.Spec.NodeName, p.Spec.SchedulingGates)
-		}
+		assert.Falsef(t, p.Spec.NodeName != "" || len(p.Spec.SchedulingGates) == 0, "%s was let go: node %q, gates %v", p.Name, p.Spec.NodeName, p.Spec.SchedulingGates)
 	}
 }
 
@@ -176,9 +165,7 @@ func gangNamespace(t *testing.T, prefix string, nodes int) string {
 func oneDelegateEach(t *testing.T, ctx context.Context, ns, selector string) {
 	t.Helper()
 	proxies, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i := range proxies.Items {
 		p := &proxies.Items[i]
 		if p.Labels[v1alpha1.LabelParentUID] != "" {
@@ -192,9 +179,7 @@ func oneDelegateEach(t *testing.T, ctx context.Context, ns, selector string) {
 				}
 			}
 		}
-		if len(bound) != 1 || !strings.HasPrefix(bound[0], clusterOfNode(p.Spec.NodeName)+"/") {
-			t.Errorf("proxy %s on %s has bound delegates %v, want one, there", p.Name, p.Spec.NodeName, bound)
-		}
+		assert.Falsef(t, len(bound) != 1 || !strings.HasPrefix(bound[0], clusterOfNode(p.Spec.NodeName)+"/"), "proxy %s on %s has bound delegates %v, want one, there", p.Name, p.Spec.NodeName, bound)
 	}
 }
 
@@ -203,12 +188,8 @@ func oneDelegateEach(t *testing.T, ctx context.Context, ns, selector string) {
 func restartSourceManager(t *testing.T, args ...string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := sb.StopComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
-		t.Fatal(err)
-	}
-	if err := sb.StartComponentWith(ctx, sandbox.SourceCluster, sandbox.ComponentManager, args...); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.StopComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager))
+	require.NoError(t, sb.StartComponentWith(ctx, sandbox.SourceCluster, sandbox.ComponentManager, args...))
 	waitLeading(t, sandbox.ComponentManager)
 }
 
@@ -220,9 +201,8 @@ func gangMember(t *testing.T, ns, name, group string, min int) {
 			Annotations: map[string]string{v1alpha1.AnnotationGroupMinMembers: fmt.Sprint(min)}},
 		Spec: podSpec(gangCPU),
 	}
-	if _, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 // holdRoomForThree leaves a cluster room for three gang members only:
@@ -232,17 +212,15 @@ func holdRoomForThree(t *testing.T, cluster string) {
 	ctx := context.Background()
 	k := kube(t, cluster)
 	ns := fmt.Sprintf("other-tenant-%d", time.Now().UnixNano()%1_000_000)
-	if _, err := k.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := k.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = k.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 	for node, cpu := range map[int]string{2: gangCPU, 3: "22"} {
 		spec := podSpec(cpu)
 		spec.NodeName = sandbox.NodeName(cluster, node)
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("filler-%d", node), Namespace: ns}, Spec: spec}
-		if _, err := k.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
+		_, err := k.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		require.Falsef(t, err != nil && !apierrors.IsAlreadyExists(err), "creating %s: %v", p.Name, err)
 	}
 }
 
@@ -263,9 +241,7 @@ func waitForRoom(t *testing.T, cluster string, n int) {
 func reservedChaperons(t *testing.T, ctx context.Context, cluster, ns string) []string {
 	t.Helper()
 	var list v1alpha1.PodChaperonList
-	if err := ctrlClient(t, cluster).List(ctx, &list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ctrlClient(t, cluster).List(ctx, &list, client.InNamespace(ns)))
 	var out []string
 	for _, pc := range list.Items {
 		if pc.Annotations[v1alpha1.AnnotationReserved] != "" && pc.DeletionTimestamp == nil {

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -40,12 +42,8 @@ func startKubectl(t *testing.T, args ...string) *lines {
 	t.Helper()
 	cmd := kubectlCmd(args...)
 	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	return newLines(out)
 }
@@ -78,14 +76,14 @@ func (l *lines) until(t *testing.T, want string, timeout time.Duration) string {
 		select {
 		case line, ok := <-l.ch:
 			if !ok {
-				t.Fatalf("output ended before %q; got:\n%s", want, strings.Join(l.got, "\n"))
+				require.FailNowf(t, "output ended", "output ended before %q; got:\n%s", want, strings.Join(l.got, "\n"))
 			}
 			l.got = append(l.got, line)
 			if strings.Contains(line, want) {
 				return line
 			}
 		case <-deadline:
-			t.Fatalf("no %q within %s; got:\n%s", want, timeout, strings.Join(l.got, "\n"))
+			require.FailNowf(t, "timed out", "no %q within %s; got:\n%s", want, timeout, strings.Join(l.got, "\n"))
 		}
 	}
 }
@@ -117,8 +115,7 @@ func appendContainerLog(t *testing.T, cluster, msg string) {
 	t.Helper()
 	st := sb.State()
 	cs, err := st.Cluster(cluster)
-	if err != nil {
-		t.Error(err)
+	if !assert.NoError(t, err) {
 		return
 	}
 	f, err := os.OpenFile(filepath.Join(cs.DataDir, sandbox.ContainerLogFile), os.O_APPEND|os.O_WRONLY, 0)
@@ -126,9 +123,7 @@ func appendContainerLog(t *testing.T, cluster, msg string) {
 		_, err = f.WriteString(sandbox.ContainerLogLine(time.Now(), msg))
 		f.Close()
 	}
-	if err != nil {
-		t.Error(err)
-	}
+	assert.NoError(t, err)
 }
 
 // kubeletGet calls a virtual node's kubelet API directly, as token's
@@ -146,9 +141,7 @@ func summaryHas(sum statsv1alpha1.Summary, ns, name string) bool {
 func kubeletGet(t *testing.T, port int32, path, token string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d%s", port, path), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -156,20 +149,14 @@ func kubeletGet(t *testing.T, port int32, path, token string) (int, string) {
 	// source's CA (its kubelet-serving signer issued it).
 	st := sb.State()
 	src, err := st.Cluster(sandbox.SourceCluster)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	caPEM, err := os.ReadFile(src.CAFile())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(caPEM)
 	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
@@ -183,28 +170,23 @@ func callerToken(t *testing.T, ns, name string) (token string, grant func(rbacv1
 	ctx := context.Background()
 	src := kube(t, sandbox.SourceCluster)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
-	if _, err := src.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := src.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{})
+	require.NoError(t, err)
 	tr, err := src.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	grant = func(rule rbacv1.PolicyRule) {
 		t.Helper()
 		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Rules: []rbacv1.PolicyRule{rule}}
 		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}}
-		if _, err := src.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := src.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
+		require.NoError(t, err)
 		t.Cleanup(func() {
 			_ = src.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
 		})
-		if _, err := src.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err = src.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
+		require.NoError(t, err)
 		t.Cleanup(func() {
 			_ = src.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
 		})
@@ -224,39 +206,25 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 	waitDeploymentRunning(t, ns, "web", 1, time.Minute)
 	cluster := clusterOfNode(p.Spec.NodeName)
 	rec, ok := proxy.Elected(&p)
-	if !ok {
-		t.Fatalf("proxy %s has no election record", p.Name)
-	}
+	require.Truef(t, ok, "proxy %s has no election record", p.Name)
 	delegate := rec.Chaperon
 
 	t.Run("logs", func(t *testing.T) {
 		got, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "logs", p.Name)
-		if err != nil {
-			t.Fatalf("kubectl logs: %v\n%s", err, got)
-		}
+		require.NoErrorf(t, err, "kubectl logs\n%s", got)
 		direct, err := kubectl(t, "--context", cluster, "-n", ns, "logs", delegate)
-		if err != nil {
-			t.Fatalf("kubectl logs in %s: %v\n%s", cluster, err, direct)
-		}
-		if got != direct || !strings.Contains(got, sandbox.ContainerLogMessage(cluster, 1)) {
-			t.Errorf("logs through the virtual node:\n%s\nwant what %s serves:\n%s", got, cluster, direct)
-		}
+		require.NoErrorf(t, err, "kubectl logs in %s\n%s", cluster, direct)
+		assert.Falsef(t, got != direct || !strings.Contains(got, sandbox.ContainerLogMessage(cluster, 1)), "logs through the virtual node:\n%s\nwant what %s serves:\n%s", got, cluster, direct)
 		tail, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "logs", p.Name, "-c", "main", "--tail=2", "--timestamps")
 		lines := strings.Split(strings.TrimSpace(tail), "\n")
 		stamped := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\S+Z `)
-		if err != nil || len(lines) != 2 || !stamped.MatchString(lines[0]) || !strings.HasSuffix(lines[1], sandbox.ContainerLogMessage(cluster, sandbox.ContainerLogLines)) {
-			t.Errorf("--tail=2 --timestamps: %v\n%s", err, tail)
-		}
-		if none, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "logs", p.Name, "--tail=0"); err != nil || none != "" {
-			t.Errorf("--tail=0: %v %q, want no line", err, none)
-		}
+		assert.Falsef(t, err != nil || len(lines) != 2 || !stamped.MatchString(lines[0]) || !strings.HasSuffix(lines[1], sandbox.ContainerLogMessage(cluster, sandbox.ContainerLogLines)), "--tail=2 --timestamps: %v\n%s", err, tail)
+		none, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "logs", p.Name, "--tail=0")
+		assert.Falsef(t, err != nil || none != "", "--tail=0: %v %q, want no line", err, none)
 		limited, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "logs", p.Name, "--limit-bytes=7")
-		if err != nil || limited != direct[:7] {
-			t.Errorf("--limit-bytes=7: %v %q, want %q", err, limited, direct[:7])
-		}
-		if out, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "logs", p.Name, "-c", "nosuch"); err == nil || !strings.Contains(out, "nosuch") {
-			t.Errorf("logs of a container the pod does not have: %v\n%s", err, out)
-		}
+		assert.Falsef(t, err != nil || limited != direct[:7], "--limit-bytes=7: %v %q, want %q", err, limited, direct[:7])
+		out, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "logs", p.Name, "-c", "nosuch")
+		assert.Falsef(t, err == nil || !strings.Contains(out, "nosuch"), "logs of a container the pod does not have: %v\n%s", err, out)
 	})
 
 	t.Run("follow", func(t *testing.T) {
@@ -269,23 +237,17 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 
 	t.Run("exec", func(t *testing.T) {
 		out, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "exec", p.Name, "--", "sh", "-c", "echo to-stdout; echo to-stderr >&2")
-		if err != nil || !strings.Contains(out, "to-stdout") || !strings.Contains(out, "to-stderr") {
-			t.Errorf("exec: %v\n%s", err, out)
-		}
+		assert.Falsef(t, err != nil || !strings.Contains(out, "to-stdout") || !strings.Contains(out, "to-stderr"), "exec: %v\n%s", err, out)
 		// kwok reports a failed command as an error naming its status
 		// (kubectl then exits 1), through the virtual node as directly.
 		out, err = kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "exec", p.Name, "--", "sh", "-c", "exit 3")
-		if err == nil || !strings.Contains(out, "exit status 3") {
-			t.Errorf("exec of a failing command: %v\n%s", err, out)
-		}
+		assert.Falsef(t, err == nil || !strings.Contains(out, "exit status 3"), "exec of a failing command: %v\n%s", err, out)
 		// One line, not cat: kwok does not close a command's stdin
 		// when the caller's ends (directly in the target neither).
 		cmd := kubectlCmd("-n", ns, "exec", "-i", p.Name, "--", "sh", "-c", "read line; echo got: $line")
 		cmd.Stdin = strings.NewReader("piped through\n")
 		piped, err := cmd.CombinedOutput()
-		if err != nil || string(piped) != "got: piped through\n" {
-			t.Errorf("exec -i: %v %q", err, piped)
-		}
+		assert.Falsef(t, err != nil || string(piped) != "got: piped through\n", "exec -i: %v %q", err, piped)
 	})
 
 	t.Run("attach", func(t *testing.T) {
@@ -297,18 +259,13 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 		local := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> (\d+)`)
 		for range 2 {
 			m := local.FindStringSubmatch(r.until(t, "Forwarding from 127.0.0.1", 30*time.Second))
-			if m == nil {
-				t.Fatal("no local port")
-			}
+			require.NotNil(t, m, "no local port")
 			resp, err := http.Get("http://127.0.0.1:" + m[1] + "/through-" + m[2])
-			if err != nil {
-				t.Fatalf("port %s: %v", m[2], err)
-			}
+			require.NoErrorf(t, err, "port %s", m[2])
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if want := sandbox.PortForwardReply + " GET /through-" + m[2] + "\n"; string(body) != want {
-				t.Errorf("port %s answered %q, want %q", m[2], body, want)
-			}
+			want := sandbox.PortForwardReply + " GET /through-" + m[2] + "\n"
+			assert.Equalf(t, want, string(body), "what port %s answered", m[2])
 		}
 	})
 
@@ -322,9 +279,7 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 		needMetricsServer(t)
 		src := kube(t, sandbox.SourceCluster)
 		node, err := src.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		port := node.Status.DaemonEndpoints.KubeletEndpoint.Port
 		token, grant := callerToken(t, ns, "usage-reader")
 		grant(rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/metrics", "nodes/stats"}, Verbs: []string{"get"}})
@@ -335,54 +290,40 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 			return code == http.StatusOK && strings.Contains(body, `pod_cpu_usage_seconds_total{namespace="`+ns+`",pod="`+p.Name+`"}`), fmt.Sprintf("%d %s", code, body)
 		})
 		for _, want := range []string{"# TYPE node_cpu_usage_seconds_total counter", "scrape_error 0", `container_memory_working_set_bytes{container="main",namespace="` + ns + `",pod="` + p.Name + `"}`} {
-			if !strings.Contains(text, want) {
-				t.Errorf("/metrics/resource of %s has no %q:\n%s", p.Spec.NodeName, want, text)
-			}
+			assert.Containsf(t, text, want, "/metrics/resource of %s has no %q:\n%s", p.Spec.NodeName, want, text)
 		}
 		code, raw := kubeletGet(t, port, "/stats/summary", token)
 		var sum statsv1alpha1.Summary
-		if err := json.Unmarshal([]byte(raw), &sum); code != http.StatusOK || err != nil || sum.Node.NodeName != p.Spec.NodeName || !summaryHas(sum, ns, p.Name) {
-			t.Errorf("/stats/summary of %s: %d %v, %s", p.Spec.NodeName, code, err, raw)
-		}
-		if code, body := kubeletGet(t, port, "/pods", token); code != http.StatusForbidden {
-			t.Errorf("/pods with nodes/metrics and nodes/stats only: %d %s, want 403", code, body)
-		}
+		err = json.Unmarshal([]byte(raw), &sum)
+		assert.Falsef(t, code != http.StatusOK || err != nil || sum.Node.NodeName != p.Spec.NodeName || !summaryHas(sum, ns, p.Name), "/stats/summary of %s: %d %v, %s", p.Spec.NodeName, code, err, raw)
+		code, body := kubeletGet(t, port, "/pods", token)
+		assert.Equalf(t, http.StatusForbidden, code, "/pods with nodes/metrics and nodes/stats only: %s", body)
 	})
 
 	t.Run("callers are authenticated and authorized", func(t *testing.T) {
 		src := kube(t, sandbox.SourceCluster)
 		node, err := src.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		other, err := src.CoreV1().Nodes().Get(ctx, "fleetlet-"+sandbox.SourceCluster, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		port, otherPort := node.Status.DaemonEndpoints.KubeletEndpoint.Port, other.Status.DaemonEndpoints.KubeletEndpoint.Port
-		if port == 0 || otherPort == 0 || port == otherPort {
-			t.Fatalf("kubelet ports %d and %d: want one per node", port, otherPort)
-		}
-		if code, body := kubeletGet(t, port, "/pods", ""); code != http.StatusUnauthorized {
-			t.Errorf("anonymous: %d %s, want 401", code, body)
-		}
+		require.Falsef(t, port == 0 || otherPort == 0 || port == otherPort, "kubelet ports %d and %d: want one per node", port, otherPort)
+		code, body := kubeletGet(t, port, "/pods", "")
+		assert.Equalf(t, http.StatusUnauthorized, code, "anonymous: %s", body)
 		// A ServiceAccount allowed nodes/proxy on the other node only.
 		token, grant := callerToken(t, ns, "kubelet-caller")
-		if code, body := kubeletGet(t, port, "/pods", token); code != http.StatusForbidden {
-			t.Errorf("no right: %d %s, want 403", code, body)
-		}
+		code, body = kubeletGet(t, port, "/pods", token)
+		assert.Equalf(t, http.StatusForbidden, code, "no right: %s", body)
 		grant(rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, ResourceNames: []string{other.Name}, Verbs: []string{"get"}})
 		eventually(t, time.Minute, "the other node's kubelet API to allow the token", func(context.Context) (bool, string) {
 			code, body := kubeletGet(t, otherPort, "/pods", token)
 			return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
 		})
-		if code, body := kubeletGet(t, port, "/pods", token); code != http.StatusForbidden || !strings.Contains(body, node.Name) {
-			t.Errorf("nodes/proxy for another node: %d %s, want 403 naming %s", code, body, node.Name)
-		}
+		code, body = kubeletGet(t, port, "/pods", token)
+		assert.Falsef(t, code != http.StatusForbidden || !strings.Contains(body, node.Name), "nodes/proxy for another node: %d %s, want 403 naming %s", code, body, node.Name)
 		// A pod path for a pod bound to another node is refused there.
-		if code, body := kubeletGet(t, otherPort, fmt.Sprintf("/containerLogs/%s/%s/main", ns, p.Name), token); code != http.StatusNotFound {
-			t.Errorf("logs of %s at %s's port: %d %s, want 404", p.Name, other.Name, code, body)
-		}
+		code, body = kubeletGet(t, otherPort, fmt.Sprintf("/containerLogs/%s/%s/main", ns, p.Name), token)
+		assert.Equalf(t, http.StatusNotFound, code, "logs of %s at %s's port: %s", p.Name, other.Name, body)
 	})
 
 	// servedBy waits until the node advertises another port than old
@@ -414,21 +355,13 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 		before := servedBy(t, sandbox.ComponentManager, 0)
 		// Each replica is killed holding the Lease: with fastLease, the
 		// other takes over after 6 s rather than 15 s.
-		if err := sb.StartComponentWith(ctx, sandbox.SourceCluster, sandbox.ComponentManagerStandby, fastLease...); err != nil {
-			t.Fatal(err)
-		}
-		if err := sb.KillComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, sb.StartComponentWith(ctx, sandbox.SourceCluster, sandbox.ComponentManagerStandby, fastLease...))
+		require.NoError(t, sb.KillComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager))
 		waitLeading(t, sandbox.ComponentManagerStandby)
 		standby := servedBy(t, sandbox.ComponentManagerStandby, before)
 		// The usual leader back, for what follows.
-		if err := sb.StartComponentWith(ctx, sandbox.SourceCluster, sandbox.ComponentManager, fastLease...); err != nil {
-			t.Fatal(err)
-		}
-		if err := sb.KillComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManagerStandby); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, sb.StartComponentWith(ctx, sandbox.SourceCluster, sandbox.ComponentManager, fastLease...))
+		require.NoError(t, sb.KillComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManagerStandby))
 		waitLeading(t, sandbox.ComponentManager)
 		servedBy(t, sandbox.ComponentManager, standby)
 	})
@@ -436,9 +369,7 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 	t.Run("a Source without pods/exec in the target gets a clear error", func(t *testing.T) {
 		tgt := kube(t, cluster)
 		role, err := tgt.RbacV1().ClusterRoles().Get(ctx, "fleetlet-source", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		saved := role.DeepCopy()
 		var kept []rbacv1.PolicyRule
 		for _, r := range role.Rules {
@@ -447,26 +378,20 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 			}
 		}
 		role.Rules = kept
-		if _, err := tgt.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err = tgt.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{})
+		require.NoError(t, err)
 		t.Cleanup(func() {
 			cur, err := tgt.RbacV1().ClusterRoles().Get(context.Background(), saved.Name, metav1.GetOptions{})
 			if err == nil {
 				cur.Rules = saved.Rules
 				_, err = tgt.RbacV1().ClusterRoles().Update(context.Background(), cur, metav1.UpdateOptions{})
 			}
-			if err != nil {
-				t.Errorf("restoring fleetlet-source in %s: %v", cluster, err)
-			}
+			assert.NoErrorf(t, err, "restoring fleetlet-source in %s", cluster)
 		})
 		began := time.Now()
 		out, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "exec", p.Name, "--request-timeout=60s", "--", "true")
-		if err == nil || !strings.Contains(out, "forbidden") || !strings.Contains(out, cluster) {
-			t.Errorf("exec without the right in the target: %v\n%s", err, out)
-		}
-		if took := time.Since(began); took > 30*time.Second {
-			t.Errorf("the refusal took %s", took)
-		}
+		assert.Falsef(t, err == nil || !strings.Contains(out, "forbidden") || !strings.Contains(out, cluster), "exec without the right in the target: %v\n%s", err, out)
+		took := time.Since(began)
+		assert.LessOrEqualf(t, took, 30*time.Second, "the refusal took %s", took)
 	})
 }

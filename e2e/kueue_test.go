@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -70,12 +72,8 @@ func createObjects(t *testing.T, docs ...string) {
 	var created []*unstructured.Unstructured
 	for _, d := range docs {
 		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(d), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Create(context.Background(), u); err != nil {
-			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
+		require.NoError(t, yaml.Unmarshal([]byte(d), &u.Object))
+		require.NoErrorf(t, c.Create(context.Background(), u), "creating %s %s", u.GetKind(), u.GetName())
 		created = append(created, u)
 	}
 	t.Cleanup(func() {
@@ -90,10 +88,8 @@ func kueueNamespace(t *testing.T, prefix string, targets ...string) string {
 	t.Helper()
 	ns := enabledNamespace(t, prefix, targets...)
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"true"}}}`, sandbox.KueueNamespaceLabel)
-	if err := ctrlClient(t, sandbox.SourceCluster).Patch(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		client.RawPatch("application/merge-patch+json", patch)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ctrlClient(t, sandbox.SourceCluster).Patch(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		client.RawPatch("application/merge-patch+json", patch)))
 	return ns
 }
 
@@ -115,9 +111,8 @@ func queuedJob(t *testing.T, ns, name string, n int32, cpu string, runs time.Dur
 			},
 		},
 	}
-	if _, err := kube(t, sandbox.SourceCluster).BatchV1().Jobs(ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).BatchV1().Jobs(ns).Create(context.Background(), job, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 // chaperonsOf counts, per cluster, the PodChaperons in ns whose candidate
@@ -127,9 +122,7 @@ func chaperonsOf(t *testing.T, ctx context.Context, ns, label, value string) map
 	out := map[string]int{}
 	for _, c := range sb.ClusterNames() {
 		var pcs v1alpha1.PodChaperonList
-		if err := ctrlClient(t, c).List(ctx, &pcs, client.InNamespace(ns)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, ctrlClient(t, c).List(ctx, &pcs, client.InNamespace(ns)))
 		for _, pc := range pcs.Items {
 			l := pc.Spec.Template.Metadata.Labels
 			if l[label] == value || l[selfKey(label)] == value {
@@ -148,9 +141,7 @@ func selfKey(k string) string {
 func runningIn(t *testing.T, ctx context.Context, ns, selector string) map[string]int {
 	t.Helper()
 	pods, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	out := map[string]int{}
 	for _, p := range pods.Items {
 		if p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
@@ -192,9 +183,8 @@ func TestKueueFlavorsAreClusters(t *testing.T) {
 		return got[two] == 6, fmt.Sprintf("running by cluster %v", got)
 	})
 	t.Logf("the first Job ran 6 pods in %s, %s after its creation", two, took.Round(time.Second))
-	if got := chaperonsOf(t, ctx, ns, "batch.kubernetes.io/job-name", "first"); got[two] != 6 || len(got) != 1 {
-		t.Errorf("chaperons of the first Job by cluster %v, want 6 in %s only", got, two)
-	}
+	firstChaperons := chaperonsOf(t, ctx, ns, "batch.kubernetes.io/job-name", "first")
+	assert.Falsef(t, firstChaperons[two] != 6 || len(firstChaperons) != 1, "chaperons of the first Job by cluster %v, want 6 in %s only", firstChaperons, two)
 
 	// Second: 6 pods of one CPU; no flavor has 6 CPUs left. A plain pod of
 	// 3 CPUs fits none either.
@@ -203,45 +193,31 @@ func TestKueueFlavorsAreClusters(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: ns, Labels: map[string]string{"kueue.x-k8s.io/queue-name": "q", "app": "plain"}},
 		Spec:       podSpec("3"),
 	}
-	if _, err := src.CoreV1().Pods(ns).Create(ctx, plain, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := src.CoreV1().Pods(ns).Create(ctx, plain, metav1.CreateOptions{})
+	require.NoError(t, err)
 	// A plain pod of one CPU fits cluster-3's quota: admitted at once
 	// (the queue is BestEffortFIFO), it runs there.
 	small := plain.DeepCopy()
 	small.Name, small.Labels["app"] = "small", "small"
 	small.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
-	if _, err := src.CoreV1().Pods(ns).Create(ctx, small, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = src.CoreV1().Pods(ns).Create(ctx, small, metav1.CreateOptions{})
+	require.NoError(t, err)
 	// Held: for 10 s, the second Job stays suspended with no pod, and the
 	// plain pod keeps Kueue's gate and ours, no election record and no
 	// chaperon anywhere.
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		j, err := src.BatchV1().Jobs(ns).Get(ctx, "second", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ptr.Deref(j.Spec.Suspend, false) || j.Status.Active > 0 {
-			t.Fatalf("the second Job runs without quota: suspend %v, active %d", ptr.Deref(j.Spec.Suspend, false), j.Status.Active)
-		}
+		require.NoError(t, err)
+		require.Falsef(t, !ptr.Deref(j.Spec.Suspend, false) || j.Status.Active > 0, "the second Job runs without quota: suspend %v, active %d", ptr.Deref(j.Spec.Suspend, false), j.Status.Active)
 		p, err := src.CoreV1().Pods(ns).Get(ctx, "plain", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if g := gateNames(p); !slices.Contains(g, kueueGate) || !slices.Contains(g, v1alpha1.SchedulingGateElection) {
-			t.Fatalf("the plain pod's gates %v, want Kueue's and fleetlet's", g)
-		}
-		if c := electedCondition(p); c != nil {
-			t.Fatalf("the plain pod, held by Kueue, has an election record: %+v", c)
-		}
-		if got := chaperonsOf(t, ctx, ns, "app", "plain"); len(got) > 0 {
-			t.Fatalf("chaperons of the plain pod held by Kueue: %v", got)
-		}
-		if got := chaperonsOf(t, ctx, ns, "batch.kubernetes.io/job-name", "second"); len(got) > 0 {
-			t.Fatalf("chaperons of the second Job without quota: %v", got)
-		}
+		require.NoError(t, err)
+		g := gateNames(p)
+		require.Falsef(t, !slices.Contains(g, kueueGate) || !slices.Contains(g, v1alpha1.SchedulingGateElection), "the plain pod's gates %v, want Kueue's and fleetlet's", g)
+		c := electedCondition(p)
+		require.Nilf(t, c, "the plain pod, held by Kueue, has an election record: %+v", c)
+		require.Empty(t, chaperonsOf(t, ctx, ns, "app", "plain"), "chaperons of the plain pod held by Kueue")
+		require.Empty(t, chaperonsOf(t, ctx, ns, "batch.kubernetes.io/job-name", "second"), "chaperons of the second Job without quota")
 		time.Sleep(time.Second)
 	}
 
@@ -261,9 +237,8 @@ func TestKueueFlavorsAreClusters(t *testing.T) {
 		return got[two] == 6, fmt.Sprintf("running by cluster %v", got)
 	})
 	t.Logf("the second Job ran 6 pods in %s %s after the hold", two, took.Round(time.Second))
-	if got := chaperonsOf(t, ctx, ns, "batch.kubernetes.io/job-name", "second"); got[two] != 6 || len(got) != 1 {
-		t.Errorf("chaperons of the second Job by cluster %v, want 6 in %s only", got, two)
-	}
+	secondChaperons := chaperonsOf(t, ctx, ns, "batch.kubernetes.io/job-name", "second")
+	assert.Falsef(t, secondChaperons[two] != 6 || len(secondChaperons) != 1, "chaperons of the second Job by cluster %v, want 6 in %s only", secondChaperons, two)
 	took = eventually(t, time.Minute, "the plain pod Running in "+two, func(ctx context.Context) (bool, string) {
 		p, err := src.CoreV1().Pods(ns).Get(ctx, "plain", metav1.GetOptions{})
 		if err != nil {
@@ -300,9 +275,8 @@ metadata: {name: spot, namespace: %[1]s}
 spec: {clusterQueue: %[1]s-spot}`, ns))
 	spot := small.DeepCopy()
 	spot.Name, spot.Labels["app"], spot.Labels["kueue.x-k8s.io/queue-name"] = "spot", "spot", "spot"
-	if _, err := src.CoreV1().Pods(ns).Create(ctx, spot, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = src.CoreV1().Pods(ns).Create(ctx, spot, metav1.CreateOptions{})
+	require.NoError(t, err)
 	eventually(t, time.Minute, "Elected=False naming the node-level flavor label", func(ctx context.Context) (bool, string) {
 		p, err := src.CoreV1().Pods(ns).Get(ctx, "spot", metav1.GetOptions{})
 		if err != nil {
@@ -313,13 +287,7 @@ spec: {clusterQueue: %[1]s-spot}`, ns))
 			fmt.Sprintf("gates %v, nodeSelector %v, elected %+v", gateNames(p), p.Spec.NodeSelector, c)
 	})
 	p, err := src.CoreV1().Pods(ns).Get(ctx, "spot", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Spec.NodeSelector[corev1.LabelHostname] != "" || p.Spec.NodeName != "" {
-		t.Errorf("the proxy with a node-level flavor label was pinned or bound: nodeSelector %v, node %q", p.Spec.NodeSelector, p.Spec.NodeName)
-	}
-	if got := chaperonsOf(t, ctx, ns, "app", "spot"); len(got) > 0 {
-		t.Errorf("chaperons of the proxy with a node-level flavor label: %v", got)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, p.Spec.NodeSelector[corev1.LabelHostname] != "" || p.Spec.NodeName != "", "the proxy with a node-level flavor label was pinned or bound: nodeSelector %v, node %q", p.Spec.NodeSelector, p.Spec.NodeName)
+	assert.Empty(t, chaperonsOf(t, ctx, ns, "app", "spot"), "chaperons of the proxy with a node-level flavor label")
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,9 +37,8 @@ func deployment(t *testing.T, ns, name string, n int32, mutate ...func(*appsv1.D
 	for _, m := range mutate {
 		m(d)
 	}
-	if _, err := kube(t, sandbox.SourceCluster).AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{})
+	require.NoError(t, err)
 	return "app=" + name
 }
 
@@ -92,16 +93,12 @@ func remoteLeftovers(t *testing.T, ctx context.Context, ns string) []string {
 	for _, c := range sb.ClusterNames() {
 		cl := ctrlClient(t, c)
 		var pcs v1alpha1.PodChaperonList
-		if err := cl.List(ctx, &pcs, client.InNamespace(ns), sel); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, cl.List(ctx, &pcs, client.InNamespace(ns), sel))
 		for _, pc := range pcs.Items {
 			out = append(out, c+": podchaperon/"+pc.Name)
 		}
 		var pods corev1.PodList
-		if err := cl.List(ctx, &pods, client.InNamespace(ns), sel); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, cl.List(ctx, &pods, client.InNamespace(ns), sel))
 		for _, p := range pods.Items {
 			out = append(out, c+": pod/"+p.Name)
 		}
@@ -127,18 +124,12 @@ func TestDeploymentLifecycle(t *testing.T) {
 		p := &proxies[i]
 		d := delegatesOf(t, ctx, p)
 		dp := d[clusterOfNode(p.Spec.NodeName)]
-		if len(dp) != 1 {
-			t.Fatalf("proxy %s on %s: delegates %v", p.Name, p.Spec.NodeName, names(d))
-		}
-		if p.Status.PodIP == "" || p.Status.PodIP != dp[0].Status.PodIP {
-			t.Errorf("proxy %s podIP %q, delegate's %q", p.Name, p.Status.PodIP, dp[0].Status.PodIP)
-		}
+		require.Lenf(t, dp, 1, "proxy %s on %s: delegates %v", p.Name, p.Spec.NodeName, names(d))
+		assert.Falsef(t, p.Status.PodIP == "" || p.Status.PodIP != dp[0].Status.PodIP, "proxy %s podIP %q, delegate's %q", p.Name, p.Status.PodIP, dp[0].Status.PodIP)
 		ip, ok := nodeIPs[p.Spec.NodeName]
 		if !ok {
 			n, err := src.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			for _, a := range n.Status.Addresses {
 				if a.Type == corev1.NodeInternalIP {
 					ip = a.Address
@@ -146,15 +137,10 @@ func TestDeploymentLifecycle(t *testing.T) {
 			}
 			nodeIPs[p.Spec.NodeName] = ip
 		}
-		if p.Status.HostIP != ip || ip == "" {
-			t.Errorf("proxy %s hostIP %q, virtual node's %q", p.Name, p.Status.HostIP, ip)
-		}
-		if p.Status.StartTime == nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
-			t.Errorf("proxy %s: start time %v, container statuses %+v", p.Name, p.Status.StartTime, p.Status.ContainerStatuses)
-		}
-		if c := electedCondition(p); c == nil || c.Status != corev1.ConditionTrue {
-			t.Errorf("proxy %s lost its Elected record: %+v", p.Name, p.Status.Conditions)
-		}
+		assert.Falsef(t, p.Status.HostIP != ip || ip == "", "proxy %s hostIP %q, virtual node's %q", p.Name, p.Status.HostIP, ip)
+		assert.Falsef(t, p.Status.StartTime == nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil, "proxy %s: start time %v, container statuses %+v", p.Name, p.Status.StartTime, p.Status.ContainerStatuses)
+		c := electedCondition(p)
+		assert.Falsef(t, c == nil || c.Status != corev1.ConditionTrue, "proxy %s lost its Elected record: %+v", p.Name, p.Status.Conditions)
 	}
 
 	// The delegates' Events reach their proxies (the target's scheduler
@@ -179,38 +165,29 @@ func TestDeploymentLifecycle(t *testing.T) {
 	victim := proxies[0]
 	cluster := clusterOfNode(victim.Spec.NodeName)
 	dp := delegatesOf(t, ctx, &victim)[cluster][0]
-	if err := kube(t, cluster).CoreV1().Pods(ns).Delete(ctx, dp.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, kube(t, cluster).CoreV1().Pods(ns).Delete(ctx, dp.Name, metav1.DeleteOptions{}))
 	eventually(t, time.Minute, "the proxy of the deleted delegate to be gone", func(ctx context.Context) (bool, string) {
 		_, err := src.CoreV1().Pods(ns).Get(ctx, victim.Name, metav1.GetOptions{})
 		return err != nil, fmt.Sprintf("proxy %s still there", victim.Name)
 	})
 	after := waitDeploymentRunning(t, ns, "web", 12, 2*time.Minute)
 	for i := range after {
-		if after[i].UID == victim.UID {
-			t.Fatalf("proxy %s came back", victim.Name)
-		}
+		require.NotEqualf(t, victim.UID, after[i].UID, "proxy %s came back", victim.Name)
 		d := delegatesOf(t, ctx, &after[i])
 		total := 0
 		for _, ps := range d {
 			total += len(ps)
 		}
-		if total > 1 {
-			t.Errorf("proxy %s has %d delegates: %v", after[i].Name, total, names(d))
-		}
+		assert.LessOrEqualf(t, total, 1, "proxy %s has %d delegates: %v", after[i].Name, total, names(d))
 	}
 
 	// A pod carrying fleetlet's finalizer stays managed whatever its
 	// namespace's label says now; and deleting the Deployment leaves no
 	// proxy, chaperon or delegate.
 	unlabel := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, v1alpha1.LabelEnabled)
-	if _, err := src.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(unlabel), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := src.AppsV1().Deployments(ns).Delete(ctx, "web", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := src.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(unlabel), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.NoError(t, src.AppsV1().Deployments(ns).Delete(ctx, "web", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}))
 	eventually(t, 2*time.Minute, "nothing left of the deployment anywhere", func(ctx context.Context) (bool, string) {
 		pods, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -231,21 +208,15 @@ func TestJobCompletes(t *testing.T) {
 	job(t, ns, "batch", 8, 4, "2s")
 	waitJobComplete(t, ns, "batch", 8, 4*time.Minute)
 	pods, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=batch"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	succeeded := 0
 	for _, p := range pods.Items {
 		if p.Status.Phase == corev1.PodSucceeded {
 			succeeded++
-			if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Terminated == nil {
-				t.Errorf("succeeded proxy %s without a terminated container: %+v", p.Name, p.Status.ContainerStatuses)
-			}
+			assert.Falsef(t, len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Terminated == nil, "succeeded proxy %s without a terminated container: %+v", p.Name, p.Status.ContainerStatuses)
 		}
 	}
-	if succeeded != 8 {
-		t.Errorf("%d succeeded proxies, want 8", succeeded)
-	}
+	assert.Equal(t, 8, succeeded, "succeeded proxies")
 }
 
 // Deleting the namespace in a target takes the delegates with it (and the
@@ -261,9 +232,7 @@ func TestTargetNamespaceDeleted(t *testing.T) {
 	node := busiest(t, ctx, ns, sel)
 	gone := clusterOfNode(node)
 	victims := proxiesOn(t, ctx, ns, sel)[node]
-	if err := kube(t, gone).CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, kube(t, gone).CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}))
 	eventually(t, 2*time.Minute, "the proxies of "+gone+" deleted and finalized", func(ctx context.Context) (bool, string) {
 		left := 0
 		for _, p := range victims {
@@ -274,8 +243,6 @@ func TestTargetNamespaceDeleted(t *testing.T) {
 		return left == 0, fmt.Sprintf("%d of %d left", left, len(victims))
 	})
 	for _, p := range waitDeploymentRunning(t, ns, "web", 4, 2*time.Minute) {
-		if p.Spec.NodeName == node {
-			t.Errorf("proxy %s runs on %s, whose namespace is gone", p.Name, node)
-		}
+		assert.NotEqualf(t, node, p.Spec.NodeName, "proxy %s runs on %s, whose namespace is gone", p.Name, node)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -56,9 +58,7 @@ func kubectlTop(t *testing.T, args ...string) (map[string]topUsage, string) {
 		}
 		cpu, err1 := resource.ParseQuantity(f[1])
 		m, err2 := resource.ParseQuantity(mem)
-		if err1 != nil || err2 != nil {
-			t.Fatalf("kubectl top line %q: %v %v", line, err1, err2)
-		}
+		require.Falsef(t, err1 != nil || err2 != nil, "kubectl top line %q: %v %v", line, err1, err2)
 		got[f[0]] = topUsage{cpu, m}
 	}
 	return got, out
@@ -138,9 +138,8 @@ func TestTopAndAutoscaleAcrossClusters(t *testing.T) {
 	sel := deployment(t, ns, "steady", 3, usage("150m", "80Mi"))
 	busy := startAutoscaled(t, ctx, ns)
 	proxies := waitDeploymentRunning(t, ns, "steady", 3, 2*time.Minute)
-	if got := byCluster(t, ctx, ns, sel); len(got) != 3 {
-		t.Errorf("steady's replicas by cluster %v, want one in each", got)
-	}
+	got := byCluster(t, ctx, ns, sel)
+	assert.Lenf(t, got, 3, "steady's replicas by cluster %v, want one in each", got)
 	want := topUsage{resource.MustParse("150m"), resource.MustParse("80Mi")}
 	took := eventually(t, 2*time.Minute, "kubectl top pod to show every proxy with its delegate's usage", func(context.Context) (bool, string) {
 		got, out := kubectlTop(t, "pod", "-n", ns)
@@ -196,9 +195,8 @@ func startAutoscaled(t *testing.T, ctx context.Context, ns string) string {
 			}},
 		},
 	}
-	if _, err := kube(t, sandbox.SourceCluster).AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, hpa, metav1.CreateOptions{})
+	require.NoError(t, err)
 	return sel
 }
 
@@ -233,18 +231,14 @@ func autoscale(t *testing.T, ctx context.Context, ns, sel string) {
 		return *d.Spec.Replicas >= 6, fmt.Sprintf("replicas %d", *d.Spec.Replicas)
 	})
 	d, err := kube(t, sandbox.SourceCluster).AppsV1().Deployments(ns).Get(ctx, "busy", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	n := int(*d.Spec.Replicas)
 	waitDeploymentRunning(t, ns, "busy", n, 3*time.Minute)
 	running := time.Since(raised)
 	spread := byCluster(t, ctx, ns, sel)
 	t.Logf("usage raised to 150%%: the HPA chose %d replicas after %s; all Running in targets after %s, by cluster %v",
 		n, decided.Round(time.Second), running.Round(time.Second), spread)
-	if len(spread) != len(sb.ClusterNames()) {
-		t.Errorf("busy's %d replicas by cluster %v, want some in every cluster", n, spread)
-	}
+	assert.Lenf(t, spread, len(sb.ClusterNames()), "busy's %d replicas by cluster %v, want some in every cluster", n, spread)
 
 	lowered := time.Now()
 	setDelegatesUsage(t, ctx, ns, sel, "10m")
@@ -264,9 +258,7 @@ func autoscale(t *testing.T, ctx context.Context, ns, sel string) {
 func setDelegatesUsage(t *testing.T, ctx context.Context, ns, sel, cpu string) {
 	t.Helper()
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{sandbox.AnnotationUsageCPU: cpu}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for node, ps := range proxiesOn(t, ctx, ns, sel) {
 		for i := range ps {
 			for c, ds := range delegatesOf(t, ctx, &ps[i]) {
@@ -274,9 +266,8 @@ func setDelegatesUsage(t *testing.T, ctx context.Context, ns, sel, cpu string) {
 					continue
 				}
 				for _, d := range ds {
-					if _, err := kube(t, c).CoreV1().Pods(ns).Patch(ctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-						t.Fatalf("%s: %s: %v", c, d.Name, err)
-					}
+					_, err := kube(t, c).CoreV1().Pods(ns).Patch(ctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+					require.NoErrorf(t, err, "%s: %s", c, d.Name)
 				}
 			}
 		}
@@ -298,9 +289,7 @@ func stoppedTargetLeavesTop(t *testing.T, ctx context.Context, ns string, proxie
 		return true, out
 	})
 	stoppedAt := time.Now()
-	if err := sb.Stop(ctx, stopped); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.Stop(ctx, stopped))
 	eventually(t, time.Minute, "the proxies in "+stopped+" to leave kubectl top", func(context.Context) (bool, string) {
 		got, out := kubectlTop(t, "pod", "-n", ns)
 		for _, p := range proxies {
@@ -312,8 +301,6 @@ func stoppedTargetLeavesTop(t *testing.T, ctx context.Context, ns string, proxie
 		return true, out
 	})
 	t.Logf("%s stopped: its proxies left kubectl top %s after the stop began", stopped, time.Since(stoppedAt).Round(time.Second))
-	if err := sb.Start(ctx, stopped); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.Start(ctx, stopped))
 	waitVirtualNodeReady(t, stopped, "again", 2*time.Minute)
 }

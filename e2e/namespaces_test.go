@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,18 +47,13 @@ func TestNamespacesOnDemand(t *testing.T) {
 	waitBound(t, a, "app=ondemand", len(sb.ClusterNames()), 3*time.Minute)
 	for _, c := range remotes {
 		ns, err := kube(t, c).CoreV1().Namespaces().Get(ctx, a, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("%s: %v", c, err)
-		}
+		require.NoErrorf(t, err, "%s", c)
 		want := map[string]string{v1alpha1.LabelCreatedBySource: sandbox.SourceCluster, podSecurityEnforce: "baseline", "team": "a"}
 		for k, v := range want {
-			if ns.Labels[k] != v {
-				t.Errorf("%s: namespace %s label %s = %q, want %q (labels %v)", c, a, k, ns.Labels[k], v, ns.Labels)
-			}
+			assert.Equalf(t, v, ns.Labels[k], "%s: namespace %s label %s (labels %v)", c, a, k, ns.Labels)
 		}
-		if ns.Labels[v1alpha1.LabelEnabled] != "" || ns.Annotations["owner"] != "team-a@example.com" || ns.Annotations["not-listed"] != "" {
-			t.Errorf("%s: namespace %s carries labels %v, annotations %v", c, a, ns.Labels, ns.Annotations)
-		}
+		assert.Falsef(t, ns.Labels[v1alpha1.LabelEnabled] != "" || ns.Annotations["owner"] != "team-a@example.com" || ns.Annotations["not-listed"] != "",
+			"%s: namespace %s carries labels %v, annotations %v", c, a, ns.Labels, ns.Annotations)
 	}
 
 	// A name the policy does not allow: the target says so, per cluster.
@@ -76,16 +73,13 @@ func TestNamespacesOnDemand(t *testing.T) {
 		off:     {sandbox.SourceCluster + " (self)", remotes[0] + " (namespace created for the first pod)", remotes[1] + ": the namespace does not exist there, and this source may not create it"},
 	} {
 		for _, w := range want {
-			if !strings.Contains(status[ns], w) {
-				t.Errorf("kubectl fleetlet status, namespace %s: %q lacks %q", ns, status[ns], w)
-			}
+			assert.Containsf(t, status[ns], w, "kubectl fleetlet status, namespace %s: %q lacks %q", ns, status[ns], w)
 		}
 	}
 	pinnedPod(t, off, "p", remotes[1])
 	waitElectedReason(t, off, "p", "this source may not create it")
-	if _, err := kube(t, remotes[1]).CoreV1().Namespaces().Get(ctx, off, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("%s: namespace %s exists without a policy (%v)", remotes[1], off, err)
-	}
+	_, err := kube(t, remotes[1]).CoreV1().Namespaces().Get(ctx, off, metav1.GetOptions{})
+	assert.Truef(t, apierrors.IsNotFound(err), "%s: namespace %s exists without a policy (%v)", remotes[1], off, err)
 	setNamespacePolicy(t, remotes[1], &v1alpha1.NamespacePolicy{Prefixes: []string{onDemandPrefix}, Labels: []string{"team"}, Annotations: []string{"owner"}})
 
 	// Deleting the source namespace: the created namespaces go, except
@@ -97,14 +91,11 @@ func TestNamespacesOnDemand(t *testing.T) {
 	pinnedPod(t, hand, "q", remotes[1])
 	waitBound(t, hand, "app=ondemand", 2, 3*time.Minute)
 	held := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: a, Name: "the-targets-own"}}
-	if _, err := kube(t, remotes[1]).CoreV1().ConfigMaps(a).Create(ctx, held, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = kube(t, remotes[1]).CoreV1().ConfigMaps(a).Create(ctx, held, metav1.CreateOptions{})
+	require.NoError(t, err)
 	src := kube(t, sandbox.SourceCluster)
 	for _, ns := range []string{a, hand} {
-		if err := src.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, src.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}))
 	}
 	took := eventually(t, 5*time.Minute, "the namespaces fleetlet created to be gone", func(ctx context.Context) (bool, string) {
 		var left []string
@@ -118,9 +109,7 @@ func TestNamespacesOnDemand(t *testing.T) {
 	t.Logf("created namespaces deleted %s after their source namespaces", took.Round(time.Second))
 	for _, c := range []struct{ cluster, ns, why string }{{remotes[0], hand, "made by hand"}, {remotes[1], a, "holds the target's own ConfigMap"}} {
 		ns, err := kube(t, c.cluster).CoreV1().Namespaces().Get(ctx, c.ns, metav1.GetOptions{})
-		if err != nil || ns.DeletionTimestamp != nil {
-			t.Errorf("%s: namespace %s (%s) was deleted: %v", c.cluster, c.ns, c.why, err)
-		}
+		assert.Falsef(t, err != nil || ns.DeletionTimestamp != nil, "%s: namespace %s (%s) was deleted: %v", c.cluster, c.ns, c.why, err)
 	}
 }
 
@@ -132,14 +121,10 @@ func setNamespacePolicy(t *testing.T, cluster string, policy *v1alpha1.Namespace
 	ctx := context.Background()
 	c := ctrlClient(t, cluster)
 	var cs v1alpha1.ClusterSource
-	if err := c.Get(ctx, client.ObjectKey{Name: sandbox.SourceCluster}, &cs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Get(ctx, client.ObjectKey{Name: sandbox.SourceCluster}, &cs))
 	orig := cs.DeepCopy()
 	cs.Spec.Namespaces = policy
-	if err := c.Patch(ctx, &cs, client.MergeFrom(orig)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Patch(ctx, &cs, client.MergeFrom(orig)))
 	t.Cleanup(func() {
 		var now v1alpha1.ClusterSource
 		if err := c.Get(context.Background(), client.ObjectKey{Name: sandbox.SourceCluster}, &now); err == nil && now.Spec.Namespaces != nil {
@@ -176,9 +161,8 @@ func sourceNamespace(t *testing.T, prefix string) string {
 			"owner": "team-a@example.com", "not-listed": "x",
 		},
 	}}
-	if _, err := kube(t, sandbox.SourceCluster).CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{})
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		for _, c := range sb.ClusterNames() {
 			_ = kube(t, c).CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
@@ -190,9 +174,8 @@ func sourceNamespace(t *testing.T, prefix string) string {
 func mustCreateNamespace(t *testing.T, cluster, name string, labels map[string]string) {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-	if _, err := kube(t, cluster).CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, cluster).CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 // pinnedPod creates a pod that only cluster can run.
@@ -203,9 +186,8 @@ func pinnedPod(t *testing.T, ns, name, cluster string) {
 		Spec:       podSpec("10m"),
 	}
 	p.Spec.NodeSelector = map[string]string{v1alpha1.LabelCluster: cluster}
-	if _, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 // waitElectedReason waits until the proxy's Elected condition is False and
@@ -232,9 +214,7 @@ func namespaceStatus(t *testing.T) map[string]string {
 	plugin := filepath.Join(sb.BinDir(), "kubectl-fleetlet")
 	kubeconfig := filepath.Join(sb.Dir(), sandbox.MergedKubeconfig)
 	out, err := runCmd(plugin, "status", "--kubeconfig", kubeconfig, "--context", sandbox.SourceCluster)
-	if err != nil {
-		t.Fatalf("kubectl fleetlet status: %v\n%s", err, out)
-	}
+	require.NoErrorf(t, err, "kubectl fleetlet status\n%s", out)
 	t.Logf("kubectl fleetlet status:\n%s", out)
 	lines := map[string]string{}
 	for _, l := range strings.Split(out, "\n") {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -61,10 +62,10 @@ func watchOneCopy(t *testing.T, ns string) func() int {
 		t.Logf("one copy per pod: %d samples every %s, %d saw a pod running twice", seen.samples, sampleInterval, len(seen.doubled))
 		for i, d := range seen.doubled {
 			if i == 10 {
-				t.Errorf("… and %d more", len(seen.doubled)-10)
+				assert.Failf(t, "a pod ran twice", "… and %d more", len(seen.doubled)-10)
 				break
 			}
-			t.Errorf("a pod ran twice: %s", d)
+			assert.Failf(t, "a pod ran twice", "%s", d)
 		}
 	})
 	return func() int {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -23,9 +25,7 @@ import (
 func proxiesOn(t *testing.T, ctx context.Context, ns, selector string) map[string][]corev1.Pod {
 	t.Helper()
 	list, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	out := map[string][]corev1.Pod{}
 	for _, p := range list.Items {
 		if p.DeletionTimestamp == nil {
@@ -60,9 +60,8 @@ func oneAtATime(t *testing.T, ns, app string, n int32) {
 			Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
 		},
 	}
-	if _, err := src.PolicyV1().PodDisruptionBudgets(ns).Create(context.Background(), pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := src.PolicyV1().PodDisruptionBudgets(ns).Create(context.Background(), pdb, metav1.CreateOptions{})
+	require.NoError(t, err)
 	eventually(t, time.Minute, "the PDB to allow one disruption", func(ctx context.Context) (bool, string) {
 		p, err := src.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, app, metav1.GetOptions{})
 		return err == nil && p.Status.DisruptionsAllowed == 1 && p.Status.CurrentHealthy == n, fmt.Sprintf("%+v", p.Status)
@@ -89,9 +88,7 @@ func busiest(t *testing.T, ctx context.Context, ns, selector string) string {
 			best, n = node, len(ps)
 		}
 	}
-	if best == "" {
-		t.Fatal("no proxy on any virtual node")
-	}
+	require.NotEmpty(t, best, "no proxy on any virtual node")
 	return best
 }
 
@@ -113,18 +110,12 @@ func TestDrainMovesWorkloadsElsewhere(t *testing.T) {
 	// Only this scenario's pods: other scenarios' namespaces may still be
 	// going away (drain refuses their bare pods without --force).
 	out, err := kubectl(t, "--context", sandbox.SourceCluster, "drain", node, "--ignore-daemonsets", "--pod-selector="+sel, "--timeout=3m")
-	if err != nil {
-		t.Fatalf("kubectl drain %s: %v\n%s", node, err, out)
-	}
+	require.NoErrorf(t, err, "kubectl drain %s\n%s", node, out)
 	t.Logf("kubectl drain %s took %s", node, time.Since(start).Round(100*time.Millisecond))
-	if !strings.Contains(out, "evicted") {
-		t.Errorf("kubectl drain evicted nothing:\n%s", out)
-	}
+	assert.Containsf(t, out, "evicted", "kubectl drain evicted nothing:\n%s", out)
 	proxies := waitDeploymentRunning(t, ns, "drainee", 12, 2*time.Minute)
 	for _, p := range proxies {
-		if p.Spec.NodeName == node {
-			t.Errorf("proxy %s is still on the drained node", p.Name)
-		}
+		assert.NotEqualf(t, node, p.Spec.NodeName, "proxy %s is still on the drained node", p.Name)
 	}
 	eventually(t, time.Minute, "no delegate left in "+drained, func(ctx context.Context) (bool, string) {
 		d := delegatesIn(t, ctx, drained, ns)
@@ -134,12 +125,8 @@ func TestDrainMovesWorkloadsElsewhere(t *testing.T) {
 	// at once, which the disruption controller records as never going
 	// below 11 healthy while it evicted.
 	p, err := src.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "drainee", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Status.CurrentHealthy != 12 {
-		t.Errorf("PDB status after the drain: %+v", p.Status)
-	}
+	require.NoError(t, err)
+	assert.Equalf(t, int32(12), p.Status.CurrentHealthy, "PDB status after the drain: %+v", p.Status)
 
 	// A pod that only the cordoned cluster may run waits, saying why, and
 	// is elected there as soon as the node is uncordoned (the elector
@@ -149,9 +136,8 @@ func TestDrainMovesWorkloadsElsewhere(t *testing.T) {
 			Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region=" + drained}},
 		Spec: podSpec("100m"),
 	}
-	if _, err := src.CoreV1().Pods(ns).Create(ctx, late, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = src.CoreV1().Pods(ns).Create(ctx, late, metav1.CreateOptions{})
+	require.NoError(t, err)
 	eventually(t, time.Minute, "the pod to wait for the cordoned cluster", func(ctx context.Context) (bool, string) {
 		p, err := src.CoreV1().Pods(ns).Get(ctx, "late", metav1.GetOptions{})
 		if err != nil {
@@ -160,9 +146,8 @@ func TestDrainMovesWorkloadsElsewhere(t *testing.T) {
 		c := electedCondition(p)
 		return c != nil && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "cordoned"), fmt.Sprintf("%+v", c)
 	})
-	if out, err := kubectl(t, "--context", sandbox.SourceCluster, "uncordon", node); err != nil {
-		t.Fatalf("uncordon: %v\n%s", err, out)
-	}
+	out, err = kubectl(t, "--context", sandbox.SourceCluster, "uncordon", node)
+	require.NoErrorf(t, err, "uncordon\n%s", out)
 	took := eventually(t, 30*time.Second, "the waiting pod to run on the uncordoned node", func(ctx context.Context) (bool, string) {
 		p, err := src.CoreV1().Pods(ns).Get(ctx, "late", metav1.GetOptions{})
 		if err != nil {
@@ -189,17 +174,13 @@ func TestManagerOutageEvictsNothing(t *testing.T) {
 	delegatesBefore := map[types.UID]types.UID{}
 	for i := range before {
 		p := &before[i]
-		if ds := delegatesOf(t, ctx, p)[clusterOfNode(p.Spec.NodeName)]; len(ds) == 1 {
-			delegatesBefore[p.UID] = ds[0].UID
-		} else {
-			t.Fatalf("proxy %s on %s: %d pods there, want its delegate", p.Name, p.Spec.NodeName, len(ds))
-		}
+		ds := delegatesOf(t, ctx, p)[clusterOfNode(p.Spec.NodeName)]
+		require.Lenf(t, ds, 1, "proxy %s on %s: %d pods there, want its delegate", p.Name, p.Spec.NodeName, len(ds))
+		delegatesBefore[p.UID] = ds[0].UID
 	}
 
 	stopped := time.Now()
-	if err := sb.StopComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.StopComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager))
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
@@ -229,19 +210,14 @@ func TestManagerOutageEvictsNothing(t *testing.T) {
 	time.Sleep(time.Duration(sandbox.DefaultTolerationSeconds+10) * time.Second)
 	for node, ps := range proxiesOn(t, ctx, ns, sel) {
 		for _, p := range ps {
-			if _, ok := delegatesBefore[p.UID]; !ok {
-				t.Errorf("proxy %s on %s is new: something was evicted", p.Name, node)
-			}
+			_, ok := delegatesBefore[p.UID]
+			assert.Truef(t, ok, "proxy %s on %s is new: something was evicted", p.Name, node)
 		}
 	}
-	if got := len(proxiesOn(t, ctx, ns, sel)); got == 0 {
-		t.Fatal("no proxy left")
-	}
+	require.NotEmpty(t, proxiesOn(t, ctx, ns, sel), "no proxy left")
 
 	back := time.Now()
-	if err := sb.StartComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.StartComponent(ctx, sandbox.SourceCluster, sandbox.ComponentManager))
 	restarted = true
 	for _, c := range sb.ClusterNames() {
 		waitVirtualNodeReady(t, c, "after the manager is back", 2*time.Minute)
@@ -251,15 +227,12 @@ func TestManagerOutageEvictsNothing(t *testing.T) {
 	for i := range after {
 		p := &after[i]
 		want, ok := delegatesBefore[p.UID]
-		if !ok {
-			t.Errorf("proxy %s was replaced during the outage", p.Name)
+		if !assert.Truef(t, ok, "proxy %s was replaced during the outage", p.Name) {
 			continue
 		}
 		d := delegatesOf(t, ctx, p)
 		got := d[clusterOfNode(p.Spec.NodeName)]
-		if len(got) != 1 || got[0].UID != want {
-			t.Errorf("proxy %s: delegate changed or doubled: %v", p.Name, names(d))
-		}
+		assert.Falsef(t, len(got) != 1 || got[0].UID != want, "proxy %s: delegate changed or doubled: %v", p.Name, names(d))
 	}
 }
 
@@ -296,9 +269,7 @@ func TestTargetOutageMovesReplicas(t *testing.T) {
 		return p.Status.Phase == corev1.PodRunning && p.Spec.NodeName == node, string(p.Status.Phase) + " on " + p.Spec.NodeName
 	})
 
-	if err := sb.Stop(ctx, down); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.Stop(ctx, down))
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
@@ -328,25 +299,18 @@ func TestTargetOutageMovesReplicas(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		if p.UID != db0.UID {
-			t.Fatalf("a second db-0 was created while the first one's delegate could not be confirmed gone")
-		}
+		require.Equal(t, db0.UID, p.UID, "a second db-0 was created while the first one's delegate could not be confirmed gone")
 		return p.DeletionTimestamp != nil, "not evicted yet"
 	})
 	for _, p := range on3 {
 		got, err := src.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Errorf("evicted proxy %s is gone while its target is down (its delegate cannot be confirmed gone): %v", p.Name, err)
+		if !assert.NoErrorf(t, err, "evicted proxy %s is gone while its target is down (its delegate cannot be confirmed gone)", p.Name) {
 			continue
 		}
-		if got.DeletionTimestamp == nil {
-			t.Errorf("proxy %s on the failed target was not evicted", p.Name)
-		}
+		assert.NotNilf(t, got.DeletionTimestamp, "proxy %s on the failed target was not evicted", p.Name)
 	}
 
-	if err := sb.Start(ctx, down); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.Start(ctx, down))
 	restarted = true
 	eventually(t, 3*time.Minute, "the evicted proxies gone and no stale delegate in "+down, func(ctx context.Context) (bool, string) {
 		left := 0
@@ -393,9 +357,7 @@ func TestSourceOutageTargetRecreatesDelegates(t *testing.T) {
 	cluster := clusterOfNode(victim.Spec.NodeName)
 	dp := delegatesOf(t, ctx, &victim)[cluster][0]
 
-	if err := sb.Stop(ctx, sandbox.SourceCluster); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.Stop(ctx, sandbox.SourceCluster))
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
@@ -403,9 +365,7 @@ func TestSourceOutageTargetRecreatesDelegates(t *testing.T) {
 		}
 	})
 	tc := kube(t, cluster)
-	if err := tc.CoreV1().Pods(ns).Delete(ctx, dp.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tc.CoreV1().Pods(ns).Delete(ctx, dp.Name, metav1.DeleteOptions{}))
 	deleted := time.Now()
 	eventually(t, 2*time.Minute, "the deleted delegate recreated in "+cluster, func(ctx context.Context) (bool, string) {
 		p, err := tc.CoreV1().Pods(ns).Get(ctx, dp.Name, metav1.GetOptions{})
@@ -416,9 +376,7 @@ func TestSourceOutageTargetRecreatesDelegates(t *testing.T) {
 	})
 	t.Logf("delegate recreated %s after it was deleted with the source down", time.Since(deleted).Round(100*time.Millisecond))
 
-	if err := sb.Start(ctx, sandbox.SourceCluster); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.Start(ctx, sandbox.SourceCluster))
 	restarted = true
 	after := waitDeploymentRunning(t, ns, "web", 4, 2*time.Minute)
 	eventually(t, time.Minute, "exactly one delegate per proxy", func(ctx context.Context) (bool, string) {
@@ -460,7 +418,6 @@ func singleDB(t *testing.T, ctx context.Context, ns, cluster string) {
 		},
 	}
 	sts.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)}}
-	if _, err := kube(t, sandbox.SourceCluster).AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{})
+	require.NoError(t, err)
 }

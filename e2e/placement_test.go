@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -57,19 +59,14 @@ func TestRequiredClusterAffinity(t *testing.T) {
 		}}},
 	}))
 	waitDeploymentRunning(t, ns, "pinned", 3, 2*time.Minute)
-	if got := byCluster(t, ctx, ns, sel); got[west] != 3 {
-		t.Errorf("replicas by cluster %v, want 3 in %s", got, west)
-	}
+	got := byCluster(t, ctx, ns, sel)
+	assert.Equalf(t, 3, got[west], "replicas by cluster %v, want 3 in %s", got, west)
 	var pcs v1alpha1.PodChaperonList
-	if err := ctrlClient(t, west).List(ctx, &pcs, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ctrlClient(t, west).List(ctx, &pcs, client.InNamespace(ns)))
 	for _, pc := range pcs.Items {
 		for _, term := range pc.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
 			for _, r := range term.MatchExpressions {
-				if r.Key == v1alpha1.LabelCluster {
-					t.Errorf("the candidate %s carries the cluster-level requirement %v", pc.Name, r)
-				}
+				assert.NotEqualf(t, v1alpha1.LabelCluster, r.Key, "the candidate %s carries the cluster-level requirement %v", pc.Name, r)
 			}
 		}
 	}
@@ -113,12 +110,8 @@ func TestPreferredClusterSpillsOver(t *testing.T) {
 	// The preferred cluster took all it could: none of its nodes has room
 	// for one more.
 	room := nodesWithRoom(t, ctx, preferred, resource.MustParse("15"))
-	if got[preferred] == 0 || (got[preferred] < replicas && len(room) > 0) {
-		t.Errorf("%d of %d replicas in the preferred %s while its nodes %v have room for one more", got[preferred], replicas, preferred, room)
-	}
-	if got[preferred]+got[sb.ClusterNames()[2]] != replicas {
-		t.Errorf("replicas by cluster %v, want them all in %s and %s", got, preferred, sb.ClusterNames()[2])
-	}
+	assert.Falsef(t, got[preferred] == 0 || (got[preferred] < replicas && len(room) > 0), "%d of %d replicas in the preferred %s while its nodes %v have room for one more", got[preferred], replicas, preferred, room)
+	assert.Equalf(t, replicas, got[preferred]+got[sb.ClusterNames()[2]], "replicas by cluster %v, want them all in %s and %s", got, preferred, sb.ClusterNames()[2])
 }
 
 // nodesWithRoom names a cluster's nodes with at least cpu unrequested.
@@ -126,13 +119,9 @@ func nodesWithRoom(t *testing.T, ctx context.Context, cluster string, cpu resour
 	t.Helper()
 	k := kube(t, cluster)
 	nodes, err := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pods, err := k.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	used := map[string]int64{}
 	for _, p := range pods.Items {
 		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -174,7 +163,7 @@ func TestSpreadOverClusters(t *testing.T) {
 	t.Logf("replicas by cluster: %v", got)
 	for _, c := range sb.ClusterNames() {
 		if got[c] != replicas/len(sb.ClusterNames()) {
-			t.Errorf("replicas by cluster %v, want %d in each", got, replicas/len(sb.ClusterNames()))
+			assert.Failf(t, "replicas not spread evenly", "replicas by cluster %v, want %d in each", got, replicas/len(sb.ClusterNames()))
 			break
 		}
 	}
@@ -241,18 +230,15 @@ func TestAffinityOverClusters(t *testing.T) {
 	waitDeploymentRunning(t, ns, "group", 4, 2*time.Minute)
 	got := byCluster(t, ctx, ns, group)
 	t.Logf("group by cluster: %v", got)
-	if len(got) != 1 {
-		t.Fatalf("group by cluster %v, want all 4 in one", got)
-	}
+	require.Lenf(t, got, 1, "group by cluster %v, want all 4 in one", got)
 	var home string
 	for c := range got {
 		home = c
 	}
 	follower := deployment(t, ns, "follower", 2, affinity("group"))
 	waitDeploymentRunning(t, ns, "follower", 2, 2*time.Minute)
-	if got := byCluster(t, ctx, ns, follower); got[home] != 2 {
-		t.Errorf("follower by cluster %v, want both in %s with the group", got, home)
-	}
+	followers := byCluster(t, ctx, ns, follower)
+	assert.Equalf(t, 2, followers[home], "follower by cluster %v, want both in %s with the group", followers, home)
 	orphan := deployment(t, ns, "orphan", 1, affinity("nobody"))
 	src := kube(t, sandbox.SourceCluster)
 	eventually(t, time.Minute, "the orphan refused, naming the pod affinity", func(ctx context.Context) (bool, string) {
@@ -305,12 +291,8 @@ func TestTargetPrioritySpillsOverInOrder(t *testing.T) {
 	got := byCluster(t, ctx, ns, sel)
 	t.Logf("replicas by cluster: %v", got)
 	room := nodesWithRoom(t, ctx, first, resource.MustParse("15"))
-	if got[first] == 0 || (got[first] < replicas && len(room) > 0) {
-		t.Errorf("%d of %d replicas in %s, the first priority, while its nodes %v have room for one more", got[first], replicas, first, room)
-	}
-	if got[last] != 0 || got[first]+got[second] != replicas {
-		t.Errorf("replicas by cluster %v: want them all in %s then %s, none in %s (the lowest priority)", got, first, second, last)
-	}
+	assert.Falsef(t, got[first] == 0 || (got[first] < replicas && len(room) > 0), "%d of %d replicas in %s, the first priority, while its nodes %v have room for one more", got[first], replicas, first, room)
+	assert.Falsef(t, got[last] != 0 || got[first]+got[second] != replicas, "replicas by cluster %v: want them all in %s then %s, none in %s (the lowest priority)", got, first, second, last)
 }
 
 // setPriority sets a ClusterTarget's spec.priority in the source, and
@@ -327,12 +309,8 @@ func setPriority(t *testing.T, target string, priority int32) {
 		ct.Spec.Priority = p
 		return c.Patch(context.Background(), &ct, patch)
 	}
-	if err := set(priority); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, set(priority))
 	t.Cleanup(func() {
-		if err := set(0); err != nil {
-			t.Errorf("resetting the priority of %s: %v", target, err)
-		}
+		assert.NoErrorf(t, set(0), "resetting the priority of %s", target)
 	})
 }

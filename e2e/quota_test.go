@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -59,15 +61,13 @@ func TestQuotaLimitRangeAndPodSecurity(t *testing.T) {
 		DefaultRequest: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 		Default:        corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
 	}}}}
-	if _, err := src.CoreV1().LimitRanges(ns).Create(ctx, lr, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := src.CoreV1().LimitRanges(ns).Create(ctx, lr, metav1.CreateOptions{})
+	require.NoError(t, err)
 	quota := func(cluster string, pods string) {
 		q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "pods"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
 			corev1.ResourcePods: resource.MustParse(pods), corev1.ResourceRequestsCPU: resource.MustParse("2")}}}
-		if _, err := kube(t, cluster).CoreV1().ResourceQuotas(ns).Create(ctx, q, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := kube(t, cluster).CoreV1().ResourceQuotas(ns).Create(ctx, q, metav1.CreateOptions{})
+		require.NoError(t, err)
 		eventually(t, 30*time.Second, "the quota in "+cluster+" counted", func(ctx context.Context) (bool, string) {
 			got, err := kube(t, cluster).CoreV1().ResourceQuotas(ns).Get(ctx, "pods", metav1.GetOptions{})
 			return err == nil && got.Status.Hard != nil, "not yet"
@@ -77,22 +77,17 @@ func TestQuotaLimitRangeAndPodSecurity(t *testing.T) {
 	quota("cluster-2", "2")
 	// A LimitRange in cluster-2 as well, so that candidates there get the
 	// target's own defaults, as any pod there would.
-	if _, err := kube(t, "cluster-2").CoreV1().LimitRanges(ns).Create(ctx, lr.DeepCopy(), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = kube(t, "cluster-2").CoreV1().LimitRanges(ns).Create(ctx, lr.DeepCopy(), metav1.CreateOptions{})
+	require.NoError(t, err)
 	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"restricted"}}}`, podSecurityEnforce)
-	if _, err := kube(t, "cluster-3").CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = kube(t, "cluster-3").CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
 
 	deployment(t, ns, "strict", 1, restricted, noRequests, inCluster("cluster-3", nil))
 	for _, p := range waitDeploymentRunning(t, ns, "strict", 1, 2*time.Minute) {
-		if p.Spec.NodeName != "fleetlet-cluster-3" {
-			t.Errorf("the restricted pod runs on %s, want fleetlet-cluster-3", p.Spec.NodeName)
-		}
-		if got := p.Spec.Containers[0].Resources.Requests.Cpu().String(); got != "50m" {
-			t.Errorf("the proxy's cpu request %s: the LimitRange's 50m", got)
-		}
+		assert.Equal(t, "fleetlet-cluster-3", p.Spec.NodeName, "the restricted pod's node")
+		got := p.Spec.Containers[0].Resources.Requests.Cpu().String()
+		assert.Equalf(t, "50m", got, "the proxy's cpu request %s: the LimitRange's 50m", got)
 	}
 
 	deployment(t, ns, "plain", 5, noRequests, notSource("plain"))
@@ -132,9 +127,7 @@ func TestQuotaLimitRangeAndPodSecurity(t *testing.T) {
 	})
 	for _, c := range []string{"cluster-2", "cluster-3"} {
 		pods, err := kube(t, c).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelParentCluster})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		byProxy := map[string]int{}
 		for _, p := range pods.Items {
 			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
@@ -142,9 +135,7 @@ func TestQuotaLimitRangeAndPodSecurity(t *testing.T) {
 			}
 		}
 		for uid, n := range byProxy {
-			if n > 1 {
-				t.Errorf("%s: %d delegates of proxy %s", c, n, uid)
-			}
+			assert.LessOrEqualf(t, n, 1, "%s: %d delegates of proxy %s", c, n, uid)
 		}
 	}
 }

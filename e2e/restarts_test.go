@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -37,23 +39,18 @@ func TestCrashesMidElectionNeverDoubleDelegates(t *testing.T) {
 			label := fmt.Sprintf("crash-%d", created)
 			for i := range 4 {
 				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", label, i), Namespace: ns, Labels: map[string]string{"round": label}}, Spec: podSpec("100m")}
-				if _, err := src.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-					t.Fatal(err)
-				}
+				_, err := src.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+				require.NoError(t, err)
 			}
 			created++
 			time.Sleep(time.Duration(rand.IntN(800)) * time.Millisecond)
 			for _, cl := range c.clusters {
-				if err := sb.KillComponent(ctx, cl, c.comp); err != nil {
-					t.Fatalf("round %d: killing %s: %v", round, c.what, err)
-				}
+				require.NoErrorf(t, sb.KillComponent(ctx, cl, c.comp), "round %d: killing %s", round, c.what)
 			}
 			// While it is down, nothing may have two delegates.
 			checkAtMostOneDelegate(t, ctx, ns)
 			for _, cl := range c.clusters {
-				if err := sb.StartComponent(ctx, cl, c.comp); err != nil {
-					t.Fatalf("round %d: restarting %s: %v", round, c.what, err)
-				}
+				require.NoErrorf(t, sb.StartComponent(ctx, cl, c.comp), "round %d: restarting %s", round, c.what)
 			}
 			checkAtMostOneDelegate(t, ctx, ns)
 		}
@@ -69,9 +66,7 @@ func TestCrashesMidElectionNeverDoubleDelegates(t *testing.T) {
 func checkAtMostOneDelegate(t *testing.T, ctx context.Context, ns string) {
 	t.Helper()
 	proxies, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "round"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i := range proxies.Items {
 		p := &proxies.Items[i]
 		bound := 0
@@ -83,7 +78,7 @@ func checkAtMostOneDelegate(t *testing.T, ctx context.Context, ns string) {
 			}
 		}
 		if bound > 1 {
-			t.Errorf("proxy %s has %d bound delegates: %v", p.Name, bound, names(delegatesOf(t, ctx, p)))
+			assert.Failf(t, "a proxy has more than one bound delegate", "proxy %s has %d bound delegates: %v", p.Name, bound, names(delegatesOf(t, ctx, p)))
 		}
 	}
 }

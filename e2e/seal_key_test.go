@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,20 +31,15 @@ func TestSealKeyLossFailsClosed(t *testing.T) {
 
 	secrets := src.CoreV1().Secrets(sandbox.FleetletNamespace)
 	saved, err := secrets.Get(ctx, webhook.DefaultSealKeySecretName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	restore := func() {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: saved.Name, Namespace: saved.Namespace, Labels: saved.Labels, Annotations: saved.Annotations},
 			Type: saved.Type, Data: saved.Data}
-		if _, err := secrets.Create(context.Background(), s, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Errorf("restoring the seal key: %v", err)
-		}
+		_, err := secrets.Create(context.Background(), s, metav1.CreateOptions{})
+		assert.Falsef(t, err != nil && !apierrors.IsAlreadyExists(err), "restoring the seal key: %v", err)
 	}
 	t.Cleanup(restore)
-	if err := secrets.Delete(ctx, saved.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, secrets.Delete(ctx, saved.Name, metav1.DeleteOptions{}))
 
 	pod := func(name string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "after"}}, Spec: podSpec("100m")}
@@ -55,14 +52,11 @@ func TestSealKeyLossFailsClosed(t *testing.T) {
 		}
 		return strings.Contains(err.Error(), "seal key Secret "+sandbox.FleetletNamespace+"/"+webhook.DefaultSealKeySecretName+" is missing"), err.Error()
 	})
-	if _, err := secrets.Get(ctx, saved.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("fleetlet made a seal key Secret of its own: %v", err)
-	}
+	_, err = secrets.Get(ctx, saved.Name, metav1.GetOptions{})
+	assert.Truef(t, apierrors.IsNotFound(err), "fleetlet made a seal key Secret of its own: %v", err)
 	for _, p := range running {
 		got, err := src.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
-		if err != nil || got.DeletionTimestamp != nil || got.Spec.NodeName != p.Spec.NodeName {
-			t.Errorf("running proxy %s harmed by the missing key: %v", p.Name, err)
-		}
+		assert.Falsef(t, err != nil || got.DeletionTimestamp != nil || got.Spec.NodeName != p.Spec.NodeName, "running proxy %s harmed by the missing key: %v", p.Name, err)
 	}
 
 	restore()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -87,9 +89,7 @@ func TestServicesFollowTheirDelegates(t *testing.T) {
 
 	// A Service the target made itself, under a name the source uses too.
 	theirs, err := kube(t, west).CoreV1().Services(ns).Create(ctx, service("api", map[string]string{"team": "west"}, false), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// A NodePort in the source: its copies open no port on the targets'
 	// nodes (services.nodePorts is off).
 	web := service("web", map[string]string{"tier": "web"}, false)
@@ -97,13 +97,11 @@ func TestServicesFollowTheirDelegates(t *testing.T) {
 	// A pod of the target's own in the namespace, with the labels the
 	// Service selects: the copy must not route to it.
 	local := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "local-web", Labels: map[string]string{"tier": "web"}}, Spec: podSpec("10m")}
-	if _, err := kube(t, east).CoreV1().Pods(ns).Create(ctx, local, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = kube(t, east).CoreV1().Pods(ns).Create(ctx, local, metav1.CreateOptions{})
+	require.NoError(t, err)
 	for _, s := range []*corev1.Service{web, service("api", map[string]string{"tier": "web"}, false)} {
-		if _, err := src.CoreV1().Services(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := src.CoreV1().Services(ns).Create(ctx, s, metav1.CreateOptions{})
+		require.NoError(t, err)
 	}
 	deployment(t, ns, "web-east", 2, inCluster(east, map[string]string{"tier": "web"}))
 	deployment(t, ns, "web-west", 2, inCluster(west, map[string]string{"tier": "web"}))
@@ -117,30 +115,19 @@ func TestServicesFollowTheirDelegates(t *testing.T) {
 	})
 	t.Logf("copies of web in %s %s after both Deployments were Running", want, took.Round(time.Millisecond))
 	source, err := src.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, c := range []string{east, west} {
 		cp, err := kube(t, c).CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		// The target allocated it: its own range (the clusters' ranges
 		// may overlap, so equal addresses prove nothing either way).
-		if cp.Spec.ClusterIP == "" || cp.Spec.ClusterIP == corev1.ClusterIPNone || len(cp.Spec.IPFamilies) == 0 {
-			t.Errorf("copy in %s: cluster IP %q, families %v: want one the target allocated (the source's is %q)", c, cp.Spec.ClusterIP, cp.Spec.IPFamilies, source.Spec.ClusterIP)
-		}
-		if len(cp.Spec.Ports) != 1 || cp.Spec.Ports[0].Port != 80 || cp.Spec.Ports[0].TargetPort != intstr.FromInt32(8080) {
-			t.Errorf("copy in %s: ports %v, want the source's", c, cp.Spec.Ports)
-		}
+		assert.Falsef(t, cp.Spec.ClusterIP == "" || cp.Spec.ClusterIP == corev1.ClusterIPNone || len(cp.Spec.IPFamilies) == 0, "copy in %s: cluster IP %q, families %v: want one the target allocated (the source's is %q)", c, cp.Spec.ClusterIP, cp.Spec.IPFamilies, source.Spec.ClusterIP)
+		assert.Falsef(t, len(cp.Spec.Ports) != 1 || cp.Spec.Ports[0].Port != 80 || cp.Spec.Ports[0].TargetPort != intstr.FromInt32(8080), "copy in %s: ports %v, want the source's", c, cp.Spec.Ports)
 		// Before: a NodePort copy, a node port on every node of the
 		// target, and a selector that also took the target's own pods.
-		if cp.Spec.Type != corev1.ServiceTypeClusterIP || cp.Spec.Ports[0].NodePort != 0 {
-			t.Errorf("copy in %s: type %s node port %d, want a ClusterIP Service (services.nodePorts is off)", c, cp.Spec.Type, cp.Spec.Ports[0].NodePort)
-		}
-		if want := map[string]string{"tier": "web", v1alpha1.LabelParentCluster: sandbox.SourceCluster}; !maps.Equal(cp.Spec.Selector, want) {
-			t.Errorf("copy in %s: selector %v, want %v", c, cp.Spec.Selector, want)
-		}
+		assert.Falsef(t, cp.Spec.Type != corev1.ServiceTypeClusterIP || cp.Spec.Ports[0].NodePort != 0, "copy in %s: type %s node port %d, want a ClusterIP Service (services.nodePorts is off)", c, cp.Spec.Type, cp.Spec.Ports[0].NodePort)
+		want := map[string]string{"tier": "web", v1alpha1.LabelParentCluster: sandbox.SourceCluster}
+		assert.Truef(t, maps.Equal(cp.Spec.Selector, want), "copy in %s: selector %v, want %v", c, cp.Spec.Selector, want)
 	}
 	eventually(t, time.Minute, "the copy's EndpointSlice in "+east+" listing its 2 delegates, not the target's own pod", func(ctx context.Context) (bool, string) {
 		p, err := kube(t, east).CoreV1().Pods(ns).Get(ctx, local.Name, metav1.GetOptions{})
@@ -159,9 +146,8 @@ func TestServicesFollowTheirDelegates(t *testing.T) {
 				}
 			}
 		}
-		if slices2 := strings.Join(names, ","); strings.Contains(slices2, local.Name) {
-			t.Fatalf("the copy of web in %s routes to the target's own pod: %s", east, slices2)
-		}
+		slices2 := strings.Join(names, ",")
+		require.NotContainsf(t, slices2, local.Name, "the copy of web in %s routes to the target's own pod: %s", east, slices2)
 		return len(names) == 2, "endpoints " + strings.Join(names, ",")
 	})
 
@@ -182,22 +168,19 @@ func TestServicesFollowTheirDelegates(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%d Events on Service api, none FollowRefused naming %s", len(evs.Items), west)
 	})
-	if cur, err := kube(t, west).CoreV1().Services(ns).Get(ctx, "api", metav1.GetOptions{}); err != nil || cur.ResourceVersion != theirs.ResourceVersion {
-		t.Errorf("the Service %s made itself was changed or deleted: %v", west, err)
-	}
+	cur, err := kube(t, west).CoreV1().Services(ns).Get(ctx, "api", metav1.GetOptions{})
+	assert.Falsef(t, err != nil || cur.ResourceVersion != theirs.ResourceVersion, "the Service %s made itself was changed or deleted: %v", west, err)
 
 	// No replica left in west: its copy of web goes, east's stays.
-	if _, err := src.AppsV1().Deployments(ns).Patch(ctx, "web-west", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = src.AppsV1().Deployments(ns).Patch(ctx, "web-west", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
 	took = eventually(t, 2*time.Minute, "the copy of web in "+west+" removed, "+east+"'s kept", func(ctx context.Context) (bool, string) {
 		got := strings.Join(serviceCopies(t, ctx, ns, "web"), ",")
 		return got == east, "copies in " + got
 	})
 	t.Logf("the copy in %s removed %s after scaling to 0", west, took.Round(time.Millisecond))
-	if _, err := kube(t, west).CoreV1().Services(ns).Get(ctx, "api", metav1.GetOptions{}); err != nil {
-		t.Errorf("the Service %s made itself: %v", west, err)
-	}
+	_, err = kube(t, west).CoreV1().Services(ns).Get(ctx, "api", metav1.GetOptions{})
+	assert.NoErrorf(t, err, "the Service %s made itself", west)
 
 	t.Run("headless Service of a StatefulSet", func(t *testing.T) { headlessStatefulSet(t, ctx, ns) })
 }
@@ -207,9 +190,8 @@ func TestServicesFollowTheirDelegates(t *testing.T) {
 // with its hostname.
 func headlessStatefulSet(t *testing.T, ctx context.Context, ns string) {
 	src := kube(t, sandbox.SourceCluster)
-	if _, err := src.CoreV1().Services(ns).Create(ctx, service("db", map[string]string{"app": "db"}, true), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := src.CoreV1().Services(ns).Create(ctx, service("db", map[string]string{"app": "db"}, true), metav1.CreateOptions{})
+	require.NoError(t, err)
 	spec := podSpec("100m")
 	sts := &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "db"},
@@ -225,9 +207,8 @@ func headlessStatefulSet(t *testing.T, ctx context.Context, ns string) {
 			},
 		},
 	}
-	if _, err := src.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = src.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{})
+	require.NoError(t, err)
 	eventually(t, 3*time.Minute, "db-0 and db-1 listed by hostname in their clusters' EndpointSlices", func(ctx context.Context) (bool, string) {
 		for _, name := range []string{"db-0", "db-1"} {
 			p, err := src.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
@@ -295,9 +276,7 @@ func delegateIPs(t *testing.T, ctx context.Context, ns, app string) map[string][
 	t.Helper()
 	out := map[string][]string{}
 	list, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for i := range list.Items {
 		for c, ds := range delegatesOf(t, ctx, &list.Items[i]) {
 			for _, d := range ds {
@@ -327,9 +306,8 @@ func TestGlobalServices(t *testing.T) {
 	east, west := sb.ClusterNames()[1], sb.ClusterNames()[2]
 	svc := service("g", map[string]string{"tier": "global"}, false)
 	svc.Annotations = map[string]string{v1alpha1.AnnotationGlobal: "true"}
-	if _, err := src.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := src.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+	require.NoError(t, err)
 	deployment(t, ns, "g-east", 2, inCluster(east, map[string]string{"tier": "global"}))
 	deployment(t, ns, "g-west", 2, inCluster(west, map[string]string{"tier": "global"}))
 	waitDeploymentRunning(t, ns, "g-east", 2, 3*time.Minute)
@@ -348,25 +326,21 @@ func TestGlobalServices(t *testing.T) {
 		return false, fmt.Sprintf("%d Events, none GlobalServiceRefused", len(evs.Items))
 	})
 	for _, c := range []string{east, west} {
-		if ips, err := fleetletSliceIPs(t, ctx, c, ns, "g"); err != nil || len(ips) > 0 {
-			t.Errorf("fleetlet slices in %s without routable networks: %v %v", c, ips, err)
-		}
+		ips, err := fleetletSliceIPs(t, ctx, c, ns, "g")
+		assert.Falsef(t, err != nil || len(ips) > 0, "fleetlet slices in %s without routable networks: %v %v", c, ips, err)
 	}
 
 	// The Multi-Cluster Services API installed: a ServiceExport makes its
 	// Service global as the annotation does (seen when the manager starts).
 	installServiceExportCRD(t, ctx)
-	if _, err := src.CoreV1().Services(ns).Create(ctx, service("h", map[string]string{"tier": "global"}, false), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = src.CoreV1().Services(ns).Create(ctx, service("h", map[string]string{"tier": "global"}, false), metav1.CreateOptions{})
+	require.NoError(t, err)
 	export := &unstructured.Unstructured{}
 	export.SetAPIVersion("multicluster.x-k8s.io/v1alpha1")
 	export.SetKind("ServiceExport")
 	export.SetNamespace(ns)
 	export.SetName("h")
-	if err := ctrlClient(t, sandbox.SourceCluster).Create(ctx, export); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ctrlClient(t, sandbox.SourceCluster).Create(ctx, export))
 
 	restartManager(t, "--routable-pod-networks=true")
 	t.Cleanup(func() { restartManager(t) })
@@ -385,22 +359,18 @@ func TestGlobalServices(t *testing.T) {
 		})
 	}
 	eastIPs, westIPs := delegateIPs(t, ctx, ns, "g-east")[east], delegateIPs(t, ctx, ns, "g-west")[west]
-	if len(eastIPs) != 2 || len(westIPs) != 2 {
-		t.Fatalf("delegate IPs: %s %v, %s %v; want 2 each", east, eastIPs, west, westIPs)
-	}
+	require.Falsef(t, len(eastIPs) != 2 || len(westIPs) != 2, "delegate IPs: %s %v, %s %v; want 2 each", east, eastIPs, west, westIPs)
 	took := slicesList("each cluster's slice listing the other's delegates", map[string][]string{east: westIPs, west: eastIPs})
 	t.Logf("slices listed the other cluster's delegates %s after the restart", took.Round(time.Millisecond))
-	if got, err := fleetletSliceIPs(t, ctx, east, ns, "h"); err != nil || strings.Join(got, ",") != strings.Join(westIPs, ",") {
-		t.Errorf("the exported Service h: %s's slices list %v (%v), want %v", east, got, err, westIPs)
-	}
+	got, err := fleetletSliceIPs(t, ctx, east, ns, "h")
+	assert.Falsef(t, err != nil || strings.Join(got, ",") != strings.Join(westIPs, ","), "the exported Service h: %s's slices list %v (%v), want %v", east, got, err, westIPs)
 
 	// The west delegates drained (their replacements cannot go anywhere
 	// else): east's slice follows, west keeps no copy.
 	node := "fleetlet-" + west
 	t.Cleanup(func() { _, _ = kubectl(t, "--context", sandbox.SourceCluster, "uncordon", node) })
-	if out, err := kubectl(t, "--context", sandbox.SourceCluster, "drain", node, "--ignore-daemonsets", "--pod-selector=app=g-west", "--timeout=2m"); err != nil {
-		t.Fatalf("kubectl drain %s: %v\n%s", node, err, out)
-	}
+	out, err := kubectl(t, "--context", sandbox.SourceCluster, "drain", node, "--ignore-daemonsets", "--pod-selector=app=g-west", "--timeout=2m")
+	require.NoErrorf(t, err, "kubectl drain %s\n%s", node, out)
 	drained := time.Now()
 	slicesList("east's slice empty after the drain of "+west, map[string][]string{east: nil})
 	t.Logf("east's slice followed the drain in %s", time.Since(drained).Round(time.Millisecond))
@@ -417,13 +387,9 @@ func TestGlobalServices(t *testing.T) {
 func installServiceExportCRD(t *testing.T, ctx context.Context) {
 	t.Helper()
 	cfg, err := sb.RESTConfig(sandbox.SourceCluster)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cs, err := apiextensionsclient.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	crd := &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "serviceexports.multicluster.x-k8s.io"},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
@@ -438,9 +404,8 @@ func installServiceExportCRD(t *testing.T, ctx context.Context) {
 			}},
 		},
 	}
-	if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	_, err = cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+	require.Falsef(t, err != nil && !apierrors.IsAlreadyExists(err), "creating CRD %s: %v", crd.Name, err)
 	eventually(t, time.Minute, "the ServiceExport CRD established", func(ctx context.Context) (bool, string) {
 		cur, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
 		if err != nil {

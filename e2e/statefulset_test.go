@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,9 +26,8 @@ func holdShutdown(t *testing.T, cluster, ns, name string) (release func() error)
 	t.Helper()
 	pods := kube(t, cluster).CoreV1().Pods(ns)
 	hold := fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, slowShutdown)
-	if _, err := pods.Patch(context.Background(), name, types.MergePatchType, []byte(hold), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := pods.Patch(context.Background(), name, types.MergePatchType, []byte(hold), metav1.PatchOptions{})
+	require.NoError(t, err)
 	release = func() error {
 		_, err := pods.Patch(context.Background(), name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 		if apierrors.IsNotFound(err) {
@@ -55,27 +55,20 @@ func TestChaperonDeletedNeverRunsAPodTwice(t *testing.T) {
 	db := waitStatefulSetRunning(t, ns, "db", 1, 2*time.Minute)[0]
 	cluster := clusterOfNode(db.Spec.NodeName)
 	ds := delegatesOf(t, ctx, &db)[cluster]
-	if len(ds) != 1 {
-		t.Fatalf("db-0 on %s: %d pods there, want its delegate", db.Spec.NodeName, len(ds))
-	}
+	require.Lenf(t, ds, 1, "db-0 on %s: %d pods there, want its delegate", db.Spec.NodeName, len(ds))
 	delegate := ds[0]
 	owner := metav1.GetControllerOf(&delegate)
-	if owner == nil || owner.Kind != "PodChaperon" {
-		t.Fatalf("delegate %s in %s is not controlled by a PodChaperon: %v", delegate.Name, cluster, delegate.OwnerReferences)
-	}
+	require.Falsef(t, owner == nil || owner.Kind != "PodChaperon", "delegate %s in %s is not controlled by a PodChaperon: %v", delegate.Name, cluster, delegate.OwnerReferences)
 	pods := kube(t, cluster).CoreV1().Pods(ns)
 	release := holdShutdown(t, cluster, ns, delegate.Name)
 
 	// Its cluster cordoned: the new db-0 may only go to another one, where
 	// nothing would stop it while the old copy runs.
-	if out, err := kubectl(t, "--context", sandbox.SourceCluster, "cordon", db.Spec.NodeName); err != nil {
-		t.Fatalf("cordon %s: %v: %s", db.Spec.NodeName, err, out)
-	}
+	out, err := kubectl(t, "--context", sandbox.SourceCluster, "cordon", db.Spec.NodeName)
+	require.NoErrorf(t, err, "cordon %s: %s", db.Spec.NodeName, out)
 	t.Cleanup(func() { _, _ = kubectl(t, "--context", sandbox.SourceCluster, "uncordon", db.Spec.NodeName) })
 	chaperon := &v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: owner.Name}}
-	if err := ctrlClient(t, cluster).Delete(ctx, chaperon); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ctrlClient(t, cluster).Delete(ctx, chaperon))
 	eventually(t, time.Minute, "the delegate shutting down after its chaperon's deletion", func(ctx context.Context) (bool, string) {
 		p, err := pods.Get(ctx, delegate.Name, metav1.GetOptions{})
 		if err != nil {
@@ -86,9 +79,7 @@ func TestChaperonDeletedNeverRunsAPodTwice(t *testing.T) {
 	// The old copy shuts down for 15 s: no second db-0 meanwhile (the
 	// sampler looks), and the proxy is not replaced while it runs.
 	time.Sleep(15 * time.Second)
-	if err := release(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, release())
 	src := kube(t, sandbox.SourceCluster)
 	eventually(t, 2*time.Minute, "db-0 made again and Running in another cluster", func(ctx context.Context) (bool, string) {
 		p, err := src.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})

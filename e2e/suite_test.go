@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -184,7 +185,7 @@ func need(t *testing.T) {
 		if testing.Short() {
 			t.Skip("e2e scenario skipped in -short mode")
 		}
-		t.Fatal("no sandbox")
+		require.FailNow(t, "no sandbox")
 	}
 	began := time.Now()
 	t.Cleanup(func() { scenarioTimes.add(timing{name: t.Name(), took: time.Since(began), failed: t.Failed()}) })
@@ -199,30 +200,22 @@ func need(t *testing.T) {
 // started without metrics-server (FLEETLET_E2E_SANDBOX's own).
 func needMetricsServer(t *testing.T) {
 	t.Helper()
-	if !sb.State().Settings.MetricsServer {
-		t.Fatalf("the sandbox in %s runs no metrics-server: start it with `fleetlet-sandbox up --metrics-server`", sb.Dir())
-	}
+	require.Truef(t, sb.State().Settings.MetricsServer, "the sandbox in %s runs no metrics-server: start it with `fleetlet-sandbox up --metrics-server`", sb.Dir())
 }
 
 func kube(t *testing.T, cluster string) kubernetes.Interface {
 	t.Helper()
 	cs, err := sb.Client(cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return cs
 }
 
 func ctrlClient(t *testing.T, cluster string) client.Client {
 	t.Helper()
 	cfg, err := sb.RESTConfig(cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return c
 }
 
@@ -252,9 +245,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx 
 		last = why
 		return ok, nil
 	})
-	if err != nil {
-		t.Fatalf("timed out after %s waiting for %s; last: %s", timeout, what, last)
-	}
+	require.NoErrorf(t, err, "timed out after %s waiting for %s; last: %s", timeout, what, last)
 	return time.Since(start)
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,9 +33,7 @@ func TestSystemWorkloadsUndisturbed(t *testing.T) {
 		return len(problems) == 0, strings.Join(problems, "; ")
 	})
 	pods, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(metav1.NamespaceSystem).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	acked := 0
 	for _, p := range pods.Items {
 		if strings.HasPrefix(p.Spec.NodeName, "fleetlet-") {
@@ -41,9 +41,8 @@ func TestSystemWorkloadsUndisturbed(t *testing.T) {
 			t.Logf("%s on %s: %s, %s", p.Name, p.Spec.NodeName, p.Status.Phase, conditionReason(p.Status.Conditions, v1alpha1.ConditionNotRun))
 		}
 	}
-	if want := 2 * len(sb.ClusterNames()); acked < want {
-		t.Errorf("%d DaemonSet pods on the virtual nodes, want at least %d (both DaemonSets on each)", acked, want)
-	}
+	want := 2 * len(sb.ClusterNames())
+	assert.GreaterOrEqual(t, acked, want, "DaemonSet pods on the virtual nodes (both DaemonSets on each)")
 }
 
 func conditionReason(conds []corev1.PodCondition, typ corev1.PodConditionType) string {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -44,34 +46,24 @@ func TestDisconnectDrainsTheTarget(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		if err := sb.Connect(context.Background(), gone); err != nil {
-			t.Errorf("connecting %s again: %v", gone, err)
-		}
+		assert.NoErrorf(t, sb.Connect(context.Background(), gone), "connecting %s again", gone)
 	})
 
 	start := time.Now()
-	if err := sb.Disconnect(ctx, gone, 3*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.Disconnect(ctx, gone, 3*time.Minute))
 	t.Logf("disconnecting %s drained %d of %d replicas in %s", gone, on, replicas, time.Since(start).Round(100*time.Millisecond))
 
-	if err := ctrlClient(t, sandbox.SourceCluster).Get(ctx, client.ObjectKey{Name: gone}, &v1alpha1.ClusterTarget{}); !apierrors.IsNotFound(err) {
-		t.Errorf("ClusterTarget %s after disconnect: %v, want NotFound", gone, err)
-	}
-	if _, err := src.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("virtual node %s after disconnect: %v, want NotFound", node, err)
-	}
+	err := ctrlClient(t, sandbox.SourceCluster).Get(ctx, client.ObjectKey{Name: gone}, &v1alpha1.ClusterTarget{})
+	assert.Truef(t, apierrors.IsNotFound(err), "ClusterTarget %s after disconnect: %v, want NotFound", gone, err)
+	_, err = src.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	assert.Truef(t, apierrors.IsNotFound(err), "virtual node %s after disconnect: %v, want NotFound", node, err)
 	for _, p := range waitDeploymentRunning(t, ns, "leaver", replicas, 2*time.Minute) {
-		if p.Spec.NodeName == node {
-			t.Errorf("proxy %s is still on %s", p.Name, node)
-		}
+		assert.NotEqualf(t, node, p.Spec.NodeName, "proxy %s is still on %s", p.Name, node)
 	}
 	var left v1alpha1.PodChaperonList
-	if err := ctrlClient(t, gone).List(ctx, &left, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ctrlClient(t, gone).List(ctx, &left, client.InNamespace(ns)))
 	if len(left.Items) > 0 || len(delegatesIn(t, ctx, gone, ns)) > 0 {
-		t.Errorf("left in %s after disconnect: %d PodChaperons, delegates %v", gone, len(left.Items), delegatesIn(t, ctx, gone, ns))
+		assert.Failf(t, "objects left after disconnect", "left in %s after disconnect: %d PodChaperons, delegates %v", gone, len(left.Items), delegatesIn(t, ctx, gone, ns))
 	}
 }
 
@@ -106,9 +98,7 @@ func TestKubeconfigSecretLossDoublesNothing(t *testing.T) {
 		var out []string
 		for _, c := range sb.ClusterNames() {
 			pods, err := kube(t, c).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelParentCluster})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			for _, p := range pods.Items {
 				if p.Annotations[v1alpha1.AnnotationParentName] == "db-0" && p.DeletionTimestamp == nil {
 					out = append(out, c+"/"+p.Name)
@@ -120,19 +110,14 @@ func TestKubeconfigSecretLossDoublesNothing(t *testing.T) {
 
 	var ct v1alpha1.ClusterTarget
 	cc := ctrlClient(t, sandbox.SourceCluster)
-	if err := cc.Get(ctx, client.ObjectKey{Name: lost}, &ct); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cc.Get(ctx, client.ObjectKey{Name: lost}, &ct))
 	ref := ct.Spec.KubeconfigSecret
 	secret, err := src.CoreV1().Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	restore := func() {
 		kept := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: secret.Namespace, Name: secret.Name, Labels: secret.Labels}, Type: secret.Type, Data: secret.Data}
-		if _, err := src.CoreV1().Secrets(ref.Namespace).Create(context.Background(), kept, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Errorf("restoring Secret %s/%s: %v", ref.Namespace, ref.Name, err)
-		}
+		_, err := src.CoreV1().Secrets(ref.Namespace).Create(context.Background(), kept, metav1.CreateOptions{})
+		assert.Falsef(t, err != nil && !apierrors.IsAlreadyExists(err), "restoring Secret %s/%s: %v", ref.Namespace, ref.Name, err)
 	}
 	restored := false
 	t.Cleanup(func() {
@@ -140,9 +125,7 @@ func TestKubeconfigSecretLossDoublesNothing(t *testing.T) {
 			restore()
 		}
 	})
-	if err := src.CoreV1().Secrets(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, src.CoreV1().Secrets(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{}))
 	lostAt := time.Now()
 	eventually(t, time.Minute, lost+" NotReady, KubeconfigSecretNotFound", func(ctx context.Context) (bool, string) {
 		if err := cc.Get(ctx, client.ObjectKey{Name: lost}, &ct); err != nil {
@@ -156,37 +139,24 @@ func TestKubeconfigSecretLossDoublesNothing(t *testing.T) {
 	// stays Ready and untainted, saying why, and db-0 keeps running.
 	node := "fleetlet-" + lost
 	for time.Since(lostAt) < 30*time.Second {
-		if d := dbDelegates(ctx); len(d) != 1 {
-			t.Fatalf("db-0 should run once, in %s: %v", lost, d)
-		}
+		d := dbDelegates(ctx)
+		require.Lenf(t, d, 1, "db-0 should run once, in %s: %v", lost, d)
 		p, err := src.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
-		if err != nil || p.UID != db0.UID || p.DeletionTimestamp != nil {
-			t.Fatalf("db-0 evicted or replaced while only fleetlet's credentials were lost: %v %v", err, p)
-		}
+		require.Falsef(t, err != nil || p.UID != db0.UID || p.DeletionTimestamp != nil, "db-0 evicted or replaced while only fleetlet's credentials were lost: %v %v", err, p)
 		n, err := src.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
-				t.Fatalf("virtual node %s turned Ready=%s (%s: %s) for lost credentials", node, c.Status, c.Reason, c.Message)
-			}
+			require.Falsef(t, c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue, "virtual node %s turned Ready=%s (%s: %s) for lost credentials", node, c.Status, c.Reason, c.Message)
 		}
 		for _, taint := range n.Spec.Taints {
-			if taint.Effect == corev1.TaintEffectNoExecute {
-				t.Fatalf("virtual node %s got the NoExecute taint %s for lost credentials", node, taint.Key)
-			}
+			require.NotEqualf(t, corev1.TaintEffectNoExecute, taint.Effect, "virtual node %s got the NoExecute taint %s for lost credentials", node, taint.Key)
 		}
 		time.Sleep(2 * time.Second)
 	}
 	n, err := src.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && (c.Reason != v1alpha1.ReasonKubeconfigSecretNotFound || !strings.Contains(c.Message, "no new pod")) {
-			t.Errorf("virtual node %s's Ready condition does not say why no new pod goes there: %s: %s", node, c.Reason, c.Message)
-		}
+		assert.Falsef(t, c.Type == corev1.NodeReady && (c.Reason != v1alpha1.ReasonKubeconfigSecretNotFound || !strings.Contains(c.Message, "no new pod")), "virtual node %s's Ready condition does not say why no new pod goes there: %s: %s", node, c.Reason, c.Message)
 	}
 
 	restore()
@@ -199,12 +169,9 @@ func TestKubeconfigSecretLossDoublesNothing(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", c)
 	})
 	p, err := src.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
-	if err != nil || p.UID != db0.UID || p.Status.Phase != corev1.PodRunning {
-		t.Fatalf("db-0 after the Secret is back: %v %v, want the first one still Running", err, p)
-	}
-	if d := dbDelegates(ctx); len(d) != 1 {
-		t.Fatalf("db-0's delegates after the Secret is back: %v, want one", d)
-	}
+	require.Falsef(t, err != nil || p.UID != db0.UID || p.Status.Phase != corev1.PodRunning, "db-0 after the Secret is back: %v %v, want the first one still Running", err, p)
+	d := dbDelegates(ctx)
+	require.Lenf(t, d, 1, "db-0's delegates after the Secret is back: %v, want one", d)
 }
 
 // --secret-namespaces (chart manager.secretNamespaces): the manager
@@ -221,9 +188,7 @@ func TestSecretNamespaces(t *testing.T) {
 	unlisted := enabledNamespace(t, "secrets-out", sb.ClusterNames()[1:]...)
 	cc := ctrlClient(t, sandbox.SourceCluster)
 	var targets v1alpha1.ClusterTargetList
-	if err := cc.List(ctx, &targets); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cc.List(ctx, &targets))
 	namespaces := []string{listed}
 	for _, ct := range targets.Items {
 		if ref := ct.Spec.KubeconfigSecret; ref != nil && !slices.Contains(namespaces, ref.Namespace) {
@@ -235,18 +200,15 @@ func TestSecretNamespaces(t *testing.T) {
 
 	usesSecret := func(ns string) *corev1.Pod {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: ns}, StringData: map[string]string{"password": "x"}}
-		if _, err := src.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := src.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{})
+		require.NoError(t, err)
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns,
 			Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region in (cluster-2,cluster-3)"}},
 			Spec: podSpec("10m")}
 		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{
 			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "password"}}}}
-		var err error
-		if p, err = src.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		p, err = src.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
 		return p
 	}
 	in, out := usesSecret(listed), usesSecret(unlisted)
@@ -266,16 +228,12 @@ func TestSecretNamespaces(t *testing.T) {
 		return c != nil && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "--secret-namespaces"), fmt.Sprintf("%+v", c)
 	})
 	for _, c := range sb.ClusterNames()[1:] {
-		if _, err := kube(t, c).CoreV1().Secrets(unlisted).Get(ctx, "creds", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("the unlisted namespace's Secret in %s: %v, want NotFound", c, err)
-		}
+		_, err := kube(t, c).CoreV1().Secrets(unlisted).Get(ctx, "creds", metav1.GetOptions{})
+		assert.Truef(t, apierrors.IsNotFound(err), "the unlisted namespace's Secret in %s: %v, want NotFound", c, err)
 	}
-	if err := cc.List(ctx, &targets); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cc.List(ctx, &targets))
 	for _, ct := range targets.Items {
-		if c := meta.FindStatusCondition(ct.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
-			t.Errorf("ClusterTarget %s not Ready with its Secret's namespace listed: %+v", ct.Name, c)
-		}
+		c := meta.FindStatusCondition(ct.Status.Conditions, v1alpha1.ConditionReady)
+		assert.Falsef(t, c == nil || c.Status != metav1.ConditionTrue, "ClusterTarget %s not Ready with its Secret's namespace listed: %+v", ct.Name, c)
 	}
 }

@@ -3,10 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,9 +31,8 @@ func secondSource(t *testing.T, cluster, name, ns string) kubernetes.Interface {
 	ctx := context.Background()
 	cc := ctrlClient(t, cluster)
 	cs := &v1alpha1.ClusterSource{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ClusterSourceSpec{ServiceAccountNamespace: sandbox.FleetletNamespace}}
-	if err := cc.Create(ctx, cs); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	err := cc.Create(ctx, cs)
+	require.Falsef(t, err != nil && !apierrors.IsAlreadyExists(err), "%v", err)
 	t.Cleanup(func() { _ = cc.Delete(context.Background(), cs) })
 	sa := v1alpha1.SourceServiceAccountPrefix + name
 	var token *authenticationv1.TokenRequest
@@ -43,15 +43,11 @@ func secondSource(t *testing.T, cluster, name, ns string) kubernetes.Interface {
 		return err == nil, fmt.Sprint(err)
 	})
 	admin, err := sb.RESTConfig(cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg := rest.AnonymousClientConfig(admin)
 	cfg.BearerToken = token.Status.Token
 	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	eventually(t, time.Minute, "source "+name+" admitted in namespace "+ns+" of "+cluster, func(ctx context.Context) (bool, string) {
 		_, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		return err == nil, fmt.Sprint(err)
@@ -78,16 +74,12 @@ func TestAnotherSourceCannotPoseAsADelegate(t *testing.T) {
 	labelNamespace(t, target, ns, "source.multicluster.fleetlet.io/"+other)
 	tenantB := secondSource(t, target, other, ns)
 
-	if err := sb.StopComponent(ctx, target, sandbox.ComponentManager); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.StopComponent(ctx, target, sandbox.ComponentManager))
 	restarted := false
 	restart := func() {
 		if !restarted {
 			restarted = true
-			if err := sb.StartComponent(context.Background(), target, sandbox.ComponentManager); err != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, sb.StartComponent(context.Background(), target, sandbox.ComponentManager))
 		}
 	}
 	t.Cleanup(restart)
@@ -95,9 +87,7 @@ func TestAnotherSourceCannotPoseAsADelegate(t *testing.T) {
 	victim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "victim", Namespace: ns,
 		Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "topology.kubernetes.io/region=" + target}}, Spec: podSpec("100m")}
 	victim, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Create(ctx, victim, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	name := naming.RemoteName(victim.Name, victim.UID)
 	var pc v1alpha1.PodChaperon
 	eventually(t, time.Minute, "the victim's chaperon in "+target, func(ctx context.Context) (bool, string) {
@@ -112,12 +102,10 @@ func TestAnotherSourceCannotPoseAsADelegate(t *testing.T) {
 			Spec: corev1.PodSpec{SchedulerName: v1alpha1.SchedulerNameCandidate, Containers: []corev1.Container{{Name: "main", Image: "registry.example/impostor:1"}}},
 		}
 	}
-	if _, err := tenantB.CoreV1().Pods(ns).Create(ctx, impostor(sandbox.SourceCluster), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "must be '"+other+"'") {
-		t.Fatalf("%s creating a pod that claims to be %s's delegate: %v, want the fleetlet-delegate-pods policy's refusal", other, sandbox.SourceCluster, err)
-	}
-	if _, err := tenantB.CoreV1().Pods(ns).Create(ctx, impostor(other), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = tenantB.CoreV1().Pods(ns).Create(ctx, impostor(sandbox.SourceCluster), metav1.CreateOptions{})
+	require.ErrorContainsf(t, err, "must be '"+other+"'", "%s creating a pod that claims to be %s's delegate: %v, want the fleetlet-delegate-pods policy's refusal", other, sandbox.SourceCluster, err)
+	_, err = tenantB.CoreV1().Pods(ns).Create(ctx, impostor(other), metav1.CreateOptions{})
+	require.NoError(t, err)
 	restart()
 
 	eventually(t, 2*time.Minute, "the chaperon refusing the impostor", func(ctx context.Context) (bool, string) {
@@ -135,16 +123,10 @@ func TestAnotherSourceCannotPoseAsADelegate(t *testing.T) {
 	// nothing of the impostor.
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
 		p, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Get(ctx, victim.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Spec.NodeName != "" || p.Status.Phase == corev1.PodRunning || p.Status.PodIP != "" {
-			t.Fatalf("the proxy took the impostor for its delegate: node %q phase %s IP %q", p.Spec.NodeName, p.Status.Phase, p.Status.PodIP)
-		}
+		require.NoError(t, err)
+		require.Falsef(t, p.Spec.NodeName != "" || p.Status.Phase == corev1.PodRunning || p.Status.PodIP != "", "the proxy took the impostor for its delegate: node %q phase %s IP %q", p.Spec.NodeName, p.Status.Phase, p.Status.PodIP)
 	}
-	if err := kube(t, target).CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, kube(t, target).CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
 	eventually(t, 2*time.Minute, "the victim Running on its real delegate", func(ctx context.Context) (bool, string) {
 		p, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Get(ctx, victim.Name, metav1.GetOptions{})
 		if err != nil {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -42,9 +44,7 @@ func TestUninstall(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	u, err := sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: sb.BinDir(), Clusters: 2, Nodes: 2, DieWithParent: true, Out: os.Stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, c := range u.ClusterNames() {
@@ -53,23 +53,17 @@ func TestUninstall(t *testing.T) {
 			// Keep them past t.TempDir's removal.
 			_ = os.Rename(dir+"/logs", fmt.Sprintf("%s/fleetlet-e2e-uninstall-logs-%d", os.TempDir(), time.Now().Unix()))
 		}
-		if err := u.Down(context.Background()); err != nil {
-			t.Errorf("sandbox down: %v", err)
-		}
+		assert.NoError(t, u.Down(context.Background()), "sandbox down")
 	})
 	clients := map[string]kubernetes.Interface{}
 	ctrlClients := map[string]client.Client{}
 	for _, c := range u.ClusterNames() {
 		cfg, err := u.RESTConfig(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if clients[c], err = kubernetes.NewForConfig(cfg); err != nil {
-			t.Fatal(err)
-		}
-		if ctrlClients[c], err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		clients[c], err = kubernetes.NewForConfig(cfg)
+		require.NoError(t, err)
+		ctrlClients[c], err = client.New(cfg, client.Options{Scheme: scheme})
+		require.NoError(t, err)
 	}
 	src := clients[sandbox.SourceCluster]
 
@@ -80,9 +74,8 @@ func TestUninstall(t *testing.T) {
 		if c == sandbox.SourceCluster {
 			labels[v1alpha1.LabelEnabled] = v1alpha1.LabelEnabledValue
 		}
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{})
+		require.NoError(t, err)
 	}
 
 	// A Deployment spread over the clusters, every replica Running on a
@@ -96,9 +89,8 @@ func TestUninstall(t *testing.T) {
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}}, Spec: podSpec("100m")},
 		},
 	}
-	if _, err := src.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = src.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
+	require.NoError(t, err)
 	virtual := map[string]bool{}
 	for _, c := range u.ClusterNames() {
 		virtual[vnode.NodeName(proxy.TargetKey{Name: c})] = true
@@ -119,9 +111,8 @@ func TestUninstall(t *testing.T) {
 
 	// A pod no cluster can run: it waits, gated, for an election.
 	big := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "too-big", Namespace: ns}, Spec: podSpec("1000")}
-	if _, err := src.CoreV1().Pods(ns).Create(ctx, big, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = src.CoreV1().Pods(ns).Create(ctx, big, metav1.CreateOptions{})
+	require.NoError(t, err)
 	eventually(t, 30*time.Second, "the big pod to have chaperons and stay gated", func(ctx context.Context) (bool, string) {
 		p, err := src.CoreV1().Pods(ns).Get(ctx, big.Name, metav1.GetOptions{})
 		if err != nil {
@@ -135,32 +126,22 @@ func TestUninstall(t *testing.T) {
 			fmt.Sprintf("gates %v, finalizers %v, %d chaperons in %s", p.Spec.SchedulingGates, p.Finalizers, len(chaperons.Items), sandbox.SourceCluster)
 	})
 
-	if err := u.Uninstall(ctx); err != nil {
-		t.Fatalf("uninstall: %v", err)
-	}
+	require.NoError(t, u.Uninstall(ctx), "uninstall")
 
 	for c, cs := range clients {
 		cl := ctrlClients[c]
 		// No pod keeps fleetlet's finalizer or gate; the gated one is gone.
 		pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, p := range pods.Items {
-			if hasGate(&p) || hasDelegateFinalizer(&p) {
-				t.Errorf("%s: pod %s/%s keeps gates %v, finalizers %v", c, p.Namespace, p.Name, p.Spec.SchedulingGates, p.Finalizers)
-			}
-			if c == sandbox.SourceCluster && p.Namespace == ns && p.Name == big.Name && p.DeletionTimestamp == nil {
-				t.Errorf("%s: the gated pod was not deleted (phase %s, node %q)", c, p.Status.Phase, p.Spec.NodeName)
-			}
+			assert.Falsef(t, hasGate(&p) || hasDelegateFinalizer(&p), "%s: pod %s/%s keeps gates %v, finalizers %v", c, p.Namespace, p.Name, p.Spec.SchedulingGates, p.Finalizers)
+			assert.Falsef(t, c == sandbox.SourceCluster && p.Namespace == ns && p.Name == big.Name && p.DeletionTimestamp == nil, "%s: the gated pod was not deleted (phase %s, node %q)", c, p.Status.Phase, p.Spec.NodeName)
 		}
 		// No chaperon, and soon no candidate or delegate they owned.
 		var chaperons v1alpha1.PodChaperonList
-		if err := cl.List(ctx, &chaperons); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, cl.List(ctx, &chaperons))
 		for _, pc := range chaperons.Items {
-			t.Errorf("%s: PodChaperon %s/%s left (finalizers %v)", c, pc.Namespace, pc.Name, pc.Finalizers)
+			assert.Failf(t, "PodChaperon left", "%s: PodChaperon %s/%s left (finalizers %v)", c, pc.Namespace, pc.Name, pc.Finalizers)
 		}
 		eventually(t, time.Minute, c+": its delegates and candidates gone with their chaperons", func(ctx context.Context) (bool, string) {
 			left, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.LabelParentUID})
@@ -171,11 +152,9 @@ func TestUninstall(t *testing.T) {
 		})
 		// No virtual node.
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: cleanup.VirtualNodeSelector().String()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, n := range nodes.Items {
-			t.Errorf("%s: virtual node %s left", c, n.Name)
+			assert.Failf(t, "virtual node left", "%s: virtual node %s left", c, n.Name)
 		}
 		// Nothing cluster-wide of the chart: no ClusterRole (the chart's,
 		// the source ClusterRoles, the cleanup hook's), no webhook, no
@@ -184,56 +163,36 @@ func TestUninstall(t *testing.T) {
 		// with their kept CRD (before: their ClusterRoleBindings and
 		// ServiceAccounts stayed with them, granting access).
 		roles, err := cs.RbacV1().ClusterRoles().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, r := range roles.Items {
-			if strings.Contains(r.Name, "fleetlet") || r.Labels["app.kubernetes.io/part-of"] == "fleetlet" {
-				t.Errorf("%s: ClusterRole %s left (labels %v)", c, r.Name, r.Labels)
-			}
+			assert.Falsef(t, strings.Contains(r.Name, "fleetlet") || r.Labels["app.kubernetes.io/part-of"] == "fleetlet", "%s: ClusterRole %s left (labels %v)", c, r.Name, r.Labels)
 		}
 		bindings, err := cs.RbacV1().ClusterRoleBindings().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, b := range bindings.Items {
-			if strings.Contains(b.Name, "fleetlet") || b.Labels["app.kubernetes.io/part-of"] == "fleetlet" {
-				t.Errorf("%s: ClusterRoleBinding %s left (labels %v, owners %v)", c, b.Name, b.Labels, b.OwnerReferences)
-			}
+			assert.Falsef(t, strings.Contains(b.Name, "fleetlet") || b.Labels["app.kubernetes.io/part-of"] == "fleetlet", "%s: ClusterRoleBinding %s left (labels %v, owners %v)", c, b.Name, b.Labels, b.OwnerReferences)
 		}
-		if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "fleetlet-proxy-pods", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("%s: the webhook configuration is left (err %v)", c, err)
-		}
+		_, err = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "fleetlet-proxy-pods", metav1.GetOptions{})
+		assert.Truef(t, apierrors.IsNotFound(err), "%s: the webhook configuration is left (err %v)", c, err)
 		vaps, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, v := range vaps.Items {
-			if strings.Contains(v.Name, "fleetlet") {
-				t.Errorf("%s: ValidatingAdmissionPolicy %s left", c, v.Name)
-			}
+			assert.NotContainsf(t, v.Name, "fleetlet", "%s: ValidatingAdmissionPolicy %s left", c, v.Name)
 		}
-		if _, err := cs.SchedulingV1().PriorityClasses().Get(ctx, v1alpha1.PriorityClassCandidate, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("%s: PriorityClass %s left (err %v)", c, v1alpha1.PriorityClassCandidate, err)
-		}
+		_, err = cs.SchedulingV1().PriorityClasses().Get(ctx, v1alpha1.PriorityClassCandidate, metav1.GetOptions{})
+		assert.Truef(t, apierrors.IsNotFound(err), "%s: PriorityClass %s left (err %v)", c, v1alpha1.PriorityClassCandidate, err)
 		// The chart's ServiceAccounts, the hook's included, are gone.
 		sas, err := cs.CoreV1().ServiceAccounts(sandbox.FleetletNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + sandbox.ReleaseName})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, sa := range sas.Items {
-			t.Errorf("%s: ServiceAccount %s left", c, sa.Name)
+			assert.Failf(t, "ServiceAccount left", "%s: ServiceAccount %s left", c, sa.Name)
 		}
 		// The sources' ServiceAccounts too (the CRDs, hence the
 		// ClusterSources, are still there).
 		all, err := cs.CoreV1().ServiceAccounts(sandbox.FleetletNamespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, sa := range all.Items {
-			if strings.HasPrefix(sa.Name, v1alpha1.SourceServiceAccountPrefix) {
-				t.Errorf("%s: source ServiceAccount %s left", c, sa.Name)
-			}
+			assert.Falsef(t, strings.HasPrefix(sa.Name, v1alpha1.SourceServiceAccountPrefix), "%s: source ServiceAccount %s left", c, sa.Name)
 		}
 	}
 
@@ -242,33 +201,21 @@ func TestUninstall(t *testing.T) {
 	// finalizer no one would remove now.
 	for c := range clients {
 		cfg, err := u.RESTConfig(c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ext, err := apiextensionsclient.NewForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		crds, err := ext.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var ours []string
 		for _, crd := range crds.Items {
 			if crd.Spec.Group != v1alpha1.GroupName {
 				continue
 			}
 			ours = append(ours, crd.Name)
-			if crd.Annotations["helm.sh/resource-policy"] != "keep" {
-				t.Errorf("%s: CRD %s is not marked keep", c, crd.Name)
-			}
-			if err := ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			assert.Equalf(t, "keep", crd.Annotations["helm.sh/resource-policy"], "%s: CRD %s is not marked keep", c, crd.Name)
+			require.NoError(t, ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{}))
 		}
-		if len(ours) != 6 {
-			t.Errorf("%s: %d fleetlet CRDs kept, want 6: %v", c, len(ours), ours)
-		}
+		assert.Lenf(t, ours, 6, "%s: %d fleetlet CRDs kept, want 6: %v", c, len(ours), ours)
 		eventually(t, time.Minute, c+": the CRDs deleted, instances and all", func(ctx context.Context) (bool, string) {
 			crds, err := ext.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
 			if err != nil {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,22 +36,19 @@ func TestUpdatesReachTheDelegate(t *testing.T) {
 	spec.InitContainers = []corev1.Container{{Name: "init", Image: "registry.k8s.io/pause:3.10"}}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"case": "updates", "tier": "web"},
 		Annotations: map[string]string{"note": "first"}}, Spec: spec}
-	if _, err := src.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := src.Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
 	p := waitBound(t, ns, "case=updates", 1, 2*time.Minute)[0]
 	cluster := clusterOfNode(p.Spec.NodeName)
 	delegateName := delegatesOf(t, ctx, &p)[cluster][0].Name
 	target := kube(t, cluster).CoreV1().Pods(ns)
 	// The target's own admission, say, labelled the delegate.
-	if _, err := kubectl(t, "--context", cluster, "-n", ns, "label", "pod", delegateName, "mesh.example/injected=true"); err != nil {
-		t.Fatal(err)
-	}
+	_, err = kubectl(t, "--context", cluster, "-n", ns, "label", "pod", delegateName, "mesh.example/injected=true")
+	require.NoError(t, err)
 	run := func(args ...string) {
 		t.Helper()
-		if out, err := kubectl(t, append([]string{"--context", sandbox.SourceCluster, "-n", ns}, args...)...); err != nil {
-			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
+		out, err := kubectl(t, append([]string{"--context", sandbox.SourceCluster, "-n", ns}, args...)...)
+		require.NoErrorf(t, err, "kubectl %s\n%s", strings.Join(args, " "), out)
 	}
 	delegateShows := func(what string, check func(d *corev1.Pod) string) {
 		t.Helper()
@@ -200,13 +199,8 @@ func TestUpdatesReachTheDelegate(t *testing.T) {
 	// The delegate is the same pod throughout, and its chaperon says it
 	// is at the template's generation.
 	var pc v1alpha1.PodChaperon
-	if err := ctrlClient(t, cluster).Get(ctx, client.ObjectKey{Namespace: ns, Name: delegateName}, &pc); err != nil {
-		t.Fatal(err)
-	}
-	if pc.Status.ObservedGeneration != pc.Generation || pc.Generation < 8 {
-		t.Errorf("chaperon generation %d, observedGeneration %d: want 8 or more (one per update), observed", pc.Generation, pc.Status.ObservedGeneration)
-	}
-	if got := delegatesOf(t, ctx, &p); len(got[cluster]) != 1 || got[cluster][0].Name != delegateName || len(got) != 1 {
-		t.Errorf("delegates %v, want %s alone, updated in place", got, delegateName)
-	}
+	require.NoError(t, ctrlClient(t, cluster).Get(ctx, client.ObjectKey{Namespace: ns, Name: delegateName}, &pc))
+	assert.Falsef(t, pc.Status.ObservedGeneration != pc.Generation || pc.Generation < 8, "chaperon generation %d, observedGeneration %d: want 8 or more (one per update), observed", pc.Generation, pc.Status.ObservedGeneration)
+	got := delegatesOf(t, ctx, &p)
+	assert.Falsef(t, len(got[cluster]) != 1 || got[cluster][0].Name != delegateName || len(got) != 1, "delegates %v, want %s alone, updated in place", got, delegateName)
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -35,16 +37,12 @@ const UpgradeFromEnv = "FLEETLET_E2E_UPGRADE_FROM"
 func TestUpgradeUnderLoad(t *testing.T) {
 	need(t)
 	from := os.Getenv(UpgradeFromEnv)
-	if from == "" {
-		t.Fatalf("%s names no earlier release: run `make upgrade-from` and set it to bin/upgrade-from", UpgradeFromEnv)
-	}
+	require.NotEmptyf(t, from, "%s names no earlier release: run `make upgrade-from` and set it to bin/upgrade-from", UpgradeFromEnv)
 	ctx := context.Background()
 	current := sb.FleetletBinDir()
 	t.Cleanup(func() {
 		if sb.FleetletBinDir() != current {
-			if err := sb.InstallFleetlet(context.Background(), current); err != nil {
-				t.Errorf("putting this tree's fleetlet back: %v", err)
-			}
+			assert.NoError(t, sb.InstallFleetlet(context.Background(), current), "putting this tree's fleetlet back")
 		}
 	})
 	install(t, from)
@@ -66,10 +64,8 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	after = append(after, waitStatefulSetRunning(t, ns, "db", 2, time.Minute)...)
 	now := delegatesByProxy(t, ctx, after)
 	for proxy, d := range now {
-		if was, ok := before[proxy]; !ok {
-			t.Errorf("proxy %s is new after the upgrade: one was replaced", d.proxy)
-		} else if d.delegate != was.delegate {
-			t.Errorf("proxy %s: delegate %s before the upgrade, %s after", d.proxy, was.describe(), d.describe())
+		if was, ok := before[proxy]; assert.Truef(t, ok, "proxy %s is new after the upgrade: one was replaced", d.proxy) {
+			assert.Equalf(t, was.delegate, d.delegate, "proxy %s: delegate %s before the upgrade, %s after", d.proxy, was.describe(), d.describe())
 		}
 	}
 	waitJobComplete(t, ns, "batch", 4, 3*time.Minute)
@@ -84,23 +80,15 @@ func TestUpgradeUnderLoad(t *testing.T) {
 func install(t *testing.T, dir string) {
 	t.Helper()
 	chart, err := sandbox.PackagedChart(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(chart), "fleetlet-"), ".tgz")
 	began := time.Now()
-	if err := sb.InstallFleetlet(context.Background(), dir); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.InstallFleetlet(context.Background(), dir))
 	for _, c := range sb.ClusterNames() {
 		sas, err := kube(t, c).CoreV1().ServiceAccounts(sandbox.FleetletNamespace).List(context.Background(),
 			metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=manager"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(sas.Items) != 1 || sas.Items[0].Labels["app.kubernetes.io/version"] != want {
-			t.Fatalf("%s: the manager's ServiceAccount should carry version %s: %v", c, want, sas.Items)
-		}
+		require.NoError(t, err)
+		require.Falsef(t, len(sas.Items) != 1 || sas.Items[0].Labels["app.kubernetes.io/version"] != want, "%s: the manager's ServiceAccount should carry version %s: %v", c, want, sas.Items)
 		waitVirtualNodeReady(t, c, "after installing "+want, 2*time.Minute)
 	}
 	t.Logf("fleetlet %s installed in every cluster in %s", want, time.Since(began).Round(100*time.Millisecond))
@@ -117,9 +105,8 @@ func statefulSet(t *testing.T, ns, name string, n int32) {
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: podSpec("100m")},
 		},
 	}
-	if _, err := kube(t, sandbox.SourceCluster).AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 // waitStatefulSetRunning waits until the StatefulSet has n ready replicas,
@@ -166,9 +153,8 @@ func job(t *testing.T, ns, name string, completions, parallelism int32, runFor s
 			},
 		},
 	}
-	if _, err := kube(t, sandbox.SourceCluster).BatchV1().Jobs(ns).Create(context.Background(), j, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).BatchV1().Jobs(ns).Create(context.Background(), j, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 // waitJobActive waits until n of the Job's proxies run, none finished yet.
@@ -189,9 +175,7 @@ func waitJobActive(t *testing.T, ns, name string, n int) {
 				done++
 			}
 		}
-		if done > 0 {
-			t.Fatalf("job %s: %d pods finished before the upgrade: the scenario needs it mid-run", name, done)
-		}
+		require.Zerof(t, done, "job %s: %d pods finished before the upgrade: the scenario needs it mid-run", name, done)
 		return running == n, fmt.Sprintf("%d of %d running", running, len(list.Items))
 	})
 }
@@ -207,9 +191,7 @@ func waitJobComplete(t *testing.T, ns, name string, completions int32, timeout t
 			return false, err.Error()
 		}
 		for _, c := range j.Status.Conditions {
-			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-				t.Fatalf("job %s failed: %s", name, c.Message)
-			}
+			require.Falsef(t, c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue, "job %s failed: %s", name, c.Message)
 			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
 				return j.Status.Succeeded == completions && j.Status.Failed == 0,
 					fmt.Sprintf("complete with %d succeeded, %d failed", j.Status.Succeeded, j.Status.Failed)
@@ -223,9 +205,8 @@ func waitJobComplete(t *testing.T, ns, name string, completions int32, timeout t
 func scale(t *testing.T, ns, name string, n int32) {
 	t.Helper()
 	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
-	if _, err := kube(t, sandbox.SourceCluster).AppsV1().Deployments(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := kube(t, sandbox.SourceCluster).AppsV1().Deployments(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
 }
 
 // standIn is a proxy's delegate: the pod in the cluster of its node.
@@ -247,9 +228,7 @@ func delegatesByProxy(t *testing.T, ctx context.Context, proxies []corev1.Pod) m
 		p := &proxies[i]
 		cluster := clusterOfNode(p.Spec.NodeName)
 		ds := delegatesOf(t, ctx, p)[cluster]
-		if len(ds) != 1 {
-			t.Fatalf("proxy %s on %s: %d pods there, want its delegate", p.Name, p.Spec.NodeName, len(ds))
-		}
+		require.Lenf(t, ds, 1, "proxy %s on %s: %d pods there, want its delegate", p.Name, p.Spec.NodeName, len(ds))
 		out[p.UID] = standIn{proxy: p.Name, cluster: cluster, name: ds[0].Name, delegate: ds[0].UID}
 	}
 	return out

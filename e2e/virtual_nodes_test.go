@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -54,9 +56,7 @@ func freeCPU(t *testing.T, ctx context.Context, cluster string) resource.Quantit
 	t.Helper()
 	cs := kube(t, cluster)
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	free := resource.Quantity{}
 	real := map[string]bool{}
 	for _, n := range nodes.Items {
@@ -64,9 +64,7 @@ func freeCPU(t *testing.T, ctx context.Context, cluster string) resource.Quantit
 		real[n.Name] = true
 	}
 	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, p := range pods.Items {
 		if !real[p.Spec.NodeName] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
@@ -83,14 +81,10 @@ func freeCPU(t *testing.T, ctx context.Context, cluster string) resource.Quantit
 func schedulerFreeCPU(t *testing.T, ctx context.Context, cluster string) resource.Quantity {
 	t.Helper()
 	n, err := virtualNode(t, ctx, cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	free := n.Status.Allocatable.Cpu().DeepCopy()
 	pods, err := kube(t, sandbox.SourceCluster).CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, p := range pods.Items {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
@@ -126,20 +120,14 @@ func TestVirtualNodesTellTheTruth(t *testing.T) {
 			v1alpha1.LabelCluster:    c,
 			v1alpha1.TargetLabelPrefix + "topology.kubernetes.io.region": c,
 		} {
-			if got := n.Labels[k]; got != want {
-				t.Errorf("%s: label %s = %q, want %q", n.Name, k, got, want)
-			}
+			assert.Equalf(t, want, n.Labels[k], "%s: label %s", n.Name, k)
 		}
-		if _, ok := n.Labels[v1alpha1.TargetLabelPrefix+"topology.kubernetes.io.zone"]; ok {
-			t.Errorf("%s: the zone label is not shared by every node of %s but was copied", n.Name, c)
-		}
+		assert.NotContainsf(t, n.Labels, v1alpha1.TargetLabelPrefix+"topology.kubernetes.io.zone", "%s: the zone label is not shared by every node of %s but was copied", n.Name, c)
 		tainted := false
 		for _, taint := range n.Spec.Taints {
 			tainted = tainted || taint == v1alpha1.VirtualNodeTaint()
 		}
-		if !tainted {
-			t.Errorf("%s: taints %v lack %v", n.Name, n.Spec.Taints, v1alpha1.VirtualNodeTaint())
-		}
+		assert.Truef(t, tainted, "%s: taints %v lack %v", n.Name, n.Spec.Taints, v1alpha1.VirtualNodeTaint())
 		eventually(t, 30*time.Second, n.Name+": what the scheduler sees free = what "+c+" can still run", func(ctx context.Context) (bool, string) {
 			want := freeCPU(t, ctx, c)
 			got := schedulerFreeCPU(t, ctx, c)
@@ -158,9 +146,7 @@ func TestVirtualNodesTellTheTruth(t *testing.T) {
 		},
 	}
 	pod, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = cs.CoreV1().Pods("default").Delete(context.Background(), pod.Name, metav1.DeleteOptions{}) })
 	eventually(t, time.Minute, "the load pod to be bound", func(ctx context.Context) (bool, string) {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
@@ -185,9 +171,7 @@ func TestTargetOutageShowsOnItsNode(t *testing.T) {
 		return err == nil && readyCondition(n).Status == corev1.ConditionTrue, "not ready"
 	})
 	stopped := time.Now()
-	if err := sb.Stop(ctx, "cluster-3"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.Stop(ctx, "cluster-3"))
 	restarted := false
 	t.Cleanup(func() {
 		if !restarted {
@@ -204,15 +188,11 @@ func TestTargetOutageShowsOnItsNode(t *testing.T) {
 		return cond.Status == corev1.ConditionFalse, fmt.Sprintf("%+v", cond)
 	})
 	t.Logf("fleetlet-cluster-3 Ready=False %s after cluster-3 began to stop: %s: %s", time.Since(stopped).Round(100*time.Millisecond), cond.Reason, cond.Message)
-	if cond.Reason != v1alpha1.ReasonUnreachable {
-		t.Errorf("reason = %q, want %q", cond.Reason, v1alpha1.ReasonUnreachable)
-	}
+	assert.Equal(t, v1alpha1.ReasonUnreachable, cond.Reason, "fleetlet-cluster-3's Ready reason")
 	var lease coordinationv1.Lease
 	leases := ctrlClient(t, sandbox.SourceCluster)
 	key := client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: "fleetlet-cluster-3"}
-	if err := leases.Get(ctx, key, &lease); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, leases.Get(ctx, key, &lease))
 	first := lease.Spec.RenewTime.Time
 	eventually(t, time.Minute, "the node lease to be renewed while the target is down", func(ctx context.Context) (bool, string) {
 		var l coordinationv1.Lease
@@ -222,17 +202,12 @@ func TestTargetOutageShowsOnItsNode(t *testing.T) {
 		return l.Spec.RenewTime.After(first), "renewTime " + l.Spec.RenewTime.String()
 	})
 	var target v1alpha1.ClusterTarget
-	if err := leases.Get(ctx, client.ObjectKey{Name: "cluster-3"}, &target); err != nil {
-		t.Fatal(err)
-	}
-	if c := findCondition(target.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonUnreachable {
-		t.Errorf("ClusterTarget cluster-3 Ready condition = %+v", c)
-	}
+	require.NoError(t, leases.Get(ctx, client.ObjectKey{Name: "cluster-3"}, &target))
+	c := findCondition(target.Status.Conditions, v1alpha1.ConditionReady)
+	assert.Falsef(t, c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonUnreachable, "ClusterTarget cluster-3 Ready condition = %+v", c)
 
 	back := time.Now()
-	if err := sb.Start(ctx, "cluster-3"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sb.Start(ctx, "cluster-3"))
 	restarted = true
 	eventually(t, time.Minute, "fleetlet-cluster-3 Ready again", func(ctx context.Context) (bool, string) {
 		n, err := virtualNode(t, ctx, "cluster-3")
@@ -252,9 +227,8 @@ func TestConnectAndDisconnect(t *testing.T) {
 	plugin := filepath.Join(sb.BinDir(), "kubectl-fleetlet")
 	kubeconfig := filepath.Join(sb.Dir(), sandbox.MergedKubeconfig)
 	args := []string{"--kubeconfig", kubeconfig, "--source-context", "cluster-2", "--target-context", "cluster-3"}
-	if out, err := runCmd(plugin, append([]string{"connect"}, args...)...); err != nil {
-		t.Fatalf("kubectl fleetlet connect: %v\n%s", err, out)
-	}
+	out, err := runCmd(plugin, append([]string{"connect"}, args...)...)
+	require.NoErrorf(t, err, "kubectl fleetlet connect\n%s", out)
 	src := kube(t, "cluster-2")
 	eventually(t, time.Minute, "node fleetlet-cluster-3 Ready in cluster-2", func(ctx context.Context) (bool, string) {
 		n, err := src.CoreV1().Nodes().Get(ctx, "fleetlet-cluster-3", metav1.GetOptions{})
@@ -264,13 +238,10 @@ func TestConnectAndDisconnect(t *testing.T) {
 		r := readyCondition(n)
 		return r.Status == corev1.ConditionTrue, fmt.Sprintf("%+v", r)
 	})
-	out, err := runCmd(plugin, "status", "--kubeconfig", kubeconfig, "--context", "cluster-2")
-	if err != nil || !contains(out, "cluster-3") || !contains(out, "fleetlet-cluster-3") {
-		t.Errorf("kubectl fleetlet status: %v\n%s", err, out)
-	}
-	if out, err := runCmd(plugin, append([]string{"disconnect"}, args...)...); err != nil {
-		t.Fatalf("kubectl fleetlet disconnect: %v\n%s", err, out)
-	}
+	out, err = runCmd(plugin, "status", "--kubeconfig", kubeconfig, "--context", "cluster-2")
+	assert.Falsef(t, err != nil || !contains(out, "cluster-3") || !contains(out, "fleetlet-cluster-3"), "kubectl fleetlet status: %v\n%s", err, out)
+	out, err = runCmd(plugin, append([]string{"disconnect"}, args...)...)
+	require.NoErrorf(t, err, "kubectl fleetlet disconnect\n%s", out)
 	eventually(t, time.Minute, "node fleetlet-cluster-3 gone from cluster-2", func(ctx context.Context) (bool, string) {
 		_, err := src.CoreV1().Nodes().Get(ctx, "fleetlet-cluster-3", metav1.GetOptions{})
 		return err != nil, "still there"
@@ -293,7 +264,5 @@ func TestConnectAndDisconnect(t *testing.T) {
 	})
 	var lease coordinationv1.Lease
 	err = ctrlClient(t, "cluster-2").Get(context.Background(), client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: "fleetlet-cluster-3"}, &lease)
-	if err == nil {
-		t.Error("the node lease of a disconnected target is still there")
-	}
+	assert.Error(t, err, "the node lease of a disconnected target is still there")
 }
