@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -87,22 +89,16 @@ func TestAPICallsPerTarget(t *testing.T) {
 	fl := f.follower(t)
 	ctx := context.Background()
 	wc, err := client.NewWithWatch(targetEnv.Config, client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	n := &callCounter{calls: map[string]int{}}
 	tc := counting(wc, n)
 
 	step := func(name string, max int, do func() error) {
 		t.Helper()
-		if err := do(); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+		require.NoError(t, do(), name)
 		total, by := n.take()
 		t.Logf("%-40s %2d calls to the target (%s)", name, total, by)
-		if total > max {
-			t.Errorf("%s: %d calls to the target, want at most %d", name, total, max)
-		}
+		assert.LessOrEqual(t, total, max, "%s: calls to the target", name)
 	}
 	p1 := f.proxy(t, "p1", nil)
 	p2 := f.proxy(t, "p2", nil)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -118,9 +119,7 @@ func TestDesiredCopy(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := desiredCopy(tc.src, "src")
-			if diff := cmp.Diff(tc.want.Object, got.Object); diff != "" {
-				t.Errorf("desiredCopy (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tc.want.Object, got.Object), "desiredCopy (-want +got)")
 		})
 	}
 }
@@ -200,12 +199,8 @@ func TestMergeInto(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := mergeInto(tc.existing, tc.desired)
-			if diff := cmp.Diff(tc.want.Object, got.Object); diff != "" {
-				t.Errorf("mergeInto (-want,+got):\n%s", diff)
-			}
-			if r := mustRecreate(tc.existing, got); r != tc.recreate {
-				t.Errorf("mustRecreate = %v, want %v", r, tc.recreate)
-			}
+			assert.Empty(t, cmp.Diff(tc.want.Object, got.Object), "mergeInto (-want +got)")
+			assert.Equal(t, tc.recreate, mustRecreate(tc.existing, got), "mustRecreate")
 		})
 	}
 }
@@ -213,15 +208,9 @@ func TestMergeInto(t *testing.T) {
 func TestFollowers(t *testing.T) {
 	obj := &metav1.ObjectMeta{}
 	setFollowers(obj, followers{"uid-b": "web-1", "uid-a": "web-0"})
-	if got, want := obj.Annotations[v1alpha1.AnnotationFollowers], "web-0/uid-a,web-1/uid-b"; got != want {
-		t.Errorf("annotation %q, want %q", got, want)
-	}
+	assert.Equal(t, "web-0/uid-a,web-1/uid-b", obj.Annotations[v1alpha1.AnnotationFollowers], "annotation")
 	obj.Annotations[v1alpha1.AnnotationFollowers] += ",garbage,/x,y/, web-2/uid-c "
 	want := followers{"uid-a": "web-0", "uid-b": "web-1", "uid-c": "web-2"}
-	if diff := cmp.Diff(want, followersOf(obj)); diff != "" {
-		t.Errorf("followersOf (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]types.UID{"uid-a", "uid-b", "uid-c"}, followersOf(obj).uids()); diff != "" {
-		t.Errorf("uids (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, followersOf(obj)), "followersOf (-want +got)")
+	assert.Empty(t, cmp.Diff([]types.UID{"uid-a", "uid-b", "uid-c"}, followersOf(obj).uids()), "uids (-want +got)")
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,9 +53,7 @@ func (f *fixture) sourceObjects(t *testing.T) {
 func refsOf(t *testing.T, p *corev1.Pod, spec *corev1.PodSpec) follow.RefSet {
 	t.Helper()
 	refs, err := follow.Refs(p, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return refs
 }
 
@@ -87,96 +87,52 @@ func TestEnsureAndRelease(t *testing.T) {
 	p2 := f.proxy(t, "web-1", nil)
 
 	// Candidate: ServiceAccount and ConfigMap, no Secret.
-	if err := fl.Ensure(ctx, f.target, "t1", p1, refsOf(t, p1, userSpec()), follow.StageCandidate); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fl.Ensure(ctx, f.target, "t1", p1, refsOf(t, p1, userSpec()), follow.StageCandidate))
 	var cm corev1.ConfigMap
-	if !f.get(t, f.target, "cfg", &cm) {
-		t.Fatal("the ConfigMap was not copied")
-	}
+	require.True(t, f.get(t, f.target, "cfg", &cm), "the ConfigMap was not copied")
 	wantLabels := map[string]string{"app": "web", v1alpha1.LabelParentCluster: sourceName}
-	if diff := cmp.Diff(wantLabels, cm.Labels); diff != "" {
-		t.Errorf("copy labels (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(wantLabels, cm.Labels), "copy labels (-want +got)")
 	wantAnnotations := map[string]string{
 		v1alpha1.AnnotationParentName: "cfg", v1alpha1.AnnotationParentNamespace: f.ns,
 		v1alpha1.AnnotationFollowers: entry(p1),
 	}
-	if diff := cmp.Diff(wantAnnotations, cm.Annotations); diff != "" {
-		t.Errorf("copy annotations (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff(map[string]string{"k": "v1"}, cm.Data); diff != "" {
-		t.Errorf("copy data (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(wantAnnotations, cm.Annotations), "copy annotations (-want +got)")
+	assert.Empty(t, cmp.Diff(map[string]string{"k": "v1"}, cm.Data), "copy data (-want +got)")
 	var sa corev1.ServiceAccount
-	if !f.get(t, f.target, "builder", &sa) {
-		t.Fatal("the ServiceAccount was not copied")
-	}
-	if len(sa.Secrets) != 0 || sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
-		t.Errorf("ServiceAccount copy: secrets %v, automount %v; want no secrets, automount false", sa.Secrets, sa.AutomountServiceAccountToken)
-	}
-	if followersOf(&sa) != entry(p1) {
-		t.Errorf("ServiceAccount followers %q, want %q", followersOf(&sa), entry(p1))
-	}
-	if f.get(t, f.target, "creds", &corev1.Secret{}) {
-		t.Fatal("a Secret was copied for a candidate")
-	}
+	require.True(t, f.get(t, f.target, "builder", &sa), "the ServiceAccount was not copied")
+	assert.Falsef(t, len(sa.Secrets) != 0 || sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken,
+		"ServiceAccount copy: secrets %v, automount %v; want no secrets, automount false", sa.Secrets, sa.AutomountServiceAccountToken)
+	assert.Equal(t, entry(p1), followersOf(&sa), "ServiceAccount followers")
+	require.False(t, f.get(t, f.target, "creds", &corev1.Secret{}), "a Secret was copied for a candidate")
 
 	// Delegate: the Secret too.
-	if err := fl.Ensure(ctx, f.target, "t1", p1, refsOf(t, p1, userSpec()), follow.StageDelegate); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fl.Ensure(ctx, f.target, "t1", p1, refsOf(t, p1, userSpec()), follow.StageDelegate))
 	var secret corev1.Secret
-	if !f.get(t, f.target, "creds", &secret) {
-		t.Fatal("the Secret was not copied for the delegate")
-	}
-	if secret.Type != corev1.SecretTypeBasicAuth || string(secret.Data["password"]) != "s3cret" || followersOf(&secret) != entry(p1) {
-		t.Errorf("Secret copy: type %s, data %v, followers %q", secret.Type, secret.Data, followersOf(&secret))
-	}
-	if got := objects(t, "t1", "ConfigMap"); got != 1 {
-		t.Errorf("fleetlet_follow_objects{t1,ConfigMap} = %v, want 1", got)
-	}
+	require.True(t, f.get(t, f.target, "creds", &secret), "the Secret was not copied for the delegate")
+	assert.Falsef(t, secret.Type != corev1.SecretTypeBasicAuth || string(secret.Data["password"]) != "s3cret" || followersOf(&secret) != entry(p1),
+		"Secret copy: type %s, data %v, followers %q", secret.Type, secret.Data, followersOf(&secret))
+	assert.Equal(t, 1.0, objects(t, "t1", "ConfigMap"), "fleetlet_follow_objects{t1,ConfigMap}")
 
 	// A second proxy adds itself.
-	if err := fl.Ensure(ctx, f.target, "t1", p2, refsOf(t, p2, userSpec()), follow.StageCandidate); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fl.Ensure(ctx, f.target, "t1", p2, refsOf(t, p2, userSpec()), follow.StageCandidate))
 	f.get(t, f.target, "cfg", &cm)
-	if got, want := followersOf(&cm), entries(p1, p2); got != want {
-		t.Errorf("followers %q, want %q", got, want)
-	}
+	assert.Equal(t, entries(p1, p2), followersOf(&cm), "followers")
 	rv := cm.ResourceVersion
 	// Ensuring again changes nothing.
-	if err := fl.Ensure(ctx, f.target, "t1", p2, refsOf(t, p2, userSpec()), follow.StageCandidate); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fl.Ensure(ctx, f.target, "t1", p2, refsOf(t, p2, userSpec()), follow.StageCandidate))
 	f.get(t, f.target, "cfg", &cm)
-	if cm.ResourceVersion != rv {
-		t.Errorf("a second Ensure wrote the copy (resourceVersion %s → %s)", rv, cm.ResourceVersion)
-	}
+	assert.Equal(t, rv, cm.ResourceVersion, "a second Ensure wrote the copy (resourceVersion)")
 
 	// Releasing the first keeps what the second follows.
-	if err := fl.Release(ctx, f.target, "t1", p1.UID, f.ns); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fl.Release(ctx, f.target, "t1", p1.UID, f.ns))
 	f.get(t, f.target, "cfg", &cm)
-	if got := followersOf(&cm); got != entry(p2) {
-		t.Errorf("after releasing %s, followers %q, want %q", p1.Name, got, entry(p2))
-	}
-	if f.get(t, f.target, "creds", &corev1.Secret{}) {
-		t.Error("the Secret only the released proxy followed was kept")
-	}
+	assert.Equal(t, entry(p2), followersOf(&cm), "after releasing %s, followers", p1.Name)
+	assert.False(t, f.get(t, f.target, "creds", &corev1.Secret{}), "the Secret only the released proxy followed was kept")
 
 	// Releasing the second removes everything.
-	if err := fl.Release(ctx, f.target, "t1", p2.UID, f.ns); err != nil {
-		t.Fatal(err)
-	}
-	if f.get(t, f.target, "cfg", &corev1.ConfigMap{}) || f.get(t, f.target, "builder", &corev1.ServiceAccount{}) {
-		t.Error("copies no proxy follows were kept")
-	}
-	if got := objects(t, "t1", "ConfigMap"); got != 0 {
-		t.Errorf("fleetlet_follow_objects{t1,ConfigMap} = %v, want 0", got)
-	}
+	require.NoError(t, fl.Release(ctx, f.target, "t1", p2.UID, f.ns))
+	assert.False(t, f.get(t, f.target, "cfg", &corev1.ConfigMap{}) || f.get(t, f.target, "builder", &corev1.ServiceAccount{}), "copies no proxy follows were kept")
+	assert.Equal(t, 0.0, objects(t, "t1", "ConfigMap"), "fleetlet_follow_objects{t1,ConfigMap}")
 }
 
 // objects reads fleetlet_follow_objects{cluster,kind} from the registry
@@ -184,9 +140,7 @@ func TestEnsureAndRelease(t *testing.T) {
 func objects(t *testing.T, cluster, kind string) float64 {
 	t.Helper()
 	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, mf := range families {
 		if mf.GetName() != "fleetlet_follow_objects" {
 			continue
@@ -201,7 +155,7 @@ func objects(t *testing.T, cluster, kind string) float64 {
 			}
 		}
 	}
-	t.Fatalf("no fleetlet_follow_objects{cluster=%q,kind=%q}", cluster, kind)
+	require.FailNow(t, fmt.Sprintf("no fleetlet_follow_objects{cluster=%q,kind=%q}", cluster, kind))
 	return 0
 }
 
@@ -223,26 +177,16 @@ func TestClash(t *testing.T) {
 
 			err := fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageCandidate)
 			r := refusal(t, err, follow.ReasonClash)
-			if r.Object != "ConfigMap cfg" {
-				t.Errorf("refusal names %q, want ConfigMap cfg", r.Object)
-			}
+			assert.Equal(t, "ConfigMap cfg", r.Object, "refusal names")
 			var cur corev1.ConfigMap
 			f.get(t, f.target, "cfg", &cur)
-			if cur.ResourceVersion != foreign.ResourceVersion {
-				t.Errorf("the clashing ConfigMap was written (resourceVersion %s → %s)", foreign.ResourceVersion, cur.ResourceVersion)
-			}
+			assert.Equal(t, foreign.ResourceVersion, cur.ResourceVersion, "the clashing ConfigMap was written (resourceVersion)")
 			// Checked before anything is written: the ServiceAccount was
 			// not copied either.
-			if f.get(t, f.target, "builder", &corev1.ServiceAccount{}) {
-				t.Error("a copy was written before the clash was found")
-			}
+			assert.False(t, f.get(t, f.target, "builder", &corev1.ServiceAccount{}), "a copy was written before the clash was found")
 			// Release leaves the foreign object alone.
-			if err := fl.Release(ctx, f.target, "t1", p.UID, f.ns); err != nil {
-				t.Fatal(err)
-			}
-			if !f.get(t, f.target, "cfg", &cur) || cur.ResourceVersion != foreign.ResourceVersion {
-				t.Error("Release touched an object this source did not create")
-			}
+			require.NoError(t, fl.Release(ctx, f.target, "t1", p.UID, f.ns))
+			assert.True(t, f.get(t, f.target, "cfg", &cur) && cur.ResourceVersion == foreign.ResourceVersion, "Release touched an object this source did not create")
 		})
 	}
 }
@@ -264,30 +208,20 @@ func TestExistingServiceAccountSatisfies(t *testing.T) {
 	p := f.proxy(t, "web-0", nil)
 
 	r := refusal(t, fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageCandidate), follow.ReasonClash)
-	if r.Object != "ServiceAccount builder" || !strings.Contains(r.Message, v1alpha1.SourceLabelPrefix+sourceName+"=true") {
-		t.Errorf("refusal = %+v, want one naming ServiceAccount builder and the label that allows it", r)
-	}
+	assert.Falsef(t, r.Object != "ServiceAccount builder" || !strings.Contains(r.Message, v1alpha1.SourceLabelPrefix+sourceName+"=true"),
+		"refusal = %+v, want one naming ServiceAccount builder and the label that allows it", r)
 	theirs.Labels[v1alpha1.SourceLabelPrefix+sourceName] = "true"
-	if err := f.target.Update(ctx, theirs); err != nil {
-		t.Fatal(err)
-	}
-	if err := fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageCandidate); err != nil {
-		t.Fatalf("a ServiceAccount marked usable by this source: %v", err)
-	}
+	require.NoError(t, f.target.Update(ctx, theirs))
+	require.NoError(t, fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageCandidate), "a ServiceAccount marked usable by this source")
 	var cur corev1.ServiceAccount
 	f.get(t, f.target, "builder", &cur)
-	if cur.ResourceVersion != theirs.ResourceVersion {
-		t.Errorf("the target's ServiceAccount was written (resourceVersion %s → %s)", theirs.ResourceVersion, cur.ResourceVersion)
-	}
+	assert.Equal(t, theirs.ResourceVersion, cur.ResourceVersion, "the target's ServiceAccount was written (resourceVersion)")
 	// The default ServiceAccount, which the source does not have here.
-	if err := fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, &corev1.PodSpec{}), follow.StageDelegate); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, &corev1.PodSpec{}), follow.StageDelegate))
 	// Without one in the target nor in the source: refused.
 	spec := &corev1.PodSpec{ServiceAccountName: "nowhere"}
-	if r := refusal(t, fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, spec), follow.StageCandidate), follow.ReasonNotFound); r.Object != "ServiceAccount nowhere" {
-		t.Errorf("refusal names %q, want ServiceAccount nowhere", r.Object)
-	}
+	r = refusal(t, fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, spec), follow.StageCandidate), follow.ReasonNotFound)
+	assert.Equal(t, "ServiceAccount nowhere", r.Object, "refusal names")
 }
 
 // Missing objects: refused unless the reference is optional;
@@ -308,26 +242,16 @@ func TestMissingOptionalAndTokenSecrets(t *testing.T) {
 		corev1.Volume{Name: "maybe", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "maybe"}, Optional: ptr.To(true)}}})
 	spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "no-such-regcred"}}
-	if err := fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, spec), follow.StageDelegate); err != nil {
-		t.Fatal(err)
-	}
-	if f.get(t, f.target, "builder-token", &corev1.Secret{}) {
-		t.Error("a service-account-token Secret was copied")
-	}
-	if !f.get(t, f.target, "creds", &corev1.Secret{}) {
-		t.Error("the Secret was not copied")
-	}
+	require.NoError(t, fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, spec), follow.StageDelegate))
+	assert.False(t, f.get(t, f.target, "builder-token", &corev1.Secret{}), "a service-account-token Secret was copied")
+	assert.True(t, f.get(t, f.target, "creds", &corev1.Secret{}), "the Secret was not copied")
 
 	spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "missing"}}}}
 	r := refusal(t, fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, spec), follow.StageCandidate), follow.ReasonNotFound)
-	if r.Object != "ConfigMap missing" {
-		t.Errorf("refusal names %q, want ConfigMap missing", r.Object)
-	}
+	assert.Equal(t, "ConfigMap missing", r.Object, "refusal names")
 	annotated := f.proxy(t, "web-1", map[string]string{v1alpha1.AnnotationFollow: "configmap/cfg,secret/absent"})
 	r = refusal(t, fl.Ensure(ctx, f.target, "t1", annotated, refsOf(t, annotated, userSpec()), follow.StageDelegate), follow.ReasonNotFound)
-	if r.Object != "secret/absent" {
-		t.Errorf("refusal names %q, want secret/absent", r.Object)
-	}
+	assert.Equal(t, "secret/absent", r.Object, "refusal names")
 }
 
 // Sync propagates source changes; a deleted source object's copy stays
@@ -338,61 +262,36 @@ func TestSync(t *testing.T) {
 	fl := f.follower(t)
 	f.sourceObjects(t)
 	p := f.proxy(t, "web-0", nil)
-	if err := fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageDelegate); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageDelegate))
 
 	var src corev1.ConfigMap
 	f.get(t, f.source, "cfg", &src)
 	src.Data = map[string]string{"k": "v2", "new": "n"}
 	src.Labels["tier"] = "front"
-	if err := f.source.Update(ctx, &src); err != nil {
-		t.Fatal(err)
-	}
-	if err := fl.Sync(ctx, f.target, "t1", schema.GroupKind{Kind: "ConfigMap"}, f.ns, "cfg"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.source.Update(ctx, &src))
+	require.NoError(t, fl.Sync(ctx, f.target, "t1", schema.GroupKind{Kind: "ConfigMap"}, f.ns, "cfg"))
 	var cm corev1.ConfigMap
 	f.get(t, f.target, "cfg", &cm)
-	if diff := cmp.Diff(src.Data, cm.Data); diff != "" {
-		t.Errorf("copy data after Sync (-want,+got):\n%s", diff)
-	}
-	if cm.Labels["tier"] != "front" || followersOf(&cm) != entry(p) {
-		t.Errorf("copy after Sync: labels %v, followers %q", cm.Labels, followersOf(&cm))
-	}
+	assert.Empty(t, cmp.Diff(src.Data, cm.Data), "copy data after Sync (-want +got)")
+	assert.Falsef(t, cm.Labels["tier"] != "front" || followersOf(&cm) != entry(p),
+		"copy after Sync: labels %v, followers %q", cm.Labels, followersOf(&cm))
 
 	// Sync of an object with no copy here, or a copy of another source's,
 	// does nothing.
 	f.create(t, f.source, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}})
-	if err := fl.Sync(ctx, f.target, "t1", schema.GroupKind{Kind: "ConfigMap"}, f.ns, "elsewhere"); err != nil {
-		t.Fatal(err)
-	}
-	if f.get(t, f.target, "elsewhere", &corev1.ConfigMap{}) {
-		t.Error("Sync created a copy")
-	}
+	require.NoError(t, fl.Sync(ctx, f.target, "t1", schema.GroupKind{Kind: "ConfigMap"}, f.ns, "elsewhere"))
+	assert.False(t, f.get(t, f.target, "elsewhere", &corev1.ConfigMap{}), "Sync created a copy")
 
 	// The source object goes: the copy stays while followed.
-	if err := f.source.Delete(ctx, &src); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.source.Delete(ctx, &src))
 	err := fl.Sync(ctx, f.target, "t1", schema.GroupKind{Kind: "ConfigMap"}, f.ns, "cfg")
 	var gone *follow.SourceGone
-	if !errors.As(err, &gone) {
-		t.Fatalf("Sync after the source was deleted: %v, want a *SourceGone", err)
-	}
-	if diff := cmp.Diff([]string{string(p.UID)}, uidStrings(gone.Followers)); diff != "" {
-		t.Errorf("SourceGone followers (-want,+got):\n%s", diff)
-	}
-	if !f.get(t, f.target, "cfg", &corev1.ConfigMap{}) {
-		t.Fatal("the copy a delegate follows was deleted with its source")
-	}
+	require.Truef(t, errors.As(err, &gone), "Sync after the source was deleted: %v, want a *SourceGone", err)
+	assert.Empty(t, cmp.Diff([]string{string(p.UID)}, uidStrings(gone.Followers)), "SourceGone followers (-want +got)")
+	require.True(t, f.get(t, f.target, "cfg", &corev1.ConfigMap{}), "the copy a delegate follows was deleted with its source")
 	// Its last follower gone, it goes.
-	if err := fl.Release(ctx, f.target, "t1", p.UID, f.ns); err != nil {
-		t.Fatal(err)
-	}
-	if f.get(t, f.target, "cfg", &corev1.ConfigMap{}) {
-		t.Error("the copy was kept after its last follower was released")
-	}
+	require.NoError(t, fl.Release(ctx, f.target, "t1", p.UID, f.ns))
+	assert.False(t, f.get(t, f.target, "cfg", &corev1.ConfigMap{}), "the copy was kept after its last follower was released")
 }
 
 func uidStrings[T ~string](in []T) []string {
@@ -421,27 +320,19 @@ func TestAnnotatedKinds(t *testing.T) {
 	})
 
 	p := f.proxy(t, "web-0", map[string]string{v1alpha1.AnnotationFollow: "PersistentVolumeClaims/data"})
-	if err := fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageCandidate); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageCandidate))
 	var pvc corev1.PersistentVolumeClaim
-	if !f.get(t, f.target, "data", &pvc) {
-		t.Fatal("the PersistentVolumeClaim was not copied")
-	}
-	if pvc.Spec.VolumeName != "" || pvc.Annotations["pv.kubernetes.io/bind-completed"] != "" || pvc.Annotations["backup"] != "daily" {
-		t.Errorf("claim copy: volumeName %q, annotations %v", pvc.Spec.VolumeName, pvc.Annotations)
-	}
-	if pvc.Labels[v1alpha1.LabelParentCluster] != sourceName || followersOf(&pvc) != entry(p) {
-		t.Errorf("claim copy: labels %v, followers %q", pvc.Labels, followersOf(&pvc))
-	}
+	require.True(t, f.get(t, f.target, "data", &pvc), "the PersistentVolumeClaim was not copied")
+	assert.Falsef(t, pvc.Spec.VolumeName != "" || pvc.Annotations["pv.kubernetes.io/bind-completed"] != "" || pvc.Annotations["backup"] != "daily",
+		"claim copy: volumeName %q, annotations %v", pvc.Spec.VolumeName, pvc.Annotations)
+	assert.Falsef(t, pvc.Labels[v1alpha1.LabelParentCluster] != sourceName || followersOf(&pvc) != entry(p),
+		"claim copy: labels %v, followers %q", pvc.Labels, followersOf(&pvc))
 	// Released, the claim stays with no follower: its data goes only with
 	// its source claim (package claims).
-	if err := fl.Release(ctx, f.target, "t1", p.UID, f.ns); err != nil {
-		t.Fatal(err)
-	}
-	if !f.get(t, f.target, "data", &pvc) || pvc.DeletionTimestamp != nil || followersOf(&pvc) != "" {
-		t.Errorf("the claim copy after its follower was released: deleting %v, followers %q; want it kept, followed by none", pvc.DeletionTimestamp != nil, followersOf(&pvc))
-	}
+	require.NoError(t, fl.Release(ctx, f.target, "t1", p.UID, f.ns))
+	kept := f.get(t, f.target, "data", &pvc)
+	assert.Falsef(t, !kept || pvc.DeletionTimestamp != nil || followersOf(&pvc) != "",
+		"the claim copy after its follower was released: deleting %v, followers %q; want it kept, followed by none", pvc.DeletionTimestamp != nil, followersOf(&pvc))
 
 	for _, tc := range []struct {
 		annotation string
@@ -454,12 +345,8 @@ func TestAnnotatedKinds(t *testing.T) {
 		t.Run(tc.annotation, func(t *testing.T) {
 			p := f.proxy(t, "refused", map[string]string{v1alpha1.AnnotationFollow: tc.annotation})
 			r := refusal(t, fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageDelegate), tc.reason)
-			if r.Object != tc.annotation {
-				t.Errorf("refusal names %q, want %q", r.Object, tc.annotation)
-			}
-			if f.get(t, f.target, "cfg", &corev1.ConfigMap{}) {
-				t.Error("a copy was written for a refused pod")
-			}
+			assert.Equal(t, tc.annotation, r.Object, "refusal names")
+			assert.False(t, f.get(t, f.target, "cfg", &corev1.ConfigMap{}), "a copy was written for a refused pod")
 		})
 	}
 }
@@ -488,9 +375,7 @@ func TestCollector(t *testing.T) {
 	live := f.proxy(t, "live", nil)
 	gone := f.proxy(t, "gone", nil)
 	for _, p := range []*corev1.Pod{live, gone} {
-		if err := fl.Ensure(ctx, f.target, "gc-t", p, refsOf(t, p, userSpec()), follow.StageDelegate); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, fl.Ensure(ctx, f.target, "gc-t", p, refsOf(t, p, userSpec()), follow.StageDelegate))
 	}
 	f.forget(t, gone)
 
@@ -504,30 +389,20 @@ func TestCollector(t *testing.T) {
 		MinAge: time.Minute, Clock: clk,
 		Collectors: fl.Collectors(),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 
 	// Young: kept.
-	if _, err := g.Collect(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, err = g.Collect(ctx)
+	require.NoError(t, err)
 	f.get(t, f.target, "cfg", &cm)
-	if got, want := followersOf(&cm), entries(live, gone); got != want {
-		t.Fatalf("followers %q before the minimum age, want %q", got, want)
-	}
+	require.Equal(t, entries(live, gone), followersOf(&cm), "followers before the minimum age")
 
 	clk.Step(time.Hour)
-	if _, err := g.Collect(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, err = g.Collect(ctx)
+	require.NoError(t, err)
 	f.get(t, f.target, "cfg", &cm)
-	if got := followersOf(&cm); got != entry(live) {
-		t.Errorf("followers %q after the pass, want %q", got, entry(live))
-	}
-	if got := objects(t, "gc-t", "ConfigMap"); got != 1 {
-		t.Errorf("fleetlet_follow_objects{gc-t,ConfigMap} = %v, want 1", got)
-	}
+	assert.Equal(t, entry(live), followersOf(&cm), "followers after the pass")
+	assert.Equal(t, 1.0, objects(t, "gc-t", "ConfigMap"), "fleetlet_follow_objects{gc-t,ConfigMap}")
 
 	// A copy with no follower at all (a crash before recording one) goes
 	// too; one of another source stays.
@@ -536,9 +411,8 @@ func TestCollector(t *testing.T) {
 		Labels:      map[string]string{v1alpha1.LabelParentCluster: "other-source"},
 		Annotations: map[string]string{v1alpha1.AnnotationFollowers: "gone/" + string(gone.UID)}}})
 	f.forget(t, live)
-	if _, err := g.Collect(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, err = g.Collect(ctx)
+	require.NoError(t, err)
 	for name, want := range map[string]bool{"cfg": false, "builder": false, "creds": false, "stray": false, "others": true} {
 		var obj client.Object = &corev1.ConfigMap{}
 		switch name {
@@ -547,13 +421,9 @@ func TestCollector(t *testing.T) {
 		case "creds":
 			obj = &corev1.Secret{}
 		}
-		if got := f.get(t, f.target, name, obj); got != want {
-			t.Errorf("%s exists = %t after the proxies went, want %t", name, got, want)
-		}
+		assert.Equal(t, want, f.get(t, f.target, name, obj), "%s exists after the proxies went", name)
 	}
-	if got := objects(t, "gc-t", "ConfigMap"); got != 0 {
-		t.Errorf("fleetlet_follow_objects{gc-t,ConfigMap} = %v, want 0", got)
-	}
+	assert.Equal(t, 0.0, objects(t, "gc-t", "ConfigMap"), "fleetlet_follow_objects{gc-t,ConfigMap}")
 }
 
 // Proxies of one workload share their copies and are ensured in parallel:
@@ -571,21 +441,22 @@ func TestConcurrentEnsure(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, p := range pods {
 		wg.Go(func() {
-			errs <- fl.Ensure(ctx, f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageDelegate)
+			// Not the test's goroutine: refsOf's require (FailNow) may not run here.
+			refs, err := follow.Refs(p, userSpec())
+			if !assert.NoError(t, err) {
+				return
+			}
+			errs <- fl.Ensure(ctx, f.target, "t1", p, refs, follow.StageDelegate)
 		})
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 	}
 	for name, obj := range map[string]client.Object{"cfg": &corev1.ConfigMap{}, "creds": &corev1.Secret{}, "builder": &corev1.ServiceAccount{}} {
 		f.get(t, f.target, name, obj)
-		if got, want := followersOf(obj), entries(pods...); got != want {
-			t.Errorf("%s followers %q, want %q", name, got, want)
-		}
+		assert.Equal(t, entries(pods...), followersOf(obj), "%s followers", name)
 	}
 }
 
@@ -603,17 +474,12 @@ func TestSourceSecretNotReadable(t *testing.T) {
 		Source: f.source, SourceAPI: newClient(t, cfg), Mapper: f.source.RESTMapper(),
 		Logger: testr.New(t),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := f.proxy(t, "web-0", nil)
 	r := refusal(t, fl.Ensure(context.Background(), f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageDelegate), follow.ReasonForbidden)
-	if r.Object != "Secret creds" || !strings.Contains(r.Message, "--secret-namespaces") {
-		t.Errorf("refusal %q: %q, want Secret creds naming --secret-namespaces", r.Object, r.Message)
-	}
-	if f.get(t, f.target, "creds", &corev1.Secret{}) {
-		t.Error("the Secret was copied")
-	}
+	assert.Falsef(t, r.Object != "Secret creds" || !strings.Contains(r.Message, "--secret-namespaces"),
+		"refusal %q: %q, want Secret creds naming --secret-namespaces", r.Object, r.Message)
+	assert.False(t, f.get(t, f.target, "creds", &corev1.Secret{}), "the Secret was copied")
 	// With --secret-namespaces leaving the namespace out, the same refusal
 	// without a read, whatever the manager's rights.
 	fl, err = follow.New(follow.Options{
@@ -622,14 +488,9 @@ func TestSourceSecretNotReadable(t *testing.T) {
 		SecretNamespaces: []string{"fleetlet-system", "elsewhere"},
 		Logger:           testr.New(t),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r = refusal(t, fl.Ensure(context.Background(), f.target, "t1", p, refsOf(t, p, userSpec()), follow.StageDelegate), follow.ReasonForbidden)
-	if r.Object != "Secret creds" || !strings.Contains(r.Message, "--secret-namespaces") {
-		t.Errorf("refusal %q: %q, want Secret creds naming --secret-namespaces", r.Object, r.Message)
-	}
-	if f.get(t, f.target, "creds", &corev1.Secret{}) {
-		t.Error("the Secret was copied")
-	}
+	assert.Falsef(t, r.Object != "Secret creds" || !strings.Contains(r.Message, "--secret-namespaces"),
+		"refusal %q: %q, want Secret creds naming --secret-namespaces", r.Object, r.Message)
+	assert.False(t, f.get(t, f.target, "creds", &corev1.Secret{}), "the Secret was copied")
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -170,12 +172,8 @@ func TestRefs(t *testing.T) {
 				pod.Annotations = map[string]string{v1alpha1.AnnotationFollow: *tc.annotation}
 			}
 			got, err := Refs(pod, &tc.spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("Refs (-want,+got):\n%s", diff)
-			}
+			require.NoError(t, err)
+			assert.Empty(t, cmp.Diff(tc.want, got), "Refs (-want +got)")
 		})
 	}
 }
@@ -195,12 +193,8 @@ func TestRefsMalformedAnnotation(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{v1alpha1.AnnotationFollow: value}}}
 			_, err := Refs(pod, &corev1.PodSpec{})
 			var refusal *Refusal
-			if !errors.As(err, &refusal) {
-				t.Fatalf("got %v, want a *Refusal", err)
-			}
-			if refusal.Reason != ReasonMalformed {
-				t.Errorf("reason %s, want %s (%s)", refusal.Reason, ReasonMalformed, refusal.Message)
-			}
+			require.Truef(t, errors.As(err, &refusal), "got %v, want a *Refusal", err)
+			assert.Equal(t, ReasonMalformed, refusal.Reason, "reason (%s)", refusal.Message)
 		})
 	}
 }
@@ -217,11 +211,7 @@ func TestRefsLeaveMountedClaims(t *testing.T) {
 		{Name: "l", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "logs"}}},
 	}}
 	got, err := Refs(pod, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := RefSet{saRef("default"), annotated("configmap", "extra"), annotated("persistentvolumeclaim", "other")}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Refs (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, got), "Refs (-want +got)")
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -31,16 +33,13 @@ func newTestFollower(t *testing.T, allowed ...string) *Follower {
 	t.Helper()
 	c := fake.NewClientBuilder().Build()
 	f, err := New(Options{SourceName: "src", AllowedKinds: allowed, Source: c, SourceAPI: c, Mapper: testMapper()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return f
 }
 
 func TestNewValidates(t *testing.T) {
-	if _, err := New(Options{}); err == nil {
-		t.Fatal("New accepted empty options")
-	}
+	_, err := New(Options{})
+	require.Error(t, err, "New accepted empty options")
 }
 
 func TestResolve(t *testing.T) {
@@ -137,20 +136,12 @@ func TestResolve(t *testing.T) {
 			got, err := f.resolve(tc.refs)
 			if tc.reason != "" {
 				var refusal *Refusal
-				if !errors.As(err, &refusal) {
-					t.Fatalf("got %v, want a *Refusal", err)
-				}
-				if refusal.Reason != tc.reason {
-					t.Errorf("reason %s, want %s (%s)", refusal.Reason, tc.reason, refusal.Message)
-				}
+				require.Truef(t, errors.As(err, &refusal), "got %v, want a *Refusal", err)
+				assert.Equal(t, tc.reason, refusal.Reason, "reason (%s)", refusal.Message)
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(item{})); diff != "" {
-				t.Errorf("resolve (-want,+got):\n%s", diff)
-			}
+			require.NoError(t, err)
+			assert.Empty(t, cmp.Diff(tc.want, got, cmp.AllowUnexported(item{})), "resolve (-want +got)")
 		})
 	}
 }
@@ -165,23 +156,17 @@ func TestFollowedKinds(t *testing.T) {
 		appsv1.SchemeGroupVersion.WithKind("Deployment"),
 		corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaim"),
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("followedKinds (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, got), "followedKinds (-want +got)")
 	// Once a pod referencing a ResourceClaimTemplate was seen, Release
 	// lists their copies too.
 	withTemplates := append(want[:3:3], schema.GroupVersionKind{Group: "resource.k8s.io", Version: "v1", Kind: "ResourceClaimTemplate"},
 		schema.GroupVersionKind{Group: "resource.k8s.io", Version: "v1", Kind: "ResourceClaim"})
 	withTemplates = append(withTemplates, want[3:]...)
-	if diff := cmp.Diff(withTemplates, f.followedKinds(true)); diff != "" {
-		t.Errorf("followedKinds(true) (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(withTemplates, f.followedKinds(true)), "followedKinds(true) (-want +got)")
 	var kinds []string
 	for _, c := range f.Collectors() {
 		kinds = append(kinds, c.Kind())
 	}
 	wantKinds := []string{"FollowedConfigMap", "FollowedSecret", "FollowedServiceAccount", "FollowedResourceClaimTemplate", "FollowedResourceClaim", "FollowedClusterRole", "FollowedDeployment", "FollowedGizmo", "FollowedPersistentVolumeClaim"}
-	if diff := cmp.Diff(wantKinds, kinds); diff != "" {
-		t.Errorf("Collectors (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(wantKinds, kinds), "Collectors (-want +got)")
 }

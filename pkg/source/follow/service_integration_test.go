@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,54 +46,37 @@ func TestEnsureService(t *testing.T) {
 			src := webService(typ)
 			f.create(t, f.source, src)
 
-			if _, err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
-				t.Fatal(err)
-			}
+			_, err := fl.EnsureService(ctx, f.target, "t1", src)
+			require.NoError(t, err)
 			var cp corev1.Service
-			if !f.get(t, f.target, "web", &cp) {
-				t.Fatal("no copy in the target")
-			}
-			if cp.Labels[v1alpha1.LabelParentCluster] != sourceName {
-				t.Errorf("copy labels %v: no parent-cluster %s", cp.Labels, sourceName)
-			}
-			if cp.Spec.ClusterIP == "" || cp.Spec.ClusterIP == src.Spec.ClusterIP {
-				t.Errorf("copy cluster IP %q, source %q: the target allocates its own", cp.Spec.ClusterIP, src.Spec.ClusterIP)
-			}
+			require.True(t, f.get(t, f.target, "web", &cp), "no copy in the target")
+			assert.Equal(t, sourceName, cp.Labels[v1alpha1.LabelParentCluster], "copy labels %v: no parent-cluster %s", cp.Labels, sourceName)
+			assert.Falsef(t, cp.Spec.ClusterIP == "" || cp.Spec.ClusterIP == src.Spec.ClusterIP,
+				"copy cluster IP %q, source %q: the target allocates its own", cp.Spec.ClusterIP, src.Spec.ClusterIP)
 			// NodePort and LoadBalancer become ClusterIP without the
 			// operator's settings: no node port opens in the target.
-			if cp.Spec.Type != corev1.ServiceTypeClusterIP || cp.Spec.Ports[0].Port != 80 || cp.Spec.Ports[0].NodePort != 0 ||
-				cp.Spec.Selector["app"] != "web" || cp.Spec.Selector[v1alpha1.LabelParentCluster] != sourceName {
-				t.Errorf("copy spec %+v: want type ClusterIP, port 80 without a node port, selector app=web and parent-cluster %s", cp.Spec, sourceName)
-			}
+			assert.Falsef(t, cp.Spec.Type != corev1.ServiceTypeClusterIP || cp.Spec.Ports[0].Port != 80 || cp.Spec.Ports[0].NodePort != 0 ||
+				cp.Spec.Selector["app"] != "web" || cp.Spec.Selector[v1alpha1.LabelParentCluster] != sourceName,
+				"copy spec %+v: want type ClusterIP, port 80 without a node port, selector app=web and parent-cluster %s", cp.Spec, sourceName)
 
 			rv := cp.ResourceVersion
-			if _, err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
-				t.Fatal(err)
-			}
+			_, err = fl.EnsureService(ctx, f.target, "t1", src)
+			require.NoError(t, err)
 			f.get(t, f.target, "web", &cp)
-			if cp.ResourceVersion != rv {
-				t.Errorf("an up-to-date copy was written again (resourceVersion %s → %s)", rv, cp.ResourceVersion)
-			}
+			assert.Equal(t, rv, cp.ResourceVersion, "an up-to-date copy was written again (resourceVersion)")
 
 			src.Spec.Ports[0].Port = 81
-			if err := f.source.Update(ctx, src); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, f.source.Update(ctx, src))
+			_, err = fl.EnsureService(ctx, f.target, "t1", src)
+			require.NoError(t, err)
 			ip := cp.Spec.ClusterIP
 			f.get(t, f.target, "web", &cp)
-			if cp.Spec.Ports[0].Port != 81 || cp.Spec.ClusterIP != ip {
-				t.Errorf("after a port change: port %d cluster IP %s; want 81 and the same IP %s", cp.Spec.Ports[0].Port, cp.Spec.ClusterIP, ip)
-			}
+			assert.Falsef(t, cp.Spec.Ports[0].Port != 81 || cp.Spec.ClusterIP != ip,
+				"after a port change: port %d cluster IP %s; want 81 and the same IP %s", cp.Spec.Ports[0].Port, cp.Spec.ClusterIP, ip)
 
-			if removed, err := fl.RemoveService(ctx, f.target, "t1", f.ns, "web"); err != nil || !removed {
-				t.Fatalf("RemoveService: removed %v, %v", removed, err)
-			}
-			if f.get(t, f.target, "web", &corev1.Service{}) {
-				t.Error("the copy is still there")
-			}
+			removed, err := fl.RemoveService(ctx, f.target, "t1", f.ns, "web")
+			require.Falsef(t, err != nil || !removed, "RemoveService: removed %v, %v", removed, err)
+			assert.False(t, f.get(t, f.target, "web", &corev1.Service{}), "the copy is still there")
 		})
 	}
 }
@@ -105,22 +90,17 @@ func TestEnsureServiceHeadless(t *testing.T) {
 	fl := f.follower(t)
 	src := webService(corev1.ServiceTypeClusterIP)
 	f.create(t, f.source, src)
-	if _, err := fl.EnsureService(ctx, f.target, "t1", src); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.source.Delete(ctx, src); err != nil {
-		t.Fatal(err)
-	}
+	_, err := fl.EnsureService(ctx, f.target, "t1", src)
+	require.NoError(t, err)
+	require.NoError(t, f.source.Delete(ctx, src))
 	headless := webService(corev1.ServiceTypeClusterIP)
 	headless.Spec.ClusterIP = corev1.ClusterIPNone
 	f.create(t, f.source, headless)
-	if _, err := fl.EnsureService(ctx, f.target, "t1", headless); err != nil {
-		t.Fatal(err)
-	}
+	_, err = fl.EnsureService(ctx, f.target, "t1", headless)
+	require.NoError(t, err)
 	var cp corev1.Service
-	if !f.get(t, f.target, "web", &cp) || cp.Spec.ClusterIP != corev1.ClusterIPNone {
-		t.Fatalf("copy cluster IP %q, want None", cp.Spec.ClusterIP)
-	}
+	found := f.get(t, f.target, "web", &cp)
+	require.Falsef(t, !found || cp.Spec.ClusterIP != corev1.ClusterIPNone, "copy cluster IP %q, want None", cp.Spec.ClusterIP)
 }
 
 // TestServiceClash: a Service of the same name that this source did not
@@ -137,16 +117,11 @@ func TestServiceClash(t *testing.T) {
 	f.create(t, f.target, theirs)
 
 	_, err := fl.EnsureService(ctx, f.target, "t1", src)
-	if r := refusal(t, err, follow.ReasonClash); r.Message == "" {
-		t.Error("the clash's refusal says nothing (its Event and condition would be empty)")
-	}
-	if removed, err := fl.RemoveService(ctx, f.target, "t1", f.ns, "web"); err != nil || removed {
-		t.Fatalf("RemoveService of a foreign Service: removed %v, %v", removed, err)
-	}
+	assert.NotEmpty(t, refusal(t, err, follow.ReasonClash).Message, "the clash's refusal says nothing (its Event and condition would be empty)")
+	removed, err := fl.RemoveService(ctx, f.target, "t1", f.ns, "web")
+	require.Falsef(t, err != nil || removed, "RemoveService of a foreign Service: removed %v, %v", removed, err)
 	var cur corev1.Service
-	if !f.get(t, f.target, "web", &cur) || cur.ResourceVersion != theirs.ResourceVersion {
-		t.Error("the target's own Service was written or deleted")
-	}
+	assert.True(t, f.get(t, f.target, "web", &cur) && cur.ResourceVersion == theirs.ResourceVersion, "the target's own Service was written or deleted")
 }
 
 // TestServiceCollector: a copy whose Service is gone from the source (the
@@ -160,16 +135,13 @@ func TestServiceCollector(t *testing.T) {
 	deleted.Name = "old"
 	for _, s := range []*corev1.Service{kept, deleted} {
 		f.create(t, f.source, s)
-		if _, err := fl.EnsureService(ctx, f.target, "gc-t", s); err != nil {
-			t.Fatal(err)
-		}
+		_, err := fl.EnsureService(ctx, f.target, "gc-t", s)
+		require.NoError(t, err)
 	}
 	others := webService(corev1.ServiceTypeClusterIP)
 	others.Name, others.Labels = "others", map[string]string{v1alpha1.LabelParentCluster: "other-source"}
 	f.create(t, f.target, others)
-	if err := f.source.Delete(ctx, deleted); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.source.Delete(ctx, deleted))
 	g, err := gc.New(gc.Options{
 		SourceName: sourceName,
 		Targets:    testTargets{testTarget{key: proxy.TargetKey{Name: "gc-t"}, c: f.target}},
@@ -177,27 +149,18 @@ func TestServiceCollector(t *testing.T) {
 		MinAge:     time.Minute,
 		Collectors: []gc.Collector{fl.ServiceCollector()},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rep, err := g.Collect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Deleted) != 1 || rep.Deleted[0].Name != "old" || rep.Deleted[0].Reason != gc.ReasonSourceGone {
-		t.Errorf("deleted %v, want the copy of old (SourceGone)", rep.Deleted)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, len(rep.Deleted) != 1 || rep.Deleted[0].Name != "old" || rep.Deleted[0].Reason != gc.ReasonSourceGone,
+		"deleted %v, want the copy of old (SourceGone)", rep.Deleted)
 	// Deleted in the foreground: without a garbage collector in this
 	// control plane, it stays with its deletion timestamp.
 	for name, want := range map[string]bool{"web": true, "old": false, "others": true} {
 		var svc corev1.Service
-		if got := f.get(t, f.target, name, &svc) && svc.DeletionTimestamp == nil; got != want {
-			t.Errorf("Service %s exists and is not being deleted = %t after a pass, want %t", name, got, want)
-		}
+		assert.Equal(t, want, f.get(t, f.target, name, &svc) && svc.DeletionTimestamp == nil, "Service %s exists and is not being deleted after a pass", name)
 	}
-	if got := objects(t, "gc-t", "Service"); got != 1 {
-		t.Errorf("fleetlet_follow_objects{gc-t,Service} = %v, want 1", got)
-	}
+	assert.Equal(t, 1.0, objects(t, "gc-t", "Service"), "fleetlet_follow_objects{gc-t,Service}")
 }
 
 // TestEnsureSlices: on a real API server, a global Service's slices are
@@ -211,9 +174,7 @@ func TestEnsureSlices(t *testing.T) {
 	src := webService(corev1.ServiceTypeClusterIP)
 	f.create(t, f.source, src)
 	cp, err := fl.EnsureService(ctx, f.target, "t1", src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	here := proxy.TargetKey{Name: "t1"}
 	elsewhere := func(name, ip string) corev1.Pod {
 		rec := proxyRecord("t2", name)
@@ -228,14 +189,11 @@ func TestEnsureSlices(t *testing.T) {
 	two := []corev1.Pod{elsewhere("web-0", "10.9.0.1"), elsewhere("web-1", "10.9.0.2")}
 	listed := func() []string {
 		var list discoveryv1.EndpointSliceList
-		if err := f.target.List(ctx, &list, client.InNamespace(f.ns), client.MatchingLabels{discoveryv1.LabelServiceName: "web"}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, f.target.List(ctx, &list, client.InNamespace(f.ns), client.MatchingLabels{discoveryv1.LabelServiceName: "web"}))
 		var out []string
 		for _, s := range list.Items {
-			if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != cp.UID {
-				t.Errorf("slice %s owners %v, want the copy %s", s.Name, s.OwnerReferences, cp.UID)
-			}
+			assert.Falsef(t, len(s.OwnerReferences) != 1 || s.OwnerReferences[0].UID != cp.UID,
+				"slice %s owners %v, want the copy %s", s.Name, s.OwnerReferences, cp.UID)
 			for _, e := range s.Endpoints {
 				out = append(out, e.Addresses...)
 			}
@@ -243,36 +201,20 @@ func TestEnsureSlices(t *testing.T) {
 		sort.Strings(out)
 		return out
 	}
-	if err := fl.EnsureSlices(ctx, f.target, "t1", cp, services.GlobalSlices(src, two, here, sourceName)); err != nil {
-		t.Fatal(err)
-	}
-	if got := listed(); strings.Join(got, ",") != "10.9.0.1,10.9.0.2" {
-		t.Fatalf("slices list %v, want both delegates elsewhere", got)
-	}
-	if err := fl.EnsureSlices(ctx, f.target, "t1", cp, services.GlobalSlices(src, two[1:], here, sourceName)); err != nil {
-		t.Fatal(err)
-	}
-	if got := listed(); strings.Join(got, ",") != "10.9.0.2" {
-		t.Fatalf("after one went, slices list %v", got)
-	}
-	if err := fl.EnsureSlices(ctx, f.target, "t1", cp, nil); err != nil {
-		t.Fatal(err)
-	}
-	if got := listed(); len(got) != 0 {
-		t.Fatalf("with no delegate elsewhere, slices list %v", got)
-	}
+	require.NoError(t, fl.EnsureSlices(ctx, f.target, "t1", cp, services.GlobalSlices(src, two, here, sourceName)))
+	require.Equal(t, "10.9.0.1,10.9.0.2", strings.Join(listed(), ","), "slices list: want both delegates elsewhere")
+	require.NoError(t, fl.EnsureSlices(ctx, f.target, "t1", cp, services.GlobalSlices(src, two[1:], here, sourceName)))
+	require.Equal(t, "10.9.0.2", strings.Join(listed(), ","), "after one went, slices list")
+	require.NoError(t, fl.EnsureSlices(ctx, f.target, "t1", cp, nil))
+	require.Empty(t, listed(), "with no delegate elsewhere, slices list")
 
 	want := services.GlobalSlices(src, two, here, sourceName)
 	theirs := want[0].DeepCopy()
 	theirs.Labels = map[string]string{discoveryv1.LabelServiceName: "web"}
 	f.create(t, f.target, theirs)
-	if r := refusal(t, fl.EnsureSlices(ctx, f.target, "t1", cp, want), follow.ReasonClash); r.Message == "" {
-		t.Error("the clash's refusal says nothing (its Event would be empty)")
-	}
+	assert.NotEmpty(t, refusal(t, fl.EnsureSlices(ctx, f.target, "t1", cp, want), follow.ReasonClash).Message, "the clash's refusal says nothing (its Event would be empty)")
 	var cur discoveryv1.EndpointSlice
-	if !f.get(t, f.target, theirs.Name, &cur) || cur.ResourceVersion != theirs.ResourceVersion {
-		t.Error("the target's own EndpointSlice was written or deleted")
-	}
+	assert.True(t, f.get(t, f.target, theirs.Name, &cur) && cur.ResourceVersion == theirs.ResourceVersion, "the target's own EndpointSlice was written or deleted")
 }
 
 // proxyRecord is the Elected condition's message naming a ClusterTarget

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,9 +45,7 @@ type fixture struct {
 func newClient(t *testing.T, cfg *rest.Config) client.Client {
 	t.Helper()
 	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return c
 }
 
@@ -57,21 +57,15 @@ func setup(t *testing.T) *fixture {
 	f := &fixture{source: newClient(t, sourceEnv.Config), target: newClient(t, targetEnv.Config)}
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "follow-", Labels: map[string]string{v1alpha1.LabelEnabled: v1alpha1.LabelEnabledValue}}}
-	if err := f.source.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.source.Create(ctx, ns))
 	f.ns = ns.Name
 	// The namespace stops mattering to later tests' collection passes.
 	t.Cleanup(func() {
 		patch := client.MergeFrom(ns.DeepCopy())
 		delete(ns.Labels, v1alpha1.LabelEnabled)
-		if err := f.source.Patch(context.Background(), ns, patch); err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, f.source.Patch(context.Background(), ns, patch))
 	})
-	if err := f.target.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.target.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}))
 	return f
 }
 
@@ -83,21 +77,15 @@ func (f *fixture) follower(t *testing.T, allowed ...string) *follow.Follower {
 		allowed = []string{"ConfigMap", "Secret", "ServiceAccount"}
 	}
 	hc, err := rest.HTTPClientFor(sourceEnv.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	mapper, err := apiutil.NewDynamicRESTMapper(sourceEnv.Config, hc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fl, err := follow.New(follow.Options{
 		SourceName: sourceName, AllowedKinds: allowed,
 		Source: f.source, SourceAPI: f.source, Mapper: mapper,
 		Logger: testr.New(t),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return fl
 }
 
@@ -108,9 +96,7 @@ func (f *fixture) proxy(t *testing.T, name string, annotations map[string]string
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Annotations: annotations, Finalizers: []string{v1alpha1.FinalizerDelegate}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
 	}
-	if err := f.source.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.source.Create(context.Background(), p))
 	t.Cleanup(func() { f.forget(t, p) })
 	return p
 }
@@ -120,32 +106,25 @@ func (f *fixture) forget(t *testing.T, p *corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
 	var cur corev1.Pod
-	if err := f.source.Get(ctx, client.ObjectKeyFromObject(p), &cur); apierrors.IsNotFound(err) {
+	err := f.source.Get(ctx, client.ObjectKeyFromObject(p), &cur)
+	if apierrors.IsNotFound(err) {
 		return
-	} else if err != nil {
-		t.Fatal(err)
 	}
+	require.NoError(t, err)
 	cur.Finalizers = nil
-	if err := f.source.Update(ctx, &cur); client.IgnoreNotFound(err) != nil {
-		t.Fatal(err)
-	}
-	if err := f.source.Delete(ctx, &cur); client.IgnoreNotFound(err) != nil {
-		t.Fatal(err)
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	require.NoError(t, client.IgnoreNotFound(f.source.Update(ctx, &cur)))
+	require.NoError(t, client.IgnoreNotFound(f.source.Delete(ctx, &cur)))
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := f.source.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
 		return apierrors.IsNotFound(err), nil
-	}); err != nil {
-		t.Fatalf("pod %s not gone: %v", p.Name, err)
-	}
+	})
+	require.NoError(t, err, "pod %s not gone", p.Name)
 }
 
 func (f *fixture) create(t *testing.T, c client.Client, obj client.Object) {
 	t.Helper()
 	obj.SetNamespace(f.ns)
-	if err := c.Create(context.Background(), obj); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Create(context.Background(), obj))
 }
 
 // get reads obj from c; false when it does not exist.
@@ -155,20 +134,14 @@ func (f *fixture) get(t *testing.T, c client.Client, name string, obj client.Obj
 	if apierrors.IsNotFound(err) {
 		return false
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return true
 }
 
 func refusal(t *testing.T, err error, want follow.Reason) *follow.Refusal {
 	t.Helper()
 	var r *follow.Refusal
-	if !errors.As(err, &r) {
-		t.Fatalf("got %v, want a *Refusal %s", err, want)
-	}
-	if r.Reason != want {
-		t.Fatalf("refusal %s (%s), want %s", r.Reason, r.Message, want)
-	}
+	require.Truef(t, errors.As(err, &r), "got %v, want a *Refusal %s", err, want)
+	require.Equal(t, want, r.Reason, "refusal (%s)", r.Message)
 	return r
 }

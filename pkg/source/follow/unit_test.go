@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,26 +36,17 @@ func TestEnsureTargetForbidden(t *testing.T) {
 		},
 	}).Build()
 	f, err := New(Options{SourceName: "src", AllowedKinds: []string{"PersistentVolumeClaim"}, Source: src, SourceAPI: src, Mapper: testMapper()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u1",
 		Annotations: map[string]string{v1alpha1.AnnotationFollow: "persistentvolumeclaim/data"}}}
 	refs, err := Refs(pod, &corev1.PodSpec{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	err = f.Ensure(ctx, tgt, "t", pod, refs, StageCandidate)
 	var r *Refusal
-	if !errors.As(err, &r) || r.Reason != ReasonForbidden || r.Object != "persistentvolumeclaim/data" {
-		t.Fatalf("got %v, want a Forbidden refusal of persistentvolumeclaim/data", err)
-	}
+	require.Falsef(t, !errors.As(err, &r) || r.Reason != ReasonForbidden || r.Object != "persistentvolumeclaim/data",
+		"got %v, want a Forbidden refusal of persistentvolumeclaim/data", err)
 	// Nothing was written: the default ServiceAccount is not in the target.
 	var sas corev1.ServiceAccountList
-	if err := tgt.List(ctx, &sas); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(0, len(sas.Items)); diff != "" {
-		t.Errorf("ServiceAccounts written (-want,+got):\n%s", diff)
-	}
+	require.NoError(t, tgt.List(ctx, &sas))
+	assert.Empty(t, cmp.Diff(0, len(sas.Items)), "ServiceAccounts written (-want +got)")
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,29 +45,19 @@ func (f *fixture) startServices(t *testing.T) {
 		Metrics:    metricsserver.Options{BindAddress: "0"},
 		Client:     client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	reg, err := fleet.New(fleet.Options{
 		SourceName: sourceName, ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 2 * time.Second,
 		ProbeBackoffInitial: 100 * time.Millisecond, HeartbeatDuration: 5 * time.Second,
 	}, noNodes{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.SetupWithManager(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, reg.SetupWithManager(ctx, mgr))
 	svc := &services.Controller{Follower: f.follower(t), Registry: reg}
-	if err := svc.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, svc.SetupWithManager(mgr))
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
+		assert.NoError(t, mgr.Start(ctx), "manager")
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -79,9 +71,7 @@ func (f *fixture) startServices(t *testing.T) {
 func serviceReconciles(t *testing.T) float64 {
 	t.Helper()
 	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	n := 0.0
 	for _, mf := range families {
 		if mf.GetName() != "controller_runtime_reconcile_total" {
@@ -105,8 +95,8 @@ func (f *fixture) connectTarget(t *testing.T, name string) {
 	t.Helper()
 	ctx := context.Background()
 	cs := &v1alpha1.ClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClusterSummaryName}}
-	if err := f.target.Create(ctx, cs); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	if err := f.target.Create(ctx, cs); !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
 	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name + "-kubeconfig"},
@@ -131,30 +121,22 @@ func TestServiceCopiedWhenItsTargetConnects(t *testing.T) {
 	before := serviceReconciles(t)
 	p := f.proxy(t, "web-0")
 	p.Labels = map[string]string{"app": "web"}
-	if err := f.source.Update(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.source.Update(ctx, p))
 	p.Status.Conditions = []corev1.PodCondition{{
 		Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue,
 		Message: proxy.Record{TargetNamespace: f.ns, TargetName: "east", Chaperon: "web-0"}.Message(),
 	}}
-	if err := f.source.Status().Update(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.source.Status().Update(ctx, p))
 	f.create(t, f.source, webService(corev1.ServiceTypeClusterIP))
 	testenv.EventuallyTrue(t, 30*time.Second, "a pass of the Service controller", func(context.Context) bool {
 		return serviceReconciles(t) > before
 	})
 	var cp corev1.Service
-	if f.get(t, f.target, "web", &cp) {
-		t.Fatal("a copy before the target was connected")
-	}
+	require.False(t, f.get(t, f.target, "web", &cp), "a copy before the target was connected")
 
 	f.connectTarget(t, "east")
 	testenv.EventuallyTrue(t, 30*time.Second, "the copy of Service web in the target once it is connected", func(context.Context) bool {
 		return f.get(t, f.target, "web", &cp)
 	})
-	if cp.Labels[v1alpha1.LabelParentCluster] != sourceName {
-		t.Errorf("the copy's labels %v do not name the source", cp.Labels)
-	}
+	assert.Equal(t, sourceName, cp.Labels[v1alpha1.LabelParentCluster], "the copy's labels %v do not name the source", cp.Labels)
 }
