@@ -78,9 +78,9 @@ func TestWebhookFlagsHaveHelp(t *testing.T) {
 	n := 0
 	fs.VisitAll(func(f *pflag.Flag) {
 		n++
-		assert.Falsef(t, len(f.Usage) < 20, "--%s: usage %q says too little", f.Name, f.Usage)
+		assert.GreaterOrEqualf(t, len(f.Usage), 20, "--%s: usage %q says too little", f.Name, f.Usage)
 	})
-	assert.Falsef(t, n < 10, "%d flags", n)
+	assert.GreaterOrEqual(t, n, 10, "flags")
 	f := fs.Lookup("webhook-cert-renew-before")
 	assert.Falsef(t, f == nil || f.DefValue != (90*24*time.Hour).String(), "--webhook-cert-renew-before default %v", f)
 }
