@@ -698,7 +698,7 @@ func TestSchedulerConfiguration(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cm := find[*corev1.ConfigMap](t, mustRender(t, tc.values), schedulerSA+"-config")
 			cfg, err := candidate.LoadConfiguration([]byte(cm.Data["config.yaml"]))
-			require.NoErrorf(t, err, "decoding the rendered configuration: %v\n%s", err, cm.Data["config.yaml"])
+			require.NoError(t, err, "decoding the rendered configuration:\n%s", cm.Data["config.yaml"])
 			require.NoError(t, candidate.CheckConfiguration(cfg))
 			require.NoError(t, validation.ValidateKubeSchedulerConfiguration(cfg))
 			assert.Falsef(t, cfg.LeaderElection.ResourceName != candidate.DefaultLeaseName || cfg.LeaderElection.ResourceNamespace != releaseNS, "leader election Lease %s/%s", cfg.LeaderElection.ResourceNamespace, cfg.LeaderElection.ResourceName)

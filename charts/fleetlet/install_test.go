@@ -129,7 +129,7 @@ scheduler:
     - {apiVersion: v1, kind: ConfigMap, metadata: {name: scoring}, data: {a: b}}
     - {apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, metadata: {}, rules: [{apiGroups: [""], resources: [nodes], verbs: [get]}]}
 `))
-	require.NoErrorf(t, err, "helm install: %v\n%s", err, out)
+	require.NoError(t, err, "helm install:\n%s", out)
 	for _, crd := range []string{"targets", "clustertargets", "sources", "clustersources", "podchaperons", "clustersummaries"} {
 		eventually(t, "CRD "+crd+" established", func() error {
 			var got apiextensionsv1.CustomResourceDefinition
