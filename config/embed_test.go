@@ -4,22 +4,18 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestCRDsEmbedsEveryKind(t *testing.T) {
 	crds, err := CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var kinds []string
 	for _, c := range crds {
-		if c.Spec.Group != "multicluster.fleetlet.io" {
-			t.Errorf("%s: group %q", c.Name, c.Spec.Group)
-		}
+		assert.Equal(t, "multicluster.fleetlet.io", c.Spec.Group, "%s: group", c.Name)
 		kinds = append(kinds, c.Spec.Names.Kind)
 	}
 	want := []string{"ClusterSource", "ClusterSummary", "ClusterTarget", "PodChaperon", "Source", "Target"}
-	if diff := cmp.Diff(want, kinds); diff != "" {
-		t.Errorf("embedded CRD kinds (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, kinds), "embedded CRD kinds (-want,+got)")
 }

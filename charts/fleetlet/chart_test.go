@@ -20,6 +20,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -64,9 +66,7 @@ func helmBin(t *testing.T) string {
 func chartDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return dir
 }
 
@@ -87,9 +87,7 @@ func helm(t *testing.T, args ...string) (string, error) {
 func valuesFile(t *testing.T, values string) string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(f, []byte(values), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(f, []byte(values), 0o600))
 	return f
 }
 
@@ -126,27 +124,19 @@ func decode(t *testing.T, out string) manifests {
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
 			continue
 		}
 		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatalf("a rendered document is not YAML: %v\n%s", err, doc)
-		}
-		if u.GetKind() == "" || u.GetAPIVersion() == "" || u.GetName() == "" {
-			t.Fatalf("a rendered document has no kind, apiVersion or name:\n%s", doc)
-		}
+		require.NoError(t, yaml.Unmarshal(doc, &u.Object), "a rendered document is not YAML:\n%s", doc)
+		require.Falsef(t, u.GetKind() == "" || u.GetAPIVersion() == "" || u.GetName() == "", "a rendered document has no kind, apiVersion or name:\n%s", doc)
 		if !scheme.Recognizes(u.GroupVersionKind()) {
 			objs = append(objs, u)
 			continue
 		}
 		obj, _, err := strict.Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("decoding %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
+		require.NoError(t, err, "decoding %s %s", u.GetKind(), u.GetName())
 		objs = append(objs, obj)
 	}
 	return objs
@@ -173,7 +163,7 @@ func find[T runtime.Object](t *testing.T, objs manifests, name string) T {
 		}
 	}
 	var zero T
-	t.Fatalf("no %T named %s in the rendering", zero, name)
+	require.FailNowf(t, "object not found", "no %T named %s in the rendering", zero, name)
 	return zero
 }
 
@@ -191,9 +181,7 @@ func has[T runtime.Object](objs manifests, name string) bool {
 func mustRender(t *testing.T, values string) manifests {
 	t.Helper()
 	out, err := render(t, values)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return decode(t, out)
 }
 
@@ -203,9 +191,8 @@ func TestLint(t *testing.T) {
 		if values != "" {
 			args = append(args, "-f", valuesFile(t, values))
 		}
-		if out, err := helm(t, args...); err != nil {
-			t.Errorf("helm lint with %q: %v\n%s", values, err, out)
-		}
+		out, err := helm(t, args...)
+		assert.NoError(t, err, "helm lint with %q:\n%s", values, out)
 	}
 }
 
@@ -219,56 +206,35 @@ func TestRenderDefaults(t *testing.T) {
 		"CustomResourceDefinition": 6, "Deployment": 2, "PodDisruptionBudget": 2, "MutatingWebhookConfiguration": 1,
 		"PriorityClass": 1, "ValidatingAdmissionPolicy": 10, "ValidatingAdmissionPolicyBinding": 10, "Job": 1,
 	} {
-		if kinds[kind] != n {
-			t.Errorf("%d %s rendered, want %d", kinds[kind], kind, n)
-		}
+		assert.Equal(t, n, kinds[kind], "%s rendered", kind)
 	}
 	manager := find[*appsv1.Deployment](t, objs, managerSA)
-	if *manager.Spec.Replicas != 2 {
-		t.Errorf("manager replicas = %d, want 2", *manager.Spec.Replicas)
-	}
+	assert.Equal(t, int32(2), *manager.Spec.Replicas, "manager replicas")
 	c := manager.Spec.Template.Spec.Containers[0]
 	for _, want := range []string{
 		"--cluster-name=" + clusterName, "--leader-elect=true", "--follow-allowed-kinds=ConfigMap,Secret,ServiceAccount",
 		"--webhook-cert-rotation=true", "--webhook-service-name=fleetlet-webhook", "--election-deadline=2s",
 		"--delegate-recreate-delay=1m", "--target-probe-timeout=5s", "--webhook-timeout=10s",
 	} {
-		if !slices.Contains(c.Args, want) {
-			t.Errorf("manager args %v lack %s", c.Args, want)
-		}
+		assert.Containsf(t, c.Args, want, "manager args %v lack %s", c.Args, want)
 	}
 	sc := c.SecurityContext
-	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || !*sc.RunAsNonRoot ||
-		len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
-		t.Errorf("manager security context is not restricted: %+v", sc)
-	}
-	if c.ReadinessProbe == nil || c.LivenessProbe == nil {
-		t.Error("manager has no probes")
-	}
-	if manager.Spec.Template.Annotations["checksum/config"] == "" {
-		t.Error("manager pods have no checksum/config annotation")
-	}
+	assert.Falsef(t, sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || !*sc.ReadOnlyRootFilesystem || !*sc.RunAsNonRoot ||
+		len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault,
+		"manager security context is not restricted: %+v", sc)
+	assert.False(t, c.ReadinessProbe == nil || c.LivenessProbe == nil, "manager has no probes")
+	assert.NotEqual(t, "", manager.Spec.Template.Annotations["checksum/config"], "manager pods have no checksum/config annotation")
 	// A change of a setting changes the checksum, so the pods restart.
 	other := find[*appsv1.Deployment](t, mustRender(t, "manager:\n  timeouts:\n    electionDeadline: 3s\n"), managerSA)
-	if other.Spec.Template.Annotations["checksum/config"] == manager.Spec.Template.Annotations["checksum/config"] {
-		t.Error("the checksum annotation did not change with the manager's settings")
-	}
+	assert.NotEqual(t, manager.Spec.Template.Annotations["checksum/config"], other.Spec.Template.Annotations["checksum/config"], "the checksum annotation did not change with the manager's settings")
 	scheduler := find[*appsv1.Deployment](t, objs, schedulerSA)
-	if scheduler.Spec.Template.Annotations["checksum/config"] == "" {
-		t.Error("scheduler pods have no checksum/config annotation")
-	}
-	if scheduler.Spec.Template.Spec.ServiceAccountName != schedulerSA || manager.Spec.Template.Spec.ServiceAccountName != managerSA {
-		t.Error("the Deployments do not run as their ServiceAccounts")
-	}
+	assert.NotEqual(t, "", scheduler.Spec.Template.Annotations["checksum/config"], "scheduler pods have no checksum/config annotation")
+	assert.False(t, scheduler.Spec.Template.Spec.ServiceAccountName != schedulerSA || manager.Spec.Template.Spec.ServiceAccountName != managerSA, "the Deployments do not run as their ServiceAccounts")
 	pc := find[*schedulingv1.PriorityClass](t, objs, "fleetlet-candidate")
 	want := summary.CandidatePriorityClass()
-	if pc.Value != want.Value || *pc.PreemptionPolicy != *want.PreemptionPolicy || pc.GlobalDefault != want.GlobalDefault || pc.Description != want.Description {
-		t.Errorf("PriorityClass %+v differs from what the manager ensures %+v", pc, want)
-	}
+	assert.Falsef(t, pc.Value != want.Value || *pc.PreemptionPolicy != *want.PreemptionPolicy || pc.GlobalDefault != want.GlobalDefault || pc.Description != want.Description, "PriorityClass %+v differs from what the manager ensures %+v", pc, want)
 	for k, v := range want.Labels {
-		if pc.Labels[k] != v {
-			t.Errorf("PriorityClass label %s = %q, want %q", k, pc.Labels[k], v)
-		}
+		assert.Equal(t, v, pc.Labels[k], "PriorityClass label %s", k)
 	}
 }
 
@@ -276,38 +242,24 @@ func TestRenderDefaults(t *testing.T) {
 // config/crd/bases, and the rendered CRDs only add labels and the keep policy.
 func TestCRDsAreTheGenerated(t *testing.T) {
 	gen, err := filepath.Glob("../../config/crd/bases/*.yaml")
-	if err != nil || len(gen) == 0 {
-		t.Fatalf("no generated CRDs: %v", err)
-	}
+	require.Falsef(t, err != nil || len(gen) == 0, "no generated CRDs: %v", err)
 	copies, _ := filepath.Glob("files/crds/*.yaml")
-	if len(copies) != len(gen) {
-		t.Errorf("files/crds has %d CRDs, config/crd/bases %d: run hack/generate.sh", len(copies), len(gen))
-	}
+	assert.Lenf(t, copies, len(gen), "files/crds has %d CRDs, config/crd/bases %d: run hack/generate.sh", len(copies), len(gen))
 	for _, g := range gen {
 		want, _ := os.ReadFile(g)
 		got, err := os.ReadFile(filepath.Join("files/crds", filepath.Base(g)))
-		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("files/crds/%s differs from config/crd/bases: run hack/generate.sh", filepath.Base(g))
-		}
+		assert.Falsef(t, err != nil || !bytes.Equal(got, want), "files/crds/%s differs from config/crd/bases: run hack/generate.sh", filepath.Base(g))
 	}
 	objs := mustRender(t, "")
 	crds, err := config.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, want := range crds {
 		got := find[*apiextensionsv1.CustomResourceDefinition](t, objs, want.Name)
-		if !equality.Semantic.DeepEqual(got.Spec, want.Spec) {
-			t.Errorf("rendered CRD %s has another spec than the generated one", want.Name)
-		}
-		if got.Annotations["helm.sh/resource-policy"] != "keep" {
-			t.Errorf("CRD %s is not kept on uninstall", want.Name)
-		}
+		assert.Truef(t, equality.Semantic.DeepEqual(got.Spec, want.Spec), "rendered CRD %s has another spec than the generated one", want.Name)
+		assert.Equalf(t, "keep", got.Annotations["helm.sh/resource-policy"], "CRD %s is not kept on uninstall", want.Name)
 	}
 	objs = mustRender(t, "crds:\n  keep: false\n")
-	if a := find[*apiextensionsv1.CustomResourceDefinition](t, objs, crds[0].Name).Annotations["helm.sh/resource-policy"]; a != "" {
-		t.Errorf("crds.keep=false still renders resource-policy %q", a)
-	}
+	assert.Empty(t, find[*apiextensionsv1.CustomResourceDefinition](t, objs, crds[0].Name).Annotations["helm.sh/resource-policy"], "crds.keep=false still renders resource-policy")
 }
 
 // Each refusal a user can meet, with the message helm shows.
@@ -399,19 +351,14 @@ func TestValuesRefused(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := render(t, tc.values)
-			if err == nil {
-				t.Fatalf("helm template accepted:\n%s", tc.values)
-			}
+			require.Error(t, err, "helm template accepted:\n%s", tc.values)
 			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error lacks %q:\n%v", w, err)
-				}
+				assert.Containsf(t, err.Error(), w, "error lacks %q:\n%v", w, err)
 			}
 		})
 	}
-	if _, err := helm(t, "template", releaseName, chartDir(t)); err == nil || !strings.Contains(err.Error(), "clusterName is required") {
-		t.Errorf("rendering without clusterName = %v, want the clusterName is required message", err)
-	}
+	_, err := helm(t, "template", releaseName, chartDir(t))
+	assert.ErrorContains(t, err, "clusterName is required", "rendering without clusterName, want the clusterName is required message")
 }
 
 func TestSchedulerExtraResources(t *testing.T) {
@@ -427,17 +374,11 @@ func TestSchedulerExtraResources(t *testing.T) {
       rules: [{apiGroups: ["example.com"], resources: ["quotas"], verbs: [get, list, watch]}]
 `)
 	cm := find[*corev1.ConfigMap](t, objs, "scoring")
-	if cm.Namespace != releaseNS || cm.Data["weights"] != "1" || cm.Labels["team"] != "a" || cm.Labels["app.kubernetes.io/instance"] != releaseName {
-		t.Errorf("extra ConfigMap = %+v", cm.ObjectMeta)
-	}
+	assert.Falsef(t, cm.Namespace != releaseNS || cm.Data["weights"] != "1" || cm.Labels["team"] != "a" || cm.Labels["app.kubernetes.io/instance"] != releaseName, "extra ConfigMap = %+v", cm.ObjectMeta)
 	role := find[*rbacv1.ClusterRole](t, objs, "fl-fleetlet-scheduler-extra")
-	if len(role.Rules) != 1 || role.Rules[0].Resources[0] != "quotas" {
-		t.Errorf("extra ClusterRole rules = %+v", role.Rules)
-	}
+	assert.Falsef(t, len(role.Rules) != 1 || role.Rules[0].Resources[0] != "quotas", "extra ClusterRole rules = %+v", role.Rules)
 	binding := find[*rbacv1.ClusterRoleBinding](t, objs, "fl-fleetlet-scheduler-extra")
-	if binding.RoleRef.Name != role.Name || len(binding.Subjects) != 1 || binding.Subjects[0].Name != schedulerSA || binding.Subjects[0].Namespace != releaseNS {
-		t.Errorf("extra ClusterRole is bound to %+v, want only the scheduler's ServiceAccount", binding.Subjects)
-	}
+	assert.Falsef(t, binding.RoleRef.Name != role.Name || len(binding.Subjects) != 1 || binding.Subjects[0].Name != schedulerSA || binding.Subjects[0].Namespace != releaseNS, "extra ClusterRole is bound to %+v, want only the scheduler's ServiceAccount", binding.Subjects)
 	// The template refuses what the schema refuses, for a chart rendered
 	// without it (--skip-schema-validation).
 	for _, tc := range []struct{ values, want string }{
@@ -448,57 +389,42 @@ func TestSchedulerExtraResources(t *testing.T) {
 	} {
 		_, err := helm(t, "template", releaseName, chartDir(t), "--namespace", releaseNS, "--set", "clusterName="+clusterName,
 			"--skip-schema-validation", "-f", valuesFile(t, tc.values))
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("rendering %s without the schema = %v, want %q", tc.values, err, tc.want)
-		}
+		assert.ErrorContainsf(t, err, tc.want, "rendering %s without the schema = %v, want %q", tc.values, err, tc.want)
 	}
 }
 
 func TestWebhookConfiguration(t *testing.T) {
 	objs := mustRender(t, "webhook:\n  excludedNamespaces: [monitoring]\n")
 	mwc := find[*admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "fleetlet-proxy-pods")
-	if len(mwc.Webhooks) != 2 {
-		t.Fatalf("%d webhooks, want 2", len(mwc.Webhooks))
-	}
+	require.Lenf(t, mwc.Webhooks, 2, "%d webhooks, want 2", len(mwc.Webhooks))
 	// The chart's is pkg/source/webhook's, with a service reference.
 	want := webhook.MutatingWebhookConfiguration(webhook.ConfigurationOptions{FleetletNamespace: releaseNS})
 	for i, w := range mwc.Webhooks {
 		b := want.Webhooks[i]
-		if w.Name != b.Name || *w.FailurePolicy != *b.FailurePolicy || *w.ReinvocationPolicy != *b.ReinvocationPolicy ||
-			!slices.Equal(w.Rules[0].Resources, b.Rules[0].Resources) || len(w.MatchConditions) != len(b.MatchConditions) {
-			t.Errorf("webhook %d: %s %s %s %v (%d conditions), want pkg/source/webhook's %s %s %s %v (%d)", i,
-				w.Name, *w.FailurePolicy, *w.ReinvocationPolicy, w.Rules[0].Resources, len(w.MatchConditions),
-				b.Name, *b.FailurePolicy, *b.ReinvocationPolicy, b.Rules[0].Resources, len(b.MatchConditions))
-		}
-		if svc := w.ClientConfig.Service; svc == nil || *svc.Path != "/mutate-pods" || !slices.Equal(w.NamespaceSelector.MatchExpressions[0].Values, mwc.Webhooks[0].NamespaceSelector.MatchExpressions[0].Values) {
-			t.Errorf("webhook %s: clientConfig %+v, namespaceSelector %+v; want the first's", w.Name, w.ClientConfig, w.NamespaceSelector)
-		}
+		assert.Falsef(t, w.Name != b.Name || *w.FailurePolicy != *b.FailurePolicy || *w.ReinvocationPolicy != *b.ReinvocationPolicy ||
+			!slices.Equal(w.Rules[0].Resources, b.Rules[0].Resources) || len(w.MatchConditions) != len(b.MatchConditions),
+			"webhook %d: %s %s %s %v (%d conditions), want pkg/source/webhook's %s %s %s %v (%d)", i,
+			w.Name, *w.FailurePolicy, *w.ReinvocationPolicy, w.Rules[0].Resources, len(w.MatchConditions),
+			b.Name, *b.FailurePolicy, *b.ReinvocationPolicy, b.Rules[0].Resources, len(b.MatchConditions))
+		svc := w.ClientConfig.Service
+		assert.Falsef(t, svc == nil || *svc.Path != "/mutate-pods" || !slices.Equal(w.NamespaceSelector.MatchExpressions[0].Values, mwc.Webhooks[0].NamespaceSelector.MatchExpressions[0].Values),
+			"webhook %s: clientConfig %+v, namespaceSelector %+v; want the first's", w.Name, w.ClientConfig, w.NamespaceSelector)
 	}
 	w := mwc.Webhooks[0]
-	if w.Name != "proxy-pods.multicluster.fleetlet.io" || *w.FailurePolicy != admissionregistrationv1.Fail || *w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy {
-		t.Errorf("webhook %s: failurePolicy %s, reinvocation %s", w.Name, *w.FailurePolicy, *w.ReinvocationPolicy)
-	}
-	if len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
-		!slices.Equal(w.Rules[0].Resources, []string{"pods"}) || !slices.Equal(w.Rules[0].APIGroups, []string{""}) {
-		t.Errorf("rules = %+v, want pods CREATE only", w.Rules)
-	}
+	assert.Falsef(t, w.Name != "proxy-pods.multicluster.fleetlet.io" || *w.FailurePolicy != admissionregistrationv1.Fail || *w.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy, "webhook %s: failurePolicy %s, reinvocation %s", w.Name, *w.FailurePolicy, *w.ReinvocationPolicy)
+	assert.Falsef(t, len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create}) ||
+		!slices.Equal(w.Rules[0].Resources, []string{"pods"}) || !slices.Equal(w.Rules[0].APIGroups, []string{""}),
+		"rules = %+v, want pods CREATE only", w.Rules)
 	sel := w.NamespaceSelector
-	if sel.MatchLabels["multicluster.fleetlet.io/enabled"] != "true" {
-		t.Errorf("namespaceSelector %+v does not select enabled namespaces", sel)
-	}
-	if len(sel.MatchExpressions) != 1 || sel.MatchExpressions[0].Key != "kubernetes.io/metadata.name" || sel.MatchExpressions[0].Operator != "NotIn" ||
-		!slices.Equal(sel.MatchExpressions[0].Values, []string{"kube-system", releaseNS, "monitoring"}) {
-		t.Errorf("namespaceSelector exclusions = %+v, want kube-system, %s and monitoring", sel.MatchExpressions, releaseNS)
-	}
+	assert.Equalf(t, "true", sel.MatchLabels["multicluster.fleetlet.io/enabled"], "namespaceSelector %+v does not select enabled namespaces", sel)
+	assert.Falsef(t, len(sel.MatchExpressions) != 1 || sel.MatchExpressions[0].Key != "kubernetes.io/metadata.name" || sel.MatchExpressions[0].Operator != "NotIn" ||
+		!slices.Equal(sel.MatchExpressions[0].Values, []string{"kube-system", releaseNS, "monitoring"}),
+		"namespaceSelector exclusions = %+v, want kube-system, %s and monitoring", sel.MatchExpressions, releaseNS)
 	svc := w.ClientConfig.Service
-	if svc == nil || svc.Name != "fleetlet-webhook" || svc.Namespace != releaseNS || *svc.Path != "/mutate-pods" || w.ClientConfig.URL != nil {
-		t.Errorf("clientConfig = %+v, want the Service", w.ClientConfig)
-	}
-	if len(w.MatchConditions) != 4 {
-		t.Errorf("%d match conditions, want the 4 of pkg/source/webhook", len(w.MatchConditions))
-	}
+	assert.Falsef(t, svc == nil || svc.Name != "fleetlet-webhook" || svc.Namespace != releaseNS || *svc.Path != "/mutate-pods" || w.ClientConfig.URL != nil, "clientConfig = %+v, want the Service", w.ClientConfig)
+	assert.Lenf(t, w.MatchConditions, 4, "%d match conditions, want the 4 of pkg/source/webhook", len(w.MatchConditions))
 	if _, ok := mwc.Annotations["cert-manager.io/inject-ca-from"]; ok {
-		t.Error("cert-manager annotation without certManager.enabled")
+		assert.Fail(t, "cert-manager annotation without certManager.enabled")
 	}
 	find[*corev1.Service](t, objs, "fleetlet-webhook")
 
@@ -506,17 +432,11 @@ func TestWebhookConfiguration(t *testing.T) {
 	// manager reads the certificate from the Secret, no rotation.
 	objs = mustRender(t, "webhook:\n  certManager:\n    enabled: true\n")
 	mwc = find[*admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "fleetlet-proxy-pods")
-	if got := mwc.Annotations["cert-manager.io/inject-ca-from"]; got != releaseNS+"/fl-fleetlet-webhook" {
-		t.Errorf("inject-ca-from = %q", got)
-	}
+	assert.Equal(t, releaseNS+"/fl-fleetlet-webhook", mwc.Annotations["cert-manager.io/inject-ca-from"], "inject-ca-from")
 	cert := find[*unstructured.Unstructured](t, objs, "fl-fleetlet-webhook")
-	if cert.GetKind() != "Certificate" {
-		t.Errorf("fl-fleetlet-webhook is a %s", cert.GetKind())
-	}
+	assert.Equalf(t, "Certificate", cert.GetKind(), "fl-fleetlet-webhook is a %s", cert.GetKind())
 	args := find[*appsv1.Deployment](t, objs, managerSA).Spec.Template.Spec.Containers[0].Args
-	if !slices.Contains(args, "--webhook-cert-rotation=false") || !slices.Contains(args, "--webhook-cert-dir=/certs") {
-		t.Errorf("with cert-manager the manager args are %v", args)
-	}
+	assert.Falsef(t, !slices.Contains(args, "--webhook-cert-rotation=false") || !slices.Contains(args, "--webhook-cert-dir=/certs"), "with cert-manager the manager args are %v", args)
 }
 
 // URL mode with local processes: the configuration calls the URL, and
@@ -526,13 +446,11 @@ func TestURLModeAndLocalProcesses(t *testing.T) {
 	objs := mustRender(t, "localProcesses: true\nwebhook:\n  url: "+url+"\n")
 	mwc := find[*admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "fleetlet-proxy-pods")
 	cc := mwc.Webhooks[0].ClientConfig
-	if cc.URL == nil || *cc.URL != url || cc.Service != nil {
-		t.Errorf("clientConfig = %+v, want url %s", cc, url)
-	}
+	assert.Falsef(t, cc.URL == nil || *cc.URL != url || cc.Service != nil, "clientConfig = %+v, want url %s", cc, url)
 	for _, o := range objs {
 		switch o.(type) {
 		case *appsv1.Deployment, *batchv1.Job, *corev1.Service:
-			t.Errorf("localProcesses renders %T %s", o, o.(interface{ GetName() string }).GetName())
+			assert.Failf(t, "localProcesses renders a pod runner", "localProcesses renders %T %s", o, o.(interface{ GetName() string }).GetName())
 		}
 	}
 	for _, name := range []string{managerSA, schedulerSA} {
@@ -545,14 +463,10 @@ func TestURLModeAndLocalProcesses(t *testing.T) {
 	find[*corev1.ConfigMap](t, objs, schedulerSA+"-config")
 	// In URL mode the manager may create the configuration.
 	webhookRole := find[*rbacv1.ClusterRole](t, objs, managerSA+"-webhook")
-	if !allows(webhookRole.Rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "create", "") {
-		t.Error("in URL mode the manager cannot create the MutatingWebhookConfiguration")
-	}
+	assert.True(t, allows(webhookRole.Rules, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "create", ""), "in URL mode the manager cannot create the MutatingWebhookConfiguration")
 	// manager.enabled=false alone drops the manager's Deployment only.
 	objs = mustRender(t, "manager:\n  enabled: false\n")
-	if has[*appsv1.Deployment](objs, managerSA) || !has[*appsv1.Deployment](objs, schedulerSA) || !has[*rbacv1.ClusterRole](objs, managerSA+"-target-side") {
-		t.Error("manager.enabled=false should drop the manager Deployment and keep its RBAC and the scheduler")
-	}
+	assert.False(t, has[*appsv1.Deployment](objs, managerSA) || !has[*appsv1.Deployment](objs, schedulerSA) || !has[*rbacv1.ClusterRole](objs, managerSA+"-target-side"), "manager.enabled=false should drop the manager Deployment and keep its RBAC and the scheduler")
 }
 
 // allows reports whether rules grant verb on group/resource (name "": any).
@@ -625,29 +539,20 @@ func TestManagerRBAC(t *testing.T) {
 		{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "update", "fleetlet-proxy-pods"},
 		{"", "nodes", "watch", ""},
 	} {
-		if !allows(cluster, n.group, n.resource, n.verb, n.name) {
-			t.Errorf("the manager may not %s %s.%s %s", n.verb, n.resource, n.group, n.name)
-		}
+		assert.Truef(t, allows(cluster, n.group, n.resource, n.verb, n.name), "the manager may not %s %s.%s %s", n.verb, n.resource, n.group, n.name)
 	}
 	for _, n := range []need{
 		{"coordination.k8s.io", "leases", "update", "fleetlet-manager"}, {"coordination.k8s.io", "leases", "create", ""},
 		{"", "secrets", "create", ""}, {"", "secrets", "update", "fleetlet-webhook-cert"},
 	} {
-		if !allows(ns[releaseNS], n.group, n.resource, n.verb, n.name) {
-			t.Errorf("the manager may not %s %s.%s %s in %s", n.verb, n.resource, n.group, n.name, releaseNS)
-		}
+		assert.Truef(t, allows(ns[releaseNS], n.group, n.resource, n.verb, n.name), "the manager may not %s %s.%s %s in %s", n.verb, n.resource, n.group, n.name, releaseNS)
 	}
-	if !allows(ns["kube-node-lease"], "coordination.k8s.io", "leases", "update", "") {
-		t.Error("the manager may not renew the virtual nodes' Leases")
-	}
+	assert.True(t, allows(ns["kube-node-lease"], "coordination.k8s.io", "leases", "update", ""), "the manager may not renew the virtual nodes' Leases")
 	// Impersonation: exactly the listed ServiceAccounts, in their namespace.
-	if !allows(ns["team-a"], "authentication.k8s.io", "serviceaccounts", "impersonate:serviceaccount", "fleetlet-source-cluster-2") ||
-		!allows(ns["team-a"], "authentication.k8s.io", "serviceaccounts", "impersonate:serviceaccount", "fleetlet-source-cluster-3") {
-		t.Error("the manager may not impersonate the listed source ServiceAccounts")
-	}
-	if allows(ns["team-a"], "authentication.k8s.io", "serviceaccounts", "impersonate:serviceaccount", "default") {
-		t.Error("the manager may impersonate a ServiceAccount that is not listed")
-	}
+	assert.False(t, !allows(ns["team-a"], "authentication.k8s.io", "serviceaccounts", "impersonate:serviceaccount", "fleetlet-source-cluster-2") ||
+		!allows(ns["team-a"], "authentication.k8s.io", "serviceaccounts", "impersonate:serviceaccount", "fleetlet-source-cluster-3"),
+		"the manager may not impersonate the listed source ServiceAccounts")
+	assert.False(t, allows(ns["team-a"], "authentication.k8s.io", "serviceaccounts", "impersonate:serviceaccount", "default"), "the manager may impersonate a ServiceAccount that is not listed")
 	// Never more than needed: no wildcard, no write on ClusterRoles but the
 	// two by name, no impersonation cluster-wide, no write on another
 	// webhook configuration.
@@ -659,39 +564,26 @@ func TestManagerRBAC(t *testing.T) {
 		}
 		for _, r := range all {
 			for _, list := range [][]string{r.APIGroups, r.Resources, r.Verbs, r.ResourceNames} {
-				if slices.Contains(list, "*") {
-					t.Errorf("%s has a wildcard rule: %+v", sa, r)
-				}
+				assert.NotContainsf(t, list, "*", "%s has a wildcard rule: %+v", sa, r)
 			}
 		}
 	}
 	for _, r := range cluster {
-		if slices.Contains(r.Resources, "clusterroles") && len(r.ResourceNames) == 0 {
-			t.Errorf("the manager has a rule on every ClusterRole: %+v", r)
-		}
-		if slices.Contains(r.Resources, "serviceaccounts") && slices.ContainsFunc(r.Verbs, func(v string) bool { return strings.HasPrefix(v, "impersonate") }) {
-			t.Errorf("the manager may impersonate ServiceAccounts cluster-wide: %+v", r)
-		}
-		if slices.Contains(r.Resources, "mutatingwebhookconfigurations") && slices.Contains(r.Verbs, "update") && len(r.ResourceNames) == 0 {
-			t.Errorf("the manager may update any webhook configuration: %+v", r)
-		}
+		assert.Falsef(t, slices.Contains(r.Resources, "clusterroles") && len(r.ResourceNames) == 0, "the manager has a rule on every ClusterRole: %+v", r)
+		assert.Falsef(t, slices.Contains(r.Resources, "serviceaccounts") && slices.ContainsFunc(r.Verbs, func(v string) bool { return strings.HasPrefix(v, "impersonate") }),
+			"the manager may impersonate ServiceAccounts cluster-wide: %+v", r)
+		assert.Falsef(t, slices.Contains(r.Resources, "mutatingwebhookconfigurations") && slices.Contains(r.Verbs, "update") && len(r.ResourceNames) == 0, "the manager may update any webhook configuration: %+v", r)
 	}
 	// The source ClusterRoles are what the manager ensures.
 	for name, want := range map[string][]rbacv1.PolicyRule{"fleetlet-source": access.SourceRules(), "fleetlet-source-reader": access.SourceReaderRules(), "fleetlet-source-namespaces": access.SourceNamespacesRules()} {
 		got := find[*rbacv1.ClusterRole](t, objs, name)
-		if !equality.Semantic.DeepEqual(got.Rules, want) {
-			t.Errorf("ClusterRole %s rules differ from pkg/target/access's:\ngot  %+v\nwant %+v", name, got.Rules, want)
-		}
-		if got.Labels[access.LabelManagedBy] != access.ManagedBy {
-			t.Errorf("ClusterRole %s lacks %s=%s", name, access.LabelManagedBy, access.ManagedBy)
-		}
+		assert.Truef(t, equality.Semantic.DeepEqual(got.Rules, want), "ClusterRole %s rules differ from pkg/target/access's:\ngot  %+v\nwant %+v", name, got.Rules, want)
+		assert.Equal(t, access.ManagedBy, got.Labels[access.LabelManagedBy], "ClusterRole %s lacks %s=%s", name, access.LabelManagedBy, access.ManagedBy)
 	}
 	// Legacy impersonation: the impersonate verb on the listed ones only.
 	objs = mustRender(t, "manager:\n  rbac:\n    impersonationMode: legacy\n    impersonate: [{namespace: b, name: fleetlet-source-x}]\n")
 	cluster, ns = rulesFor(t, objs, managerSA)
-	if !allows(ns["b"], "", "serviceaccounts", "impersonate", "fleetlet-source-x") || allows(cluster, "", "pods", "impersonate-on:serviceaccount:create", "") {
-		t.Error("legacy impersonation is not granted as documented")
-	}
+	assert.False(t, !allows(ns["b"], "", "serviceaccounts", "impersonate", "fleetlet-source-x") || allows(cluster, "", "pods", "impersonate-on:serviceaccount:create", ""), "legacy impersonation is not granted as documented")
 }
 
 // manager.secretNamespaces: no cluster-wide right on Secrets, Roles in the
@@ -700,44 +592,29 @@ func TestManagerSecretNamespaces(t *testing.T) {
 	objs := mustRender(t, "manager:\n  secretNamespaces: [team-a, team-b]\n")
 	cluster, ns := rulesFor(t, objs, managerSA)
 	for _, verb := range []string{"get", "list", "watch"} {
-		if allows(cluster, "", "secrets", verb, "") {
-			t.Errorf("the manager may %s Secrets cluster-wide", verb)
-		}
+		assert.Falsef(t, allows(cluster, "", "secrets", verb, ""), "the manager may %s Secrets cluster-wide", verb)
 		for _, n := range []string{"team-a", "team-b", releaseNS} {
-			if !allows(ns[n], "", "secrets", verb, "") {
-				t.Errorf("the manager may not %s Secrets in %s", verb, n)
-			}
+			assert.Truef(t, allows(ns[n], "", "secrets", verb, ""), "the manager may not %s Secrets in %s", verb, n)
 		}
-		if allows(ns["team-c"], "", "secrets", verb, "") {
-			t.Errorf("the manager may %s Secrets in a namespace not listed", verb)
-		}
+		assert.Falsef(t, allows(ns["team-c"], "", "secrets", verb, ""), "the manager may %s Secrets in a namespace not listed", verb)
 	}
 	args := find[*appsv1.Deployment](t, objs, managerSA).Spec.Template.Spec.Containers[0].Args
-	if !slices.Contains(args, "--secret-namespaces=team-a,team-b") {
-		t.Errorf("manager args %v lack --secret-namespaces=team-a,team-b", args)
-	}
+	assert.Containsf(t, args, "--secret-namespaces=team-a,team-b", "manager args %v lack --secret-namespaces=team-a,team-b", args)
 	// By default: the cluster-wide read, and no such flag.
 	objs = mustRender(t, "")
 	cluster, _ = rulesFor(t, objs, managerSA)
-	if !allows(cluster, "", "secrets", "watch", "") {
-		t.Error("by default the manager may not watch Secrets in every namespace")
-	}
-	if args := find[*appsv1.Deployment](t, objs, managerSA).Spec.Template.Spec.Containers[0].Args; slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--secret-namespaces") }) {
-		t.Errorf("manager args %v have --secret-namespaces by default", args)
-	}
+	assert.True(t, allows(cluster, "", "secrets", "watch", ""), "by default the manager may not watch Secrets in every namespace")
+	args = find[*appsv1.Deployment](t, objs, managerSA).Spec.Template.Spec.Containers[0].Args
+	assert.Falsef(t, slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--secret-namespaces") }), "manager args %v have --secret-namespaces by default", args)
 }
 
 func TestSchedulerRBAC(t *testing.T) {
 	objs := mustRender(t, "")
 	cluster, ns := rulesFor(t, objs, schedulerSA)
 	for _, verb := range []string{"get", "list", "watch", "patch"} {
-		if !allows(cluster, "multicluster.fleetlet.io", "podchaperons", verb, "") {
-			t.Errorf("the scheduler may not %s podchaperons", verb)
-		}
+		assert.Truef(t, allows(cluster, "multicluster.fleetlet.io", "podchaperons", verb, ""), "the scheduler may not %s podchaperons", verb)
 	}
-	if !allows(ns[releaseNS], "coordination.k8s.io", "leases", "update", "fleetlet-candidate-scheduler") {
-		t.Error("the scheduler may not renew its Lease")
-	}
+	assert.True(t, allows(ns[releaseNS], "coordination.k8s.io", "leases", "update", "fleetlet-candidate-scheduler"), "the scheduler may not renew its Lease")
 	var upstream []string
 	for _, o := range objs {
 		if b, ok := o.(*rbacv1.ClusterRoleBinding); ok && slices.ContainsFunc(b.Subjects, func(s rbacv1.Subject) bool { return s.Name == schedulerSA }) {
@@ -745,9 +622,7 @@ func TestSchedulerRBAC(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"system:kube-scheduler", "system:volume-scheduler"} {
-		if !slices.Contains(upstream, want) {
-			t.Errorf("the scheduler is not bound to %s (bound to %v)", want, upstream)
-		}
+		assert.Containsf(t, upstream, want, "the scheduler is not bound to %s (bound to %v)", want, upstream)
 	}
 }
 
@@ -766,30 +641,20 @@ func TestCleanupHook(t *testing.T) {
 	weights := map[string]int{}
 	for _, o := range hooked {
 		a := o.GetAnnotations()
-		if a["helm.sh/hook"] != "post-delete" {
-			t.Errorf("%T %s: helm.sh/hook = %q, want post-delete", o, o.GetName(), a["helm.sh/hook"])
-		}
-		if p := a["helm.sh/hook-delete-policy"]; !strings.Contains(p, "hook-succeeded") || !strings.Contains(p, "before-hook-creation") {
-			t.Errorf("%T %s: hook-delete-policy = %q", o, o.GetName(), p)
-		}
+		assert.Equalf(t, "post-delete", a["helm.sh/hook"], "%T %s: helm.sh/hook = %q, want post-delete", o, o.GetName(), a["helm.sh/hook"])
+		p := a["helm.sh/hook-delete-policy"]
+		assert.Falsef(t, !strings.Contains(p, "hook-succeeded") || !strings.Contains(p, "before-hook-creation"), "%T %s: hook-delete-policy = %q", o, o.GetName(), p)
 		w, err := strconv.Atoi(a["helm.sh/hook-weight"])
-		if err != nil {
-			t.Errorf("%T %s: hook-weight %q", o, o.GetName(), a["helm.sh/hook-weight"])
-		}
+		assert.NoErrorf(t, err, "%T %s: hook-weight %q", o, o.GetName(), a["helm.sh/hook-weight"])
 		weights[fmt.Sprintf("%T", o)] = w
 	}
 	// The ServiceAccount and RBAC exist before the Job runs.
-	if job := weights["*v1.Job"]; weights["*v1.ServiceAccount"] >= job || weights["*v1.ClusterRole"] >= job || weights["*v1.ClusterRoleBinding"] >= job {
-		t.Errorf("hook weights %v: the Job must come last", weights)
-	}
+	jobWeight := weights["*v1.Job"]
+	assert.Falsef(t, weights["*v1.ServiceAccount"] >= jobWeight || weights["*v1.ClusterRole"] >= jobWeight || weights["*v1.ClusterRoleBinding"] >= jobWeight, "hook weights %v: the Job must come last", weights)
 	job := find[*batchv1.Job](t, objs, name)
 	spec := job.Spec.Template.Spec
-	if spec.ServiceAccountName != name || spec.Containers[0].Args[0] != "cleanup" || spec.RestartPolicy != corev1.RestartPolicyNever {
-		t.Errorf("cleanup Job: serviceAccount %s, args %v", spec.ServiceAccountName, spec.Containers[0].Args)
-	}
-	if !slices.Contains(spec.Containers[0].Args, "--cluster-name="+clusterName) {
-		t.Errorf("cleanup Job args %v: want --cluster-name=%s, so that only this cluster's chaperons are deleted in its targets", spec.Containers[0].Args, clusterName)
-	}
+	assert.Falsef(t, spec.ServiceAccountName != name || spec.Containers[0].Args[0] != "cleanup" || spec.RestartPolicy != corev1.RestartPolicyNever, "cleanup Job: serviceAccount %s, args %v", spec.ServiceAccountName, spec.Containers[0].Args)
+	assert.Containsf(t, spec.Containers[0].Args, "--cluster-name="+clusterName, "cleanup Job args %v: want --cluster-name=%s, so that only this cluster's chaperons are deleted in its targets", spec.Containers[0].Args, clusterName)
 	role := find[*rbacv1.ClusterRole](t, objs, name)
 	for _, n := range []struct{ group, resource, verb, name string }{
 		{"", "pods", "list", ""}, {"", "pods", "patch", ""}, {"", "pods", "delete", ""}, {"", "nodes", "list", ""}, {"", "nodes", "delete", ""},
@@ -797,21 +662,15 @@ func TestCleanupHook(t *testing.T) {
 		{"multicluster.fleetlet.io", "podchaperons", "list", ""}, {"multicluster.fleetlet.io", "podchaperons", "delete", ""},
 		{"multicluster.fleetlet.io", "targets", "get", ""}, {"multicluster.fleetlet.io", "clustertargets", "list", ""}, {"", "secrets", "get", ""},
 	} {
-		if !allows(role.Rules, n.group, n.resource, n.verb, n.name) {
-			t.Errorf("cleanup may not %s %s.%s %s", n.verb, n.resource, n.group, n.name)
-		}
+		assert.Truef(t, allows(role.Rules, n.group, n.resource, n.verb, n.name), "cleanup may not %s %s.%s %s", n.verb, n.resource, n.group, n.name)
 	}
 	// Every ClusterRole the manager ensures, cleanup may read and delete.
 	for _, cr := range access.ClusterRoles() {
 		for _, verb := range []string{"get", "delete"} {
-			if !allows(role.Rules, "rbac.authorization.k8s.io", "clusterroles", verb, cr.Name) {
-				t.Errorf("cleanup may not %s ClusterRole %s, which the manager ensures and cleanup deletes", verb, cr.Name)
-			}
+			assert.Truef(t, allows(role.Rules, "rbac.authorization.k8s.io", "clusterroles", verb, cr.Name), "cleanup may not %s ClusterRole %s, which the manager ensures and cleanup deletes", verb, cr.Name)
 		}
 	}
-	if has[*batchv1.Job](mustRender(t, "cleanup:\n  enabled: false\n"), name) {
-		t.Error("cleanup.enabled=false still renders the Job")
-	}
+	assert.False(t, has[*batchv1.Job](mustRender(t, "cleanup:\n  enabled: false\n"), name), "cleanup.enabled=false still renders the Job")
 }
 
 // The rendered scheduler configuration is one `fleetlet scheduler --config`
@@ -839,35 +698,22 @@ func TestSchedulerConfiguration(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cm := find[*corev1.ConfigMap](t, mustRender(t, tc.values), schedulerSA+"-config")
 			cfg, err := candidate.LoadConfiguration([]byte(cm.Data["config.yaml"]))
-			if err != nil {
-				t.Fatalf("decoding the rendered configuration: %v\n%s", err, cm.Data["config.yaml"])
-			}
-			if err := candidate.CheckConfiguration(cfg); err != nil {
-				t.Fatal(err)
-			}
-			if err := validation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
-				t.Fatal(err)
-			}
-			if cfg.LeaderElection.ResourceName != candidate.DefaultLeaseName || cfg.LeaderElection.ResourceNamespace != releaseNS {
-				t.Errorf("leader election Lease %s/%s", cfg.LeaderElection.ResourceNamespace, cfg.LeaderElection.ResourceName)
-			}
+			require.NoError(t, err, "decoding the rendered configuration:\n%s", cm.Data["config.yaml"])
+			require.NoError(t, candidate.CheckConfiguration(cfg))
+			require.NoError(t, validation.ValidateKubeSchedulerConfiguration(cfg))
+			assert.Falsef(t, cfg.LeaderElection.ResourceName != candidate.DefaultLeaseName || cfg.LeaderElection.ResourceNamespace != releaseNS, "leader election Lease %s/%s", cfg.LeaderElection.ResourceNamespace, cfg.LeaderElection.ResourceName)
 			if tc.values == "" {
 				return
 			}
-			if len(cfg.Profiles) != 2 || cfg.Profiles[1].SchedulerName != "batch" || *cfg.PercentageOfNodesToScore != 50 {
-				t.Errorf("profiles %d, percentageOfNodesToScore %v", len(cfg.Profiles), cfg.PercentageOfNodesToScore)
-			}
-			if !strings.Contains(cm.Data["config.yaml"], "permitTimeout: 10m") || !strings.Contains(cm.Data["config.yaml"], "MostAllocated") {
-				t.Errorf("the configuration lacks the user's settings:\n%s", cm.Data["config.yaml"])
-			}
+			assert.Falsef(t, len(cfg.Profiles) != 2 || cfg.Profiles[1].SchedulerName != "batch" || *cfg.PercentageOfNodesToScore != 50, "profiles %d, percentageOfNodesToScore %v", len(cfg.Profiles), cfg.PercentageOfNodesToScore)
+			assert.Falsef(t, !strings.Contains(cm.Data["config.yaml"], "permitTimeout: 10m") || !strings.Contains(cm.Data["config.yaml"], "MostAllocated"), "the configuration lacks the user's settings:\n%s", cm.Data["config.yaml"])
 		})
 	}
 	for _, bad := range []string{
 		"scheduler:\n  config:\n    plugins:\n      multiPoint:\n        disabled: [{name: candidate}]\n",
 		"scheduler:\n  config:\n    pluginConfig: [{name: candidate, args: {}}]\n",
 	} {
-		if _, err := render(t, bad); err == nil {
-			t.Errorf("rendered a configuration without the candidate plugin's own settings:\n%s", bad)
-		}
+		_, err := render(t, bad)
+		assert.Error(t, err, "rendered a configuration without the candidate plugin's own settings:\n%s", bad)
 	}
 }

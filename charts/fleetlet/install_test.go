@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -55,9 +57,7 @@ func kubeconfig(t *testing.T, cfg *rest.Config) string {
 	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
 	kc.CurrentContext = "envtest"
 	f := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, f); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, clientcmd.WriteToFile(*kc, f))
 	return f
 }
 
@@ -65,9 +65,7 @@ func kubeconfig(t *testing.T, cfg *rest.Config) string {
 func as(t *testing.T, user string) client.Client {
 	t.Helper()
 	c, err := client.New(impersonated(t, user), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return c
 }
 
@@ -88,9 +86,7 @@ func eventually(t *testing.T, what string, f func() error) {
 		if err == nil {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
+		require.Falsef(t, time.Now().After(deadline), "%s: %v", what, err)
 		time.Sleep(200 * time.Millisecond)
 	}
 }
@@ -105,30 +101,21 @@ func TestInstallOnAPIServer(t *testing.T) {
 	testenv.Need(t, env)
 	ctx := context.Background()
 	admin, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	kc := kubeconfig(t, env.Config)
 	for _, ns := range []string{"team-a", "apps"} {
-		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 		// No controller-manager here: the pods' ServiceAccount by hand.
-		if err := admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}))
 	}
 
 	// A refused value fails helm install with the schema's message, and
 	// creates nothing.
 	_, err = helm(t, "install", releaseName, chartDir(t), "--kubeconfig", kc, "--namespace", releaseNS, "--create-namespace",
 		"--set", "clusterName="+clusterName, "-f", valuesFile(t, "scheduler:\n  extraResources:\n    - {apiVersion: v1, kind: Secret, metadata: {name: s}}\n"))
-	if err == nil || !strings.Contains(err.Error(), "at '/scheduler/extraResources/0/kind': value must be one of 'ConfigMap', 'ClusterRole'") {
-		t.Fatalf("helm install with a Secret in extraResources = %v", err)
-	}
-	if err := admin.Get(ctx, types.NamespacedName{Name: "podchaperons.multicluster.fleetlet.io"}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
-		t.Fatalf("a refused install created the CRDs: %v", err)
-	}
+	require.ErrorContainsf(t, err, "at '/scheduler/extraResources/0/kind': value must be one of 'ConfigMap', 'ClusterRole'", "helm install with a Secret in extraResources = %v", err)
+	err = admin.Get(ctx, types.NamespacedName{Name: "podchaperons.multicluster.fleetlet.io"}, &apiextensionsv1.CustomResourceDefinition{})
+	require.Truef(t, apierrors.IsNotFound(err), "a refused install created the CRDs: %v", err)
 
 	out, err := helm(t, "install", releaseName, chartDir(t), "--kubeconfig", kc, "--namespace", releaseNS, "--create-namespace",
 		"--set", "clusterName="+clusterName, "-f", valuesFile(t, `localProcesses: true
@@ -142,9 +129,7 @@ scheduler:
     - {apiVersion: v1, kind: ConfigMap, metadata: {name: scoring}, data: {a: b}}
     - {apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, metadata: {}, rules: [{apiGroups: [""], resources: [nodes], verbs: [get]}]}
 `))
-	if err != nil {
-		t.Fatalf("helm install: %v\n%s", err, out)
-	}
+	require.NoError(t, err, "helm install:\n%s", out)
 	for _, crd := range []string{"targets", "clustertargets", "sources", "clustersources", "podchaperons", "clustersummaries"} {
 		eventually(t, "CRD "+crd+" established", func() error {
 			var got apiextensionsv1.CustomResourceDefinition
@@ -163,28 +148,17 @@ scheduler:
 	t.Run("the seal key is made once and kept", func(t *testing.T) {
 		key := types.NamespacedName{Namespace: releaseNS, Name: "fleetlet-seal-key"}
 		var first corev1.Secret
-		if err := admin.Get(ctx, key, &first); err != nil {
-			t.Fatal(err)
-		}
-		if len(first.Data["key"]) != 32 {
-			t.Fatalf("seal key of %d bytes, want 32", len(first.Data["key"]))
-		}
+		require.NoError(t, admin.Get(ctx, key, &first))
+		require.Lenf(t, first.Data["key"], 32, "seal key of %d bytes, want 32", len(first.Data["key"]))
 		// A rotation an operator made: the earlier key kept as previous-1.
 		first.Data["previous-1"] = first.Data["key"]
 		first.Data["key"] = []byte(strings.Repeat("r", 32))
-		if err := admin.Update(ctx, &first); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := helm(t, "upgrade", releaseName, chartDir(t), "--kubeconfig", kc, "--namespace", releaseNS, "--reuse-values"); err != nil {
-			t.Fatalf("helm upgrade: %v\n%s", err, out)
-		}
+		require.NoError(t, admin.Update(ctx, &first))
+		out, err := helm(t, "upgrade", releaseName, chartDir(t), "--kubeconfig", kc, "--namespace", releaseNS, "--reuse-values")
+		require.NoError(t, err, "helm upgrade:\n%s", out)
 		var after corev1.Secret
-		if err := admin.Get(ctx, key, &after); err != nil {
-			t.Fatal(err)
-		}
-		if string(after.Data["key"]) != strings.Repeat("r", 32) || string(after.Data["previous-1"]) != string(first.Data["previous-1"]) {
-			t.Errorf("helm upgrade changed the seal keys: key %q, previous-1 %q", after.Data["key"], after.Data["previous-1"])
-		}
+		require.NoError(t, admin.Get(ctx, key, &after))
+		assert.Falsef(t, string(after.Data["key"]) != strings.Repeat("r", 32) || string(after.Data["previous-1"]) != string(first.Data["previous-1"]), "helm upgrade changed the seal keys: key %q, previous-1 %q", after.Data["key"], after.Data["previous-1"])
 	})
 	t.Run("pod annotations", func(t *testing.T) { testPodAnnotationsPolicy(t, admin) })
 	t.Run("chaperon parent-cluster", func(t *testing.T) { testChaperonPolicy(t, admin) })
@@ -198,9 +172,8 @@ scheduler:
 
 	// Uninstall removes what the release created, extra resources included,
 	// and keeps the CRDs.
-	if out, err := helm(t, "uninstall", releaseName, "--kubeconfig", kc, "--namespace", releaseNS, "--wait", "--timeout", "60s"); err != nil {
-		t.Fatalf("helm uninstall: %v\n%s", err, out)
-	}
+	out, err = helm(t, "uninstall", releaseName, "--kubeconfig", kc, "--namespace", releaseNS, "--wait", "--timeout", "60s")
+	require.NoError(t, err, "helm uninstall:\n%s", out)
 	for _, obj := range []client.Object{
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "fl-fleetlet-scheduler-extra"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: "scoring"}},
@@ -214,9 +187,7 @@ scheduler:
 			return nil
 		})
 	}
-	if err := admin.Get(ctx, types.NamespacedName{Name: "podchaperons.multicluster.fleetlet.io"}, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
-		t.Errorf("the CRDs were not kept: %v", err)
-	}
+	assert.NoError(t, admin.Get(ctx, types.NamespacedName{Name: "podchaperons.multicluster.fleetlet.io"}, &apiextensionsv1.CustomResourceDefinition{}), "the CRDs were not kept")
 }
 
 type notYet struct{}
@@ -235,9 +206,7 @@ func testPodAnnotationsPolicy(t *testing.T, admin client.Client) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pod-editor"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: alice}}}
 	for _, o := range []client.Object{role, binding} {
-		if err := admin.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, admin.Create(ctx, o))
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", Annotations: map[string]string{
@@ -245,9 +214,7 @@ func testPodAnnotationsPolicy(t *testing.T, admin client.Client) {
 		}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
 	}
-	if err := admin.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Create(ctx, pod))
 	patch := func(c client.Client, annotations string) error {
 		return c.Patch(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}},
 			client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":`+annotations+`}}`)))
@@ -265,16 +232,12 @@ func testPodAnnotationsPolicy(t *testing.T, admin client.Client) {
 		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
 			return err
 		}
-		if !strings.Contains(err.Error(), "only fleetlet may change multicluster.fleetlet.io/ annotations") ||
-			!strings.Contains(err.Error(), "multicluster.fleetlet.io/source-spec") {
-			t.Fatalf("refused with another message: %v", err)
-		}
+		require.Falsef(t, !strings.Contains(err.Error(), "only fleetlet may change multicluster.fleetlet.io/ annotations") ||
+			!strings.Contains(err.Error(), "multicluster.fleetlet.io/source-spec"), "refused with another message: %v", err)
 		return nil
 	})
 	var current corev1.Pod
-	if err := admin.Get(ctx, client.ObjectKeyFromObject(pod), &current); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(pod), &current))
 	spec, _ := json.Marshal(map[string]string{"multicluster.fleetlet.io/source-spec": current.Annotations["multicluster.fleetlet.io/source-spec"]})
 	for _, tc := range []struct {
 		name, patch string
@@ -288,29 +251,17 @@ func testPodAnnotationsPolicy(t *testing.T, admin client.Client) {
 		{name: "the user's own, with one of fleetlet's", patch: `{"multicluster.fleetlet.io/evict-with-claims":"false","multicluster.fleetlet.io/elected":"y"}`},
 	} {
 		err := patch(user, tc.patch)
-		if tc.allowed && err != nil {
-			t.Errorf("alice, %s: %v", tc.name, err)
-		}
-		if !tc.allowed && (err == nil || !strings.Contains(err.Error(), "only fleetlet may change")) {
-			t.Errorf("alice, %s: %v, want the policy's refusal", tc.name, err)
-		}
+		assert.Falsef(t, tc.allowed && err != nil, "alice, %s: %v", tc.name, err)
+		assert.Falsef(t, !tc.allowed && (err == nil || !strings.Contains(err.Error(), "only fleetlet may change")), "alice, %s: %v, want the policy's refusal", tc.name, err)
 	}
 	// fleetlet's ServiceAccount may, with the RBAC the chart gives it.
 	manager := as(t, "system:serviceaccount:"+releaseNS+":"+managerSA)
-	if err := patch(manager, `{"multicluster.fleetlet.io/source-spec":"resealed","multicluster.fleetlet.io/elected":"x"}`); err != nil {
-		t.Fatalf("fleetlet's ServiceAccount changing its annotations: %v", err)
-	}
+	require.NoError(t, patch(manager, `{"multicluster.fleetlet.io/source-spec":"resealed","multicluster.fleetlet.io/elected":"x"}`), "fleetlet's ServiceAccount changing its annotations")
 	var got corev1.Pod
-	if err := admin.Get(ctx, client.ObjectKeyFromObject(pod), &got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Annotations["multicluster.fleetlet.io/source-spec"] != "resealed" || got.Annotations["team"] != "b" {
-		t.Errorf("annotations = %v", got.Annotations)
-	}
+	require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(pod), &got))
+	assert.Falsef(t, got.Annotations["multicluster.fleetlet.io/source-spec"] != "resealed" || got.Annotations["team"] != "b", "annotations = %v", got.Annotations)
 	// Another ServiceAccount, even an administrator's, may not.
-	if err := patch(as(t, "system:serviceaccount:kube-system:admin"), `{"multicluster.fleetlet.io/source-spec":"x"}`); err == nil {
-		t.Error("another identity changed a multicluster.fleetlet.io/ annotation")
-	}
+	assert.Error(t, patch(as(t, "system:serviceaccount:kube-system:admin"), `{"multicluster.fleetlet.io/source-spec":"x"}`), "another identity changed a multicluster.fleetlet.io/ annotation")
 }
 
 func chaperon(name, parentCluster string) *unstructured.Unstructured {
@@ -334,9 +285,7 @@ func testChaperonPolicy(t *testing.T, admin client.Client) {
 		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "fleetlet-source-" + src},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleetlet-source"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "team-a", Name: "fleetlet-source-" + src}}}
-		if err := admin.Create(ctx, rb); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, admin.Create(ctx, rb))
 	}
 	// And, as far as RBAC goes, a ServiceAccount named like cluster-2's in
 	// another namespace, and a ClusterSource's in the release namespace.
@@ -344,16 +293,12 @@ func testChaperonPolicy(t *testing.T, admin client.Client) {
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleetlet-source"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "apps", Name: "fleetlet-source-cluster-2"},
 			{Kind: rbacv1.ServiceAccountKind, Namespace: releaseNS, Name: "fleetlet-source-cluster-4"}}}
-	if err := admin.Create(ctx, extra); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Create(ctx, extra))
 	// alice may create chaperons as far as RBAC goes.
 	cr := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-chaperons"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleetlet-source"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}}
-	if err := admin.Create(ctx, cr); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Create(ctx, cr))
 	cluster2 := as(t, "system:serviceaccount:team-a:fleetlet-source-cluster-2")
 	cluster3 := as(t, "system:serviceaccount:team-a:fleetlet-source-cluster-3")
 	eventually(t, "the chaperon policy refusing a forged parent-cluster", func() error {
@@ -385,36 +330,20 @@ func testChaperonPolicy(t *testing.T, admin client.Client) {
 		{name: "fleetlet, another name", c: as(t, "system:serviceaccount:"+releaseNS+":"+managerSA), obj: chaperon("self-forged", "cluster-2"), wantErr: "must be '" + clusterName + "'"},
 	} {
 		err := tc.c.Create(ctx, tc.obj)
-		if tc.wantErr == "" && err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-		}
-		if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.wantErr)
-		}
+		assert.Falsef(t, tc.wantErr == "" && err != nil, "%s: %v", tc.name, err)
+		assert.Falsef(t, tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)), "%s: %v, want an error with %q", tc.name, err, tc.wantErr)
 	}
 	// The label never changes, and a source touches only its own chaperons.
 	relabel := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"multicluster.fleetlet.io/parent-cluster":"cluster-3"}}}`))
-	if err := admin.Patch(ctx, chaperon("own", ""), relabel); err == nil || !strings.Contains(err.Error(), "cannot change") {
-		t.Errorf("relabelling a chaperon: %v", err)
-	}
+	assert.ErrorContains(t, admin.Patch(ctx, chaperon("own", ""), relabel), "cannot change", "relabelling a chaperon")
 	annotate := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"multicluster.fleetlet.io/elected":"true"}}}`))
-	if err := cluster3.Patch(ctx, chaperon("own", ""), annotate); err == nil || !strings.Contains(err.Error(), "only change or delete its own") {
-		t.Errorf("another source electing cluster-2's chaperon: %v", err)
-	}
-	if err := cluster3.Delete(ctx, chaperon("own", "")); err == nil || !strings.Contains(err.Error(), "only change or delete its own") {
-		t.Errorf("another source deleting cluster-2's chaperon: %v", err)
-	}
-	if err := cluster2.Patch(ctx, chaperon("own", ""), annotate); err != nil {
-		t.Errorf("the source electing its own chaperon: %v", err)
-	}
+	assert.ErrorContains(t, cluster3.Patch(ctx, chaperon("own", ""), annotate), "only change or delete its own", "another source electing cluster-2's chaperon")
+	assert.ErrorContains(t, cluster3.Delete(ctx, chaperon("own", "")), "only change or delete its own", "another source deleting cluster-2's chaperon")
+	assert.NoError(t, cluster2.Patch(ctx, chaperon("own", ""), annotate), "the source electing its own chaperon")
 	// The candidate scheduler annotates any chaperon (mf/reserved).
 	reserve := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"multicluster.fleetlet.io/reserved":"node-1"}}}`))
-	if err := as(t, "system:serviceaccount:"+releaseNS+":"+schedulerSA).Patch(ctx, chaperon("own", ""), reserve); err != nil {
-		t.Errorf("the candidate scheduler reserving: %v", err)
-	}
-	if err := cluster2.Delete(ctx, chaperon("own", "")); err != nil {
-		t.Errorf("the source deleting its own chaperon: %v", err)
-	}
+	assert.NoError(t, as(t, "system:serviceaccount:"+releaseNS+":"+schedulerSA).Patch(ctx, chaperon("own", ""), reserve), "the candidate scheduler reserving")
+	assert.NoError(t, cluster2.Delete(ctx, chaperon("own", "")), "the source deleting its own chaperon")
 }
 
 // The manager's RBAC lets it delete ServiceAccounts, RoleBindings, pods and
@@ -454,9 +383,7 @@ func testManagerDeletesPolicy(t *testing.T, admin client.Client) {
 		return nil
 	})
 	for _, tc := range cases {
-		if err := admin.Create(ctx, tc.obj); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, admin.Create(ctx, tc.obj))
 	}
 	for _, tc := range cases {
 		name := fmt.Sprintf("%T %s", tc.obj, tc.obj.GetName())
@@ -484,14 +411,14 @@ func testManagerLeasesPolicy(t *testing.T, admin client.Client) {
 	manager := as(t, "system:serviceaccount:"+releaseNS+":"+managerSA)
 	lease := func(ns, name string) *coordinationv1.Lease {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("someone")}}
-		if err := admin.Create(ctx, l); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
+		if err := admin.Create(ctx, l); !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err)
 		}
 		return l
 	}
 	for _, ns := range []string{"kube-system", "kube-node-lease"} {
-		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
+		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err)
 		}
 	}
 	update := func(l *coordinationv1.Lease) error {
@@ -515,9 +442,7 @@ func testManagerLeasesPolicy(t *testing.T, admin client.Client) {
 		})
 	}
 	for _, l := range []*coordinationv1.Lease{lease(releaseNS, "fleetlet-manager"), lease("kube-node-lease", "fleetlet-cluster-2"), lease("team-a", "fleetlet-source-cluster-2")} {
-		if err := update(l); err != nil {
-			t.Errorf("the manager may not renew its own Lease %s/%s: %v", l.Namespace, l.Name, err)
-		}
+		assert.NoError(t, update(l), "the manager may not renew its own Lease %s/%s", l.Namespace, l.Name)
 	}
 }
 
@@ -538,14 +463,10 @@ func testSourceCopiesPolicy(t *testing.T, admin client.Client) {
 		return c
 	}
 	theirs := cm("the-targets-own", "")
-	if err := admin.Create(ctx, theirs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Create(ctx, theirs))
 	refused := func(what string, err error) {
 		t.Helper()
-		if err == nil || !strings.Contains(err.Error(), "source cluster-2 ") {
-			t.Errorf("%s: %v, want the policy's refusal", what, err)
-		}
+		assert.ErrorContainsf(t, err, "source cluster-2 ", "%s: %v, want the policy's refusal", what, err)
 	}
 	eventually(t, "the copies policy in force", func() error {
 		err := src.Create(ctx, cm("unlabelled", ""))
@@ -560,9 +481,7 @@ func testSourceCopiesPolicy(t *testing.T, admin client.Client) {
 	})
 	refused("creating a copy labelled as another source's", src.Create(ctx, cm("forged", "cluster-3")))
 	var got corev1.ConfigMap
-	if err := src.Get(ctx, client.ObjectKeyFromObject(theirs), &got); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, src.Get(ctx, client.ObjectKeyFromObject(theirs), &got))
 	got.Data["a"] = "changed"
 	refused("updating the target's own ConfigMap", src.Update(ctx, &got))
 	got.Labels = map[string]string{"multicluster.fleetlet.io/parent-cluster": "cluster-2"}
@@ -570,16 +489,10 @@ func testSourceCopiesPolicy(t *testing.T, admin client.Client) {
 	refused("deleting the target's own ConfigMap", src.Delete(ctx, theirs))
 
 	mine := cm("a-copy", "cluster-2")
-	if err := src.Create(ctx, mine); err != nil {
-		t.Fatalf("creating its own copy: %v", err)
-	}
+	require.NoError(t, src.Create(ctx, mine), "creating its own copy")
 	mine.Data["a"] = "changed"
-	if err := src.Update(ctx, mine); err != nil {
-		t.Errorf("updating its own copy: %v", err)
-	}
-	if err := src.Delete(ctx, mine); err != nil {
-		t.Errorf("deleting its own copy: %v", err)
-	}
+	assert.NoError(t, src.Update(ctx, mine), "updating its own copy")
+	assert.NoError(t, src.Delete(ctx, mine), "deleting its own copy")
 }
 
 // testDelegatePodsPolicy: a pod that claims to be a source's candidate or
@@ -593,9 +506,7 @@ func testDelegatePodsPolicy(t *testing.T, admin client.Client) {
 	ctx := context.Background()
 	cluster2 := as(t, "system:serviceaccount:team-a:fleetlet-source-cluster-2")
 	own := chaperon("delegates-owner", "cluster-2")
-	if err := cluster2.Create(ctx, own); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cluster2.Create(ctx, own))
 	pod := func(name, parent, scheduler string, owned bool) *corev1.Pod {
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
@@ -639,12 +550,8 @@ func testDelegatePodsPolicy(t *testing.T, admin client.Client) {
 		{name: "a cluster administrator", c: admin, pod: pod("admin", "cluster-2", "default-scheduler", true)},
 	} {
 		err := tc.c.Create(ctx, tc.pod)
-		if tc.wantErr == "" && err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-		}
-		if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.wantErr)
-		}
+		assert.Falsef(t, tc.wantErr == "" && err != nil, "%s: %v", tc.name, err)
+		assert.Falsef(t, tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)), "%s: %v, want an error with %q", tc.name, err, tc.wantErr)
 	}
 }
 
@@ -687,12 +594,8 @@ func testSourcePodUpdatesPolicy(t *testing.T) {
 		{name: "a pod of the target's own", c: cluster2, pod: "alice-plain", patch: label("tier", "web"), wantErr: "patches only its own delegates"},
 	} {
 		err := tc.c.Patch(ctx, podNamed(tc.pod), tc.patch)
-		if tc.wantErr == "" && err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-		}
-		if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.wantErr)
-		}
+		assert.Falsef(t, tc.wantErr == "" && err != nil, "%s: %v", tc.name, err)
+		assert.Falsef(t, tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)), "%s: %v, want an error with %q", tc.name, err, tc.wantErr)
 	}
 }
 
@@ -706,14 +609,10 @@ func testManagerCSRPolicy(t *testing.T, admin client.Client) {
 	manager := kubernetes.NewForConfigOrDie(impersonated(t, managerUser))
 	csr := func(name string) *certificatesv1.CertificateSigningRequest {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
 			Subject: pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}, key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return &certificatesv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: certificatesv1.CertificateSigningRequestSpec{
 			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
 			SignerName: certificatesv1.KubeletServingSignerName,
@@ -726,28 +625,20 @@ func testManagerCSRPolicy(t *testing.T, admin client.Client) {
 		_, err := manager.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, c.Name, c, metav1.UpdateOptions{})
 		return err
 	}
-	if err := admin.Create(ctx, csr("some-kubelet")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Create(ctx, csr("some-kubelet")))
 	eventually(t, "the CSR policy refusing the manager another's CSR", func() error {
 		var c certificatesv1.CertificateSigningRequest
 		if err := admin.Get(ctx, types.NamespacedName{Name: "some-kubelet"}, &c); err != nil {
 			return err
 		}
 		err := approve(&c)
-		if err == nil {
-			t.Fatal("the manager approved a CSR another user requested")
-		}
+		require.Error(t, err, "the manager approved a CSR another user requested")
 		if !strings.Contains(err.Error(), "fleetlet approves only the kubelet-serving CSRs it requested") {
 			return err
 		}
 		return nil
 	})
 	own, err := manager.CertificatesV1().CertificateSigningRequests().Create(ctx, csr("fleetlet-cluster-2"), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := approve(own); err != nil {
-		t.Errorf("the manager approving its own CSR: %v", err)
-	}
+	require.NoError(t, err)
+	assert.NoError(t, approve(own), "the manager approving its own CSR")
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,22 +29,16 @@ func testSourceNamespacesPolicy(t *testing.T, admin client.Client) {
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec:       v1alpha1.ClusterSourceSpec{ServiceAccountNamespace: releaseNS, Namespaces: policy},
 		}
-		if err := admin.Create(ctx, cs); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, admin.Create(ctx, cs))
 		// No manager runs here: the status it would write, by hand.
 		cs.Status.ServiceAccountName, cs.Status.ServiceAccountNamespace = "fleetlet-source-"+name, releaseNS
-		if err := admin.Status().Update(ctx, cs); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, admin.Status().Update(ctx, cs))
 		crb := &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "test-namespaces-" + name},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleetlet-source-namespaces"},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: releaseNS, Name: "fleetlet-source-" + name}},
 		}
-		if err := admin.Create(ctx, crb); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, admin.Create(ctx, crb))
 		t.Cleanup(func() {
 			_ = admin.Delete(context.Background(), crb)
 			_ = admin.Delete(context.Background(), cs)
@@ -65,9 +61,7 @@ func testSourceNamespacesPolicy(t *testing.T, admin client.Client) {
 	}
 	refused := func(what string, err error, says string) {
 		t.Helper()
-		if err == nil || !strings.Contains(err.Error(), says) {
-			t.Errorf("%s: %v, want a refusal saying %q", what, err, says)
-		}
+		assert.ErrorContainsf(t, err, says, "%s: %v, want a refusal saying %q", what, err, says)
 	}
 
 	// The policy and its parameters reach the API server's admission a
@@ -99,30 +93,20 @@ func testSourceNamespacesPolicy(t *testing.T, admin client.Client) {
 		ns("payments", "east", nil, nil),
 	}
 	for _, n := range allowed {
-		if err := east.Create(ctx, n); err != nil {
-			t.Fatalf("creating %s within its policy: %v", n.Name, err)
-		}
+		require.NoError(t, east.Create(ctx, n), "creating %s within its policy", n.Name)
 	}
 	handMade := ns("team-ns-hand", "", nil, nil)
-	if err := admin.Create(ctx, handMade); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Create(ctx, handMade))
 	t.Cleanup(func() { _ = admin.Delete(context.Background(), handMade) })
 
 	var got corev1.Namespace
-	if err := admin.Get(ctx, client.ObjectKey{Name: "team-ns"}, &got); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Get(ctx, client.ObjectKey{Name: "team-ns"}, &got))
 	got.Labels["team"] = "b"
 	// RBAC gives no update either; the policy says it first.
-	if err := east.Update(ctx, &got); err == nil {
-		t.Error("a source updated a namespace")
-	}
+	assert.Error(t, east.Update(ctx, &got), "a source updated a namespace")
 	refused("deleting a namespace made by hand", east.Delete(ctx, handMade), "deletes only the namespaces it created")
 	refused("west deleting east's namespace", west.Delete(ctx, allowed[1]), "deletes only the namespaces it created")
 	for _, n := range allowed {
-		if err := east.Delete(ctx, n); err != nil {
-			t.Errorf("deleting its own namespace %s: %v", n.Name, err)
-		}
+		assert.NoError(t, east.Delete(ctx, n), "deleting its own namespace %s", n.Name)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,42 +34,28 @@ const defaultImageRepository = "ghcr.io/fleetlet/fleetlet"
 func TestPackagedChart(t *testing.T) {
 	bin := testenv.RequireBinaries(t, "helm", "fleetlet", "kubectl-fleetlet", "fleetlet-sandbox")
 	pkg, err := sandbox.PackagedChart(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := testenv.BinaryVersion(t, bin, "fleetlet")
 	for _, name := range []string{"kubectl-fleetlet", "fleetlet-sandbox"} {
-		if got := testenv.BinaryVersion(t, bin, name); got.Version != want.Version || got.Commit != want.Commit {
-			t.Errorf("%s is %s (%s), fleetlet is %s (%s)", name, got.Version, got.Commit, want.Version, want.Commit)
-		}
+		got := testenv.BinaryVersion(t, bin, name)
+		assert.Falsef(t, got.Version != want.Version || got.Commit != want.Commit, "%s is %s (%s), fleetlet is %s (%s)", name, got.Version, got.Commit, want.Version, want.Commit)
 	}
-	if filepath.Base(pkg) != "fleetlet-"+want.Version+".tgz" {
-		t.Errorf("package %s, want fleetlet-%s.tgz", filepath.Base(pkg), want.Version)
-	}
+	assert.Equal(t, "fleetlet-"+want.Version+".tgz", filepath.Base(pkg), "package file name")
 
 	out, err := helm(t, "show", "chart", pkg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var meta struct {
 		Name, Version, AppVersion string
 	}
-	if err := yaml.Unmarshal([]byte(out), &meta); err != nil {
-		t.Fatal(err)
-	}
-	if meta.Name != "fleetlet" || meta.Version != want.Version || meta.AppVersion != want.Version {
-		t.Errorf("packaged chart %s %s (appVersion %s), want fleetlet %s for both", meta.Name, meta.Version, meta.AppVersion, want.Version)
-	}
+	require.NoError(t, yaml.Unmarshal([]byte(out), &meta))
+	assert.Falsef(t, meta.Name != "fleetlet" || meta.Version != want.Version || meta.AppVersion != want.Version, "packaged chart %s %s (appVersion %s), want fleetlet %s for both", meta.Name, meta.Version, meta.AppVersion, want.Version)
 
-	if out, err := helm(t, "lint", "--strict", pkg, "--set", "clusterName="+clusterName); err != nil {
-		t.Errorf("helm lint --strict %s: %v\n%s", pkg, err, out)
-	}
+	out, err = helm(t, "lint", "--strict", pkg, "--set", "clusterName="+clusterName)
+	assert.NoError(t, err, "helm lint --strict %s:\n%s", pkg, out)
 	checkPackagedFiles(t, pkg)
 
 	out, err = helm(t, "template", releaseName, pkg, "--namespace", releaseNS, "--set", "clusterName="+clusterName)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	images := map[string]bool{}
 	for _, obj := range decode(t, out) {
 		var spec *corev1.PodSpec
@@ -84,9 +72,7 @@ func TestPackagedChart(t *testing.T) {
 		}
 	}
 	wantImage := defaultImageRepository + ":" + want.Version
-	if len(images) != 1 || !images[wantImage] {
-		t.Errorf("the packaged chart's workloads run %v, want only %s", images, wantImage)
-	}
+	assert.Falsef(t, len(images) != 1 || !images[wantImage], "the packaged chart's workloads run %v, want only %s", images, wantImage)
 }
 
 // checkPackagedFiles: the package holds the chart folder's files, byte for
@@ -109,18 +95,16 @@ func checkPackagedFiles(t *testing.T, pkg string) {
 		got, ok := packaged[rel]
 		switch {
 		case !ok:
-			t.Errorf("%s is not in the package", rel)
+			assert.Failf(t, "a chart file is not in the package", "%s is not in the package", rel)
 		case got != string(data) && rel != "Chart.yaml":
-			t.Errorf("the package's %s differs from the chart's", rel)
+			assert.Failf(t, "a packaged file differs", "the package's %s differs from the chart's", rel)
 		}
 		delete(packaged, rel)
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for rel := range packaged {
-		t.Errorf("the package holds %s, which is not a chart file", rel)
+		assert.Failf(t, "a packaged file is not a chart file", "the package holds %s, which is not a chart file", rel)
 	}
 }
 
@@ -128,14 +112,10 @@ func checkPackagedFiles(t *testing.T, pkg string) {
 func packageFiles(t *testing.T, pkg string) map[string]string {
 	t.Helper()
 	f, err := os.Open(pkg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	files := map[string]string{}
 	tr := tar.NewReader(zr)
 	for {
@@ -143,16 +123,11 @@ func packageFiles(t *testing.T, pkg string) map[string]string {
 		if errors.Is(err, io.EOF) {
 			return files
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		rel, ok := strings.CutPrefix(h.Name, "fleetlet/")
-		if !ok {
-			t.Errorf("package entry %s is outside fleetlet/", h.Name)
+		if !assert.Truef(t, ok, "package entry %s is outside fleetlet/", h.Name) {
 			continue
 		}
 		files[rel] = string(data)

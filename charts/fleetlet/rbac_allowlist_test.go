@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // clusterWideWrites is every right to change objects anywhere in the cluster
@@ -134,9 +136,8 @@ func TestClusterWideWritesAllowList(t *testing.T) {
 							key += "." + group
 						}
 						seen[key] = true
-						if _, ok := clusterWideWrites[key]; !ok {
-							t.Errorf("a cluster-wide right not in the allow-list: %q (justify it in clusterWideWrites, or narrow it)", key)
-						}
+						_, ok := clusterWideWrites[key]
+						assert.Truef(t, ok, "a cluster-wide right not in the allow-list: %q (justify it in clusterWideWrites, or narrow it)", key)
 					}
 				}
 			}
@@ -144,9 +145,7 @@ func TestClusterWideWritesAllowList(t *testing.T) {
 	}
 	// The list stays true: nothing in it the chart no longer grants.
 	for key := range clusterWideWrites {
-		if !seen[key] {
-			t.Errorf("the allow-list names %q, which the chart does not grant", key)
-		}
+		assert.Truef(t, seen[key], "the allow-list names %q, which the chart does not grant", key)
 	}
 	if t.Failed() {
 		t.Log("granted:", strings.Join(sortedKeys(seen), "; "))

@@ -4,6 +4,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // --follow-allowed-kinds is validated before the manager touches a cluster.
@@ -32,24 +35,17 @@ func TestFollowAllowedKindsFlag(t *testing.T) {
 			cmd.SetArgs(args)
 			cmd.SilenceUsage, cmd.SilenceErrors = true, true
 			err := cmd.Execute()
-			if err == nil {
-				t.Fatal("the manager ran without a cluster")
-			}
+			require.Error(t, err, "the manager ran without a cluster")
 			if tc.wantErr == "" {
 				// Valid: it gets as far as loading the missing kubeconfig.
-				if strings.Contains(err.Error(), "follow-allowed-kinds") || !strings.Contains(err.Error(), "loading the cluster configuration") {
-					t.Fatalf("Execute() = %v, want only the missing kubeconfig to fail", err)
-				}
+				require.Falsef(t, strings.Contains(err.Error(), "follow-allowed-kinds") || !strings.Contains(err.Error(), "loading the cluster configuration"), "Execute() = %v, want only the missing kubeconfig to fail", err)
 				return
 			}
-			if !strings.Contains(err.Error(), "--follow-allowed-kinds") || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("Execute() = %v, want an error about --follow-allowed-kinds with %q", err, tc.wantErr)
-			}
+			require.Falsef(t, !strings.Contains(err.Error(), "--follow-allowed-kinds") || !strings.Contains(err.Error(), tc.wantErr), "Execute() = %v, want an error about --follow-allowed-kinds with %q", err, tc.wantErr)
 		})
 	}
-	if f := newManagerCommand().Flags().Lookup("follow-allowed-kinds"); f == nil || f.DefValue != "[ConfigMap,Secret,ServiceAccount]" {
-		t.Errorf("--follow-allowed-kinds = %v, want the default [ConfigMap,Secret,ServiceAccount]", f)
-	}
+	f := newManagerCommand().Flags().Lookup("follow-allowed-kinds")
+	assert.Falsef(t, f == nil || f.DefValue != "[ConfigMap,Secret,ServiceAccount]", "--follow-allowed-kinds = %v, want the default [ConfigMap,Secret,ServiceAccount]", f)
 }
 
 func strPtr(s string) *string { return &s }

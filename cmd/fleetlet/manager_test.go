@@ -2,10 +2,11 @@ package main
 
 import (
 	"strings"
-
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -32,14 +33,10 @@ func TestManagerOptionsValidate(t *testing.T) {
 			tc.mutate(&o)
 			err := o.validate()
 			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("validate() = %v", err)
-				}
+				require.NoError(t, err, "validate()")
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("validate() = %v, want an error with %q", err, tc.wantErr)
-			}
+			require.ErrorContainsf(t, err, tc.wantErr, "validate() = %v, want an error with %q", err, tc.wantErr)
 		})
 	}
 }
@@ -54,16 +51,13 @@ func TestManagerFlagsExposeTimeouts(t *testing.T) {
 	} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil {
-			t.Errorf("flag --%s missing", name)
+			assert.Fail(t, "flag missing", "flag --%s missing", name)
 			continue
 		}
-		if _, err := time.ParseDuration(f.DefValue); err != nil {
-			t.Errorf("flag --%s default %q is not a duration", name, f.DefValue)
-		}
+		_, err := time.ParseDuration(f.DefValue)
+		assert.NoError(t, err, "flag --%s default %q is not a duration", name, f.DefValue)
 	}
-	if err := cmd.Flags().Parse([]string{"--cluster-name=a", "--target-probe-interval=3s"}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Flags().Parse([]string{"--cluster-name=a", "--target-probe-interval=3s"}))
 }
 
 // --secret-namespaces: the manager's cache watches Secrets there and in its
@@ -71,28 +65,19 @@ func TestManagerFlagsExposeTimeouts(t *testing.T) {
 func TestSecretNamespacesRestrictTheCache(t *testing.T) {
 	o := defaultManagerOptions()
 	o.namespace = "fleetlet-system"
-	if got := o.secretNamespacesWithOwn(); got != nil {
-		t.Errorf("secret namespaces by default = %v, want none (every namespace)", got)
-	}
+	assert.Nil(t, o.secretNamespacesWithOwn(), "secret namespaces by default, want none (every namespace)")
 	for obj := range o.cacheByObject() {
-		if _, ok := obj.(*corev1.Secret); ok {
-			t.Error("the cache restricts Secrets by default")
-		}
+		_, ok := obj.(*corev1.Secret)
+		assert.False(t, ok, "the cache restricts Secrets by default")
 	}
 	o.secretNamespaces = []string{"team-b", "fleetlet-system", "team-a"}
-	if got := strings.Join(o.secretNamespacesWithOwn(), ","); got != "fleetlet-system,team-a,team-b" {
-		t.Errorf("secret namespaces = %s, want fleetlet-system,team-a,team-b", got)
-	}
+	assert.Equal(t, "fleetlet-system,team-a,team-b", strings.Join(o.secretNamespacesWithOwn(), ","), "secret namespaces")
 	found := false
 	for obj, by := range o.cacheByObject() {
 		if _, ok := obj.(*corev1.Secret); ok {
 			found = true
-			if len(by.Namespaces) != 3 || by.Namespaces["team-a"].LabelSelector != nil {
-				t.Errorf("Secrets cached in %v, want the three namespaces", by.Namespaces)
-			}
+			assert.Falsef(t, len(by.Namespaces) != 3 || by.Namespaces["team-a"].LabelSelector != nil, "Secrets cached in %v, want the three namespaces", by.Namespaces)
 		}
 	}
-	if !found {
-		t.Error("the cache does not restrict Secrets")
-	}
+	assert.True(t, found, "the cache does not restrict Secrets")
 }

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -46,9 +48,7 @@ func schedulerConfig(t *testing.T, args ...string) (*schedulerconfig.KubeSchedul
 	t.Helper()
 	o := newSchedulerOptions()
 	cmd := o.command()
-	if err := cmd.ParseFlags(args); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.ParseFlags(args))
 	return o.configuration(cmd.Flags().Changed)
 }
 
@@ -89,9 +89,7 @@ func summarizeSchedConfig(t *testing.T, cfg *schedulerconfig.KubeSchedulerConfig
 			}
 		}
 		args, err := candidate.DecodeArgs(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		s.PermitTimeout = args.PermitTimeout.Duration
 		s.ReservationWks = *args.ReservationWorkers
 	}
@@ -101,9 +99,7 @@ func summarizeSchedConfig(t *testing.T, cfg *schedulerconfig.KubeSchedulerConfig
 func schedWriteFile(t *testing.T, name, content string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
 	return path
 }
 
@@ -187,17 +183,11 @@ profiles:
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := schedulerConfig(t, tc.args...)
 			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
-				}
+				require.ErrorContainsf(t, err, tc.wantErr, "error = %v, want one containing %q", err, tc.wantErr)
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, summarizeSchedConfig(t, cfg)); diff != "" {
-				t.Errorf("configuration (-want,+got):\n%s", diff)
-			}
+			require.NoError(t, err)
+			assert.Empty(t, cmp.Diff(tc.want, summarizeSchedConfig(t, cfg)), "configuration (-want,+got)")
 		})
 	}
 }
@@ -208,9 +198,7 @@ func TestSchedulerHelp(t *testing.T) {
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
 	cmd.SetArgs([]string{"--help"})
-	if err := cmd.Execute(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Execute())
 	help := out.String()
 	for _, want := range []string{
 		"Fleetlet flags:", "--kubeconfig string", "--namespace string", "--permit-timeout duration",
@@ -218,13 +206,9 @@ func TestSchedulerHelp(t *testing.T) {
 		"Secure serving flags:", "--secure-port int",
 		"--write-config-to string",
 	} {
-		if !strings.Contains(help, want) {
-			t.Errorf("--help lacks %q", want)
-		}
+		assert.Containsf(t, help, want, "--help lacks %q", want)
 	}
-	if strings.Contains(help, "DEPRECATED: path to kubeconfig") {
-		t.Errorf("--help shows kube-scheduler's deprecated --kubeconfig")
-	}
+	assert.NotContainsf(t, help, "DEPRECATED: path to kubeconfig", "--help shows kube-scheduler's deprecated --kubeconfig")
 }
 
 func TestSchedulerWriteConfigTo(t *testing.T) {
@@ -233,22 +217,14 @@ func TestSchedulerWriteConfigTo(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "scheduler.yaml")
 	cmd := newSchedulerCommand()
 	cmd.SetArgs([]string{"--write-config-to=" + file, "--namespace=ns1", "--permit-timeout=90s"})
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.ExecuteContext(context.Background()))
 	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// What it wrote is a --config the scheduler accepts as it is.
 	cfg, err := schedulerConfig(t, "--config="+file)
-	if err != nil {
-		t.Fatalf("the written configuration is refused: %v\n%s", err, data)
-	}
+	require.NoError(t, err, "the written configuration is refused:\n%s", data)
 	got := summarizeSchedConfig(t, cfg)
-	if got.Lease != "ns1/fleetlet-candidate-scheduler" || got.PermitTimeout != 90*time.Second || !got.MultiPointHas {
-		t.Errorf("written configuration = %+v\n%s", got, data)
-	}
+	assert.Falsef(t, got.Lease != "ns1/fleetlet-candidate-scheduler" || got.PermitTimeout != 90*time.Second || !got.MultiPointHas, "written configuration = %+v\n%s", got, data)
 }
 
 // schedHelperEnv makes the test binary run `fleetlet scheduler` with the
@@ -289,15 +265,11 @@ func startSchedulerProcess(t *testing.T, args ...string) *schedulerProcess {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), "scheduler.log")
 	f, err := os.Create(log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestSchedulerHelperProcess$", "--"}, args...)...)
 	cmd.Env = append(os.Environ(), schedHelperEnv+"=1")
 	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	p := &schedulerProcess{cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
@@ -322,14 +294,12 @@ func startSchedulerProcess(t *testing.T, args ...string) *schedulerProcess {
 // stop sends SIGTERM and returns how the process exited.
 func (p *schedulerProcess) stop(t *testing.T) error {
 	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
 	select {
 	case <-p.done:
 		return p.err
 	case <-time.After(30 * time.Second):
-		t.Fatal("the scheduler did not exit 30s after SIGTERM")
+		require.FailNow(t, "the scheduler did not exit 30s after SIGTERM")
 		return nil
 	}
 }
@@ -352,31 +322,21 @@ func TestIntegrationSchedulerProcess(t *testing.T) {
 	}
 	testenv.RequireBinaries(t, "etcd", "kube-apiserver", "kubectl")
 	root, err := testenv.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	env, err := testenv.Start(testenv.Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = env.Stop() })
 	c, err := client.New(env.Config, client.Options{Scheme: newScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx := context.Background()
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := schedKubeconfig(env.Config, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, schedKubeconfig(env.Config, kubeconfig))
 	for _, obj := range []client.Object{
 		summary.CandidatePriorityClass(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleetlet-system"}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}},
 	} {
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Create(ctx, obj))
 	}
 	schedReadyNode(t, c, "node-1")
 
@@ -412,9 +372,7 @@ func TestIntegrationSchedulerProcess(t *testing.T) {
 		}
 		return nil
 	})
-	if node := schedPodNode(t, c, pod); node != "" {
-		t.Fatalf("bound to %s before the election", node)
-	}
+	require.Empty(t, schedPodNode(t, c, pod), "bound before the election")
 	schedElect(t, c, ch)
 	testenv.Eventually(t, 30*time.Second, "the elected candidate binds", func() error { return schedBound(t, c, pod) })
 
@@ -431,15 +389,9 @@ func TestIntegrationSchedulerProcess(t *testing.T) {
 		return nil
 	})
 
-	if err := first.stop(t); err != nil {
-		t.Errorf("the scheduler exited with %v after SIGTERM, want 0", err)
-	}
-	if err := c.Get(ctx, leaseKey, lease); err != nil {
-		t.Fatal(err)
-	}
-	if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != "" {
-		t.Errorf("the Lease is still held by %q after SIGTERM", h)
-	}
+	assert.NoError(t, first.stop(t), "the scheduler's exit after SIGTERM, want 0")
+	require.NoError(t, c.Get(ctx, leaseKey, lease))
+	assert.Empty(t, ptr.Deref(lease.Spec.HolderIdentity, ""), "the Lease is still held after SIGTERM")
 
 	// Elected while no scheduler runs: the next one binds it at once.
 	ch2, pod2 := schedCandidate(t, c, "team-a", "web-1")
@@ -463,21 +415,15 @@ func schedReadyNode(t *testing.T, c client.Client, name string) {
 	t.Helper()
 	ctx := context.Background()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
-	if err := c.Create(ctx, node); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Create(ctx, node))
 	rl := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")}
 	node.Status = corev1.NodeStatus{Capacity: rl, Allocatable: rl, Conditions: []corev1.NodeCondition{{
 		Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
 	}}}
-	if err := c.Status().Update(ctx, node); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Status().Update(ctx, node))
 	// Admission tainted the new node not-ready; no controller lifts it here.
 	node.Spec.Taints = nil
-	if err := c.Update(ctx, node); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Update(ctx, node))
 }
 
 // schedCandidate creates a chaperon and its candidate pod, as the source
@@ -492,9 +438,7 @@ func schedCandidate(t *testing.T, c client.Client, namespace, name string) (*v1a
 			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
 		}}},
 	}
-	if err := c.Create(ctx, ch); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Create(ctx, ch))
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
 			Labels: ch.Labels,
@@ -507,26 +451,20 @@ func schedCandidate(t *testing.T, c client.Client, namespace, name string) (*v1a
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}},
 		},
 	}
-	if err := c.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Create(ctx, pod))
 	return ch, pod
 }
 
 func schedElect(t *testing.T, c client.Client, ch *v1alpha1.PodChaperon) {
 	t.Helper()
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, v1alpha1.AnnotationElected)
-	if err := c.Patch(context.Background(), ch, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Patch(context.Background(), ch, client.RawPatch(types.MergePatchType, patch)))
 }
 
 func schedPodNode(t *testing.T, c client.Client, pod *corev1.Pod) string {
 	t.Helper()
 	got := &corev1.Pod{}
-	if err := c.Get(context.Background(), client.ObjectKeyFromObject(pod), got); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
 	return got.Spec.NodeName
 }
 
@@ -540,9 +478,7 @@ func schedBound(t *testing.T, c client.Client, pod *corev1.Pod) error {
 func schedFreePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port
 }
@@ -553,16 +489,10 @@ func schedScrape(t *testing.T, url string) string {
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the scheduler's self-signed serving certificate, on loopback in a test
 	}}
 	resp, err := hc.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s\n%s", url, resp.Status, body)
-	}
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "GET %s: %s\n%s", url, resp.Status, body)
 	return string(body)
 }

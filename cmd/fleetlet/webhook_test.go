@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/fleetlet/fleetlet/pkg/source/webhook"
 )
@@ -16,45 +17,30 @@ func parseWebhookFlags(t *testing.T, args ...string) (webhookOptions, error) {
 	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
 	o := defaultWebhookOptions()
 	addWebhookFlags(fs, &o)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fs.Parse(args))
 	return o, o.validate()
 }
 
 func TestWebhookFlagsDefaults(t *testing.T) {
 	o, err := parseWebhookFlags(t)
-	if err != nil {
-		t.Fatalf("defaults do not validate: %v", err)
-	}
+	require.NoError(t, err, "defaults do not validate")
 	so := o.serverOptions("fleetlet-system", webhook.StaticKeys{Seal: make([]byte, webhook.MinKeyLength)})
-	if so.URL != "" || !so.CertRotation || so.Port != webhook.DefaultPort || so.ServiceName != webhook.DefaultServiceName ||
-		so.CertSecretName != webhook.DefaultCertSecretName || so.TimeoutSeconds != webhook.DefaultTimeoutSeconds {
-		t.Errorf("defaults: %+v; want a Service reference with rotated certificates on %d", so, webhook.DefaultPort)
-	}
-	if o.sealKeySecretName != webhook.DefaultSealKeySecretName {
-		t.Errorf("seal key Secret %q", o.sealKeySecretName)
-	}
+	assert.Falsef(t, so.URL != "" || !so.CertRotation || so.Port != webhook.DefaultPort || so.ServiceName != webhook.DefaultServiceName ||
+		so.CertSecretName != webhook.DefaultCertSecretName || so.TimeoutSeconds != webhook.DefaultTimeoutSeconds,
+		"defaults: %+v; want a Service reference with rotated certificates on %d", so, webhook.DefaultPort)
+	assert.Equal(t, webhook.DefaultSealKeySecretName, o.sealKeySecretName, "seal key Secret")
 }
 
 // The sandbox's configuration: the manager writes the configuration with
 // a loopback URL.
 func TestWebhookFlagsURLMode(t *testing.T) {
 	o, err := parseWebhookFlags(t, "--webhook-url-mode", "--webhook-host", "127.0.0.1", "--webhook-port", "19443", "--webhook-timeout", "5s")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	so := o.serverOptions("fleetlet-system", webhook.StaticKeys{Seal: make([]byte, webhook.MinKeyLength)})
-	if so.URL != "https://127.0.0.1:19443/mutate-pods" || so.Host != "127.0.0.1" || so.Port != 19443 || so.TimeoutSeconds != 5 {
-		t.Errorf("URL %q, host %q, port %d, timeout %d", so.URL, so.Host, so.Port, so.TimeoutSeconds)
-	}
+	assert.Falsef(t, so.URL != "https://127.0.0.1:19443/mutate-pods" || so.Host != "127.0.0.1" || so.Port != 19443 || so.TimeoutSeconds != 5, "URL %q, host %q, port %d, timeout %d", so.URL, so.Host, so.Port, so.TimeoutSeconds)
 	o, err = parseWebhookFlags(t, "--webhook-url-mode", "--webhook-host", "::1", "--webhook-port", "19443")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := o.url(); got != "https://[::1]:19443/mutate-pods" {
-		t.Errorf("IPv6 URL %q", got)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, "https://[::1]:19443/mutate-pods", o.url(), "IPv6 URL")
 }
 
 func TestWebhookFlagsValidate(t *testing.T) {
@@ -74,19 +60,15 @@ func TestWebhookFlagsValidate(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, err := parseWebhookFlags(t, tc.args...)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want one mentioning %q", err, tc.want)
-			}
+			assert.ErrorContainsf(t, err, tc.want, "err = %v, want one mentioning %q", err, tc.want)
 		})
 	}
 	// Disabled, nothing else matters.
-	if _, err := parseWebhookFlags(t, "--webhook-enabled=false", "--webhook-url-mode"); err != nil {
-		t.Errorf("disabled: %v", err)
-	}
+	_, err := parseWebhookFlags(t, "--webhook-enabled=false", "--webhook-url-mode")
+	assert.NoError(t, err, "disabled")
 	// cert-manager: certificates from a folder.
-	if _, err := parseWebhookFlags(t, "--webhook-cert-rotation=false", "--webhook-cert-dir", "/certs"); err != nil {
-		t.Errorf("cert-manager: %v", err)
-	}
+	_, err = parseWebhookFlags(t, "--webhook-cert-rotation=false", "--webhook-cert-dir", "/certs")
+	assert.NoError(t, err, "cert-manager")
 }
 
 func TestWebhookFlagsHaveHelp(t *testing.T) {
@@ -96,22 +78,15 @@ func TestWebhookFlagsHaveHelp(t *testing.T) {
 	n := 0
 	fs.VisitAll(func(f *pflag.Flag) {
 		n++
-		if len(f.Usage) < 20 {
-			t.Errorf("--%s: usage %q says too little", f.Name, f.Usage)
-		}
+		assert.GreaterOrEqualf(t, len(f.Usage), 20, "--%s: usage %q says too little", f.Name, f.Usage)
 	})
-	if n < 10 {
-		t.Errorf("%d flags", n)
-	}
-	if f := fs.Lookup("webhook-cert-renew-before"); f == nil || f.DefValue != (90*24*time.Hour).String() {
-		t.Errorf("--webhook-cert-renew-before default %v", f)
-	}
+	assert.GreaterOrEqual(t, n, 10, "flags")
+	f := fs.Lookup("webhook-cert-renew-before")
+	assert.Falsef(t, f == nil || f.DefValue != (90*24*time.Hour).String(), "--webhook-cert-renew-before default %v", f)
 }
 
 func TestSetupWebhookDisabled(t *testing.T) {
 	o := defaultWebhookOptions()
 	o.enabled = false
-	if err := setupWebhook(context.Background(), nil, o, "fleetlet-system", nil); err != nil {
-		t.Errorf("disabled: %v", err)
-	}
+	assert.NoError(t, setupWebhook(context.Background(), nil, o, "fleetlet-system", nil), "disabled")
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 
 	"github.com/fleetlet/fleetlet/pkg/connect"
@@ -38,9 +40,7 @@ current-context: cluster-1
 func writeKubeconfig(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "config")
-	if err := os.WriteFile(path, []byte(kubeconfigYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, []byte(kubeconfigYAML), 0o600))
 	return path
 }
 
@@ -79,27 +79,17 @@ func TestConnectFlagsToOptions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := tt.flags.options(kubeconfig)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error = %v, want one mentioning %q", err, tt.wantErr)
-				}
+				require.ErrorContainsf(t, err, tt.wantErr, "error = %v, want one mentioning %q", err, tt.wantErr)
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Source == nil || got.Source.Host != "https://127.0.0.1:6443" {
-				t.Errorf("source config = %+v", got.Source)
-			}
+			require.NoError(t, err)
+			assert.Falsef(t, got.Source == nil || got.Source.Host != "https://127.0.0.1:6443", "source config = %+v", got.Source)
 			if tt.flags.self {
-				if got.Target != nil {
-					t.Errorf("target config with --self: %+v", got.Target)
-				}
-			} else if got.Target == nil || got.Target.Host != "https://127.0.0.2:6443" {
-				t.Errorf("target config = %+v", got.Target)
+				assert.Nilf(t, got.Target, "target config with --self: %+v", got.Target)
+			} else {
+				assert.Falsef(t, got.Target == nil || got.Target.Host != "https://127.0.0.2:6443", "target config = %+v", got.Target)
 			}
-			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreTypes(&rest.Config{})); diff != "" {
-				t.Errorf("options (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tt.want, got, cmpopts.IgnoreTypes(&rest.Config{})), "options (-want,+got)")
 		})
 	}
 }
@@ -119,19 +109,12 @@ contexts:
 - name: cluster-9
   context: {cluster: z, user: admin}
 `
-	if err := os.WriteFile(other, []byte(otherYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(other, []byte(otherYAML), 0o600))
 	cfg, err := restConfig(one+string(filepath.ListSeparator)+other, "cluster-9")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Host != "https://127.0.0.9:6443" {
-		t.Errorf("host = %s", cfg.Host)
-	}
-	if _, err := restConfig(filepath.Join(t.TempDir(), "missing"), "cluster-1"); err == nil {
-		t.Error("a missing --kubeconfig file was accepted")
-	}
+	require.NoError(t, err)
+	assert.Equalf(t, "https://127.0.0.9:6443", cfg.Host, "host = %s", cfg.Host)
+	_, err = restConfig(filepath.Join(t.TempDir(), "missing"), "cluster-1")
+	assert.Error(t, err, "a missing --kubeconfig file was accepted")
 }
 
 func TestCommandsAreAKubectlPlugin(t *testing.T) {
@@ -142,26 +125,18 @@ func TestCommandsAreAKubectlPlugin(t *testing.T) {
 		root.SetArgs(args)
 		return root.Execute()
 	}
-	if err := run("connect", "--help"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, run("connect", "--help"))
 	for _, want := range []string{"kubectl fleetlet connect", "--source-context", "--target-context", "--namespace", "--source-name", "--target-name", "--fleetlet-namespace", "--timeout", "--self", "--kubeconfig"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("connect --help lacks %q", want)
-		}
+		assert.Containsf(t, out.String(), want, "connect --help lacks %q", want)
 	}
 	for _, sub := range []string{"disconnect", "status"} {
 		out.Reset()
-		if err := run(sub, "--help"); err != nil {
-			t.Fatalf("%s --help: %v", sub, err)
-		}
+		require.NoError(t, run(sub, "--help"), "%s --help", sub)
 	}
-	if !strings.Contains(out.String(), "--context") {
-		t.Errorf("status --help lacks --context:\n%s", out.String())
-	}
+	assert.Containsf(t, out.String(), "--context", "status --help lacks --context:\n%s", out.String())
 
 	out.Reset()
 	if err := run("connect", "--target-context", "x"); err == nil || !strings.Contains(out.String(), "--source-context is required") {
-		t.Errorf("connect without --source-context: err %v, output %q", err, out.String())
+		assert.Failf(t, "connect without --source-context", "err %v, output %q", err, out.String())
 	}
 }

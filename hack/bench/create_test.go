@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,9 +45,8 @@ func TestCreateRetriesAnOverloadedServer(t *testing.T) {
 				return true, pod, err
 			})
 			tries, err := create(context.Background(), cs, pod)
-			if tries != tc.wantTries || (err != nil) != tc.wantErr {
-				t.Fatalf("create = %d tries, %v; want %d tries, error %t", tries, err, tc.wantTries, tc.wantErr)
-			}
+			require.Falsef(t, tries != tc.wantTries || (err != nil) != tc.wantErr,
+				"create = %d tries, %v; want %d tries, error %t", tries, err, tc.wantTries, tc.wantErr)
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"gonum.org/v1/plot/plotter"
 )
 
@@ -20,13 +21,9 @@ func TestRunningOverTime(t *testing.T) {
 	}}
 	got := runningOverTime(r)
 	want := plotter.XYs{{X: 0, Y: 0}, {X: 1, Y: 1}, {X: 1.5, Y: 2}, {X: 3, Y: 3}}
-	if len(got) != len(want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
+	require.Len(t, got, len(want), "got %v, want %v", got, want)
 	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("point %d: got %v, want %v", i, got[i], want[i])
-		}
+		require.Equal(t, want[i], got[i], "point %d", i)
 	}
 }
 
@@ -40,22 +37,13 @@ func TestPlotRunning(t *testing.T) {
 	burst := mode{Name: "burst", Pods: 1}
 	runs := []benchRun{{Index: 1, Mode: burst, Fleetlet: done("fleetlet", 2*time.Second), Direct: done("direct", time.Second)}}
 	file := plotFile(filepath.Join(t.TempDir(), "bench.json"), burst)
-	if !strings.HasSuffix(file, "bench-burst.png") {
-		t.Fatalf("plot file %s, want bench-burst.png beside bench.json", file)
-	}
-	if err := plotRunning(file, runs, burst); err != nil {
-		t.Fatal(err)
-	}
+	require.Truef(t, strings.HasSuffix(file, "bench-burst.png"), "plot file %s, want bench-burst.png beside bench.json", file)
+	require.NoError(t, plotRunning(file, runs, burst))
 	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatalf("%s is not a PNG: %v", file, err)
-	}
-	if b := img.Bounds(); b.Dx() < 400 || b.Dy() < 200 {
-		t.Fatalf("plot is %v, too small to read", b)
-	}
+	require.NoError(t, err, "%s is not a PNG", file)
+	b := img.Bounds()
+	require.Falsef(t, b.Dx() < 400 || b.Dy() < 200, "plot is %v, too small to read", b)
 }

@@ -70,9 +70,7 @@ func TestDockerfileMatchesMakeImage(t *testing.T) {
 		sort.Strings(got.Env)
 		want := cf.Config
 		sort.Strings(want.Env)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Fatalf("the Dockerfile's config differs from make image's (-make image, +Dockerfile):\n%s", diff)
-		}
+		require.Empty(t, cmp.Diff(want, got), "the Dockerfile's config differs from make image's (-make image, +Dockerfile)")
 	})
 }
 
@@ -128,9 +126,7 @@ func TestRootfsIsTheLayer(t *testing.T) {
 		got[filepath.ToSlash(rel)] = describe(mode, d.IsDir(), info.ModTime(), data)
 		return nil
 	}))
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("rootfs differs from the layer (-layer, +rootfs):\n%s", diff)
-	}
+	require.Empty(t, cmp.Diff(want, got), "rootfs differs from the layer (-layer, +rootfs)")
 }
 
 func describe(mode fs.FileMode, dir bool, mod time.Time, data []byte) string {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -38,13 +40,9 @@ func chartSandbox(t *testing.T) (*Sandbox, *ClusterState) {
 func TestChartAsInstalled(t *testing.T) {
 	s, c := chartSandbox(t)
 	dir, values, err := s.writeChart(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	out, err := s.helm(context.Background(), "template", ReleaseName, dir, "--namespace", FleetletNamespace, "--values", values)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	kinds := map[string]int{}
 	var webhookURLs []string
 	serviceAccounts := map[string]string{} // component → name
@@ -65,7 +63,7 @@ func TestChartAsInstalled(t *testing.T) {
 				kinds["CustomResourceDefinition"]++
 				continue
 			}
-			t.Fatalf("decoding %s: %v", doc, err)
+			require.FailNowf(t, "decoding", "%s: %v", doc, err)
 		}
 		kinds[gvk.Kind]++
 		switch o := obj.(type) {
@@ -90,64 +88,40 @@ func TestChartAsInstalled(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"Deployment", "Job", "Service", "PodDisruptionBudget"} {
-		if kinds[k] != 0 {
-			t.Errorf("%d %s rendered: the sandbox runs no pods (localProcesses)", kinds[k], k)
-		}
+		assert.Zerof(t, kinds[k], "%d %s rendered: the sandbox runs no pods (localProcesses)", kinds[k], k)
 	}
-	if kinds["CustomResourceDefinition"] != 6 {
-		t.Errorf("%d CRDs rendered, want 6", kinds["CustomResourceDefinition"])
-	}
+	assert.Equal(t, 6, kinds["CustomResourceDefinition"], "CRDs rendered")
 	// The manager serves the URL its flags give; the chart's configuration
 	// must call the same one.
 	mgr := strings.Join(fleetletComponent.args(s.opts, c), " ")
 	for _, w := range []string{"--webhook-url-mode", "--webhook-host=127.0.0.1", "--webhook-port=9876"} {
-		if !strings.Contains(mgr, w) {
-			t.Errorf("manager args %q lack %q", mgr, w)
-		}
+		assert.Containsf(t, mgr, w, "manager args %q lack %q", mgr, w)
 	}
 	// Both webhooks (pods, evictions) call the one handler.
-	if want := []string{"https://127.0.0.1:9876/mutate-pods", "https://127.0.0.1:9876/mutate-pods"}; !slices.Equal(webhookURLs, want) {
-		t.Errorf("webhook URLs %v, want %v", webhookURLs, want)
-	}
-	if serviceAccounts[chartManager] == "" || serviceAccounts[chartScheduler] == "" {
-		t.Errorf("ServiceAccounts by component %v: the sandbox finds the manager's and the scheduler's by label", serviceAccounts)
-	}
-	if want := []string{FleetletNamespace + "/fleetlet-source-" + SourceCluster}; !slices.Equal(impersonated, want) {
-		t.Errorf("the manager may impersonate %v, want %v", impersonated, want)
-	}
+	assert.Equal(t, []string{"https://127.0.0.1:9876/mutate-pods", "https://127.0.0.1:9876/mutate-pods"}, webhookURLs, "webhook URLs")
+	assert.Falsef(t, serviceAccounts[chartManager] == "" || serviceAccounts[chartScheduler] == "", "ServiceAccounts by component %v: the sandbox finds the manager's and the scheduler's by label", serviceAccounts)
+	assert.Equal(t, []string{FleetletNamespace + "/fleetlet-source-" + SourceCluster}, impersonated, "the manager may impersonate")
 	// The processes run with the ServiceAccounts' kubeconfigs, never the
 	// administrator's.
 	for _, comp := range []component{fleetletComponent, schedulerComponent} {
 		a := strings.Join(comp.args(s.opts, c), " ")
-		if strings.Contains(a, c.Kubeconfig) || !strings.Contains(a, c.componentKubeconfig(comp.name)) {
-			t.Errorf("%s args %q: want %s, not the admin kubeconfig", comp.name, a, c.componentKubeconfig(comp.name))
-		}
+		assert.Falsef(t, strings.Contains(a, c.Kubeconfig) || !strings.Contains(a, c.componentKubeconfig(comp.name)), "%s args %q: want %s, not the admin kubeconfig", comp.name, a, c.componentKubeconfig(comp.name))
 	}
 }
 
 func TestRenderCleanupHook(t *testing.T) {
 	s, c := chartSandbox(t)
 	h, err := s.renderCleanupHook(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var kinds []string
 	for _, o := range h.objects {
 		kinds = append(kinds, strings.TrimPrefix(strings.TrimPrefix(typeName(o), "*v1."), "*"))
 	}
 	// Hook-weight order: the ServiceAccount and ClusterRole, then the binding.
-	if want := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}; !slices.Equal(kinds, want) {
-		t.Errorf("hook objects %v, want %v", kinds, want)
-	}
-	if h.serviceAccount != "fleetlet-cleanup" {
-		t.Errorf("hook ServiceAccount %q", h.serviceAccount)
-	}
-	if want := []string{"cleanup", "--cluster-name=" + c.Name}; !slices.Equal(h.args, want) {
-		t.Errorf("cleanup args %v, want %v", h.args, want)
-	}
-	if h.deadline != 300*time.Second {
-		t.Errorf("deadline %s, want the Job's activeDeadlineSeconds 300s", h.deadline)
-	}
+	assert.Equal(t, []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}, kinds, "hook objects")
+	assert.Equal(t, "fleetlet-cleanup", h.serviceAccount, "hook ServiceAccount")
+	assert.Equal(t, []string{"cleanup", "--cluster-name=" + c.Name}, h.args, "cleanup args")
+	assert.Equal(t, 300*time.Second, h.deadline, "deadline, want the Job's activeDeadlineSeconds 300s")
 }
 
 func TestParseCleanupHookRefuses(t *testing.T) {
@@ -165,36 +139,24 @@ func TestParseCleanupHookRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseCleanupHook([]byte(tc.manifest))
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("parseCleanupHook = %v, want an error with %q", err, tc.want)
-			}
+			assert.ErrorContainsf(t, err, tc.want, "parseCleanupHook = %v, want an error with %q", err, tc.want)
 		})
 	}
 }
 
 func TestValidateNeedsHelm(t *testing.T) {
 	bin := fakeBinDir(t, "exit 0")
-	if err := os.Remove(filepath.Join(bin, binHelm)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Remove(filepath.Join(bin, binHelm)))
 	err := Options{Dir: "d", BinDir: bin}.Defaulted().Validate()
-	if err == nil || !strings.Contains(err.Error(), "binary helm not found") || !strings.Contains(err.Error(), "make build") {
-		t.Errorf("Validate without helm = %v", err)
-	}
-	if err := (Options{Dir: "d", BinDir: bin, NoFleetlet: true}).Defaulted().Validate(); err != nil {
-		t.Errorf("Validate without helm and without fleetlet = %v", err)
-	}
+	assert.Falsef(t, err == nil || !strings.Contains(err.Error(), "binary helm not found") || !strings.Contains(err.Error(), "make build"), "Validate without helm = %v", err)
+	assert.NoError(t, (Options{Dir: "d", BinDir: bin, NoFleetlet: true}).Defaulted().Validate(), "Validate without helm and without fleetlet")
 }
 
 func TestChartValuesPerCluster(t *testing.T) {
 	c := &ClusterState{Name: "cluster-3", Ports: Ports{FleetletWebhook: 4242}}
 	v := chartValues(c)
-	if v["clusterName"] != "cluster-3" || v["localProcesses"] != true {
-		t.Errorf("values %v", v)
-	}
-	if got := v["webhook"].(map[string]any)["url"]; got != "https://127.0.0.1:"+strconv.Itoa(4242)+"/mutate-pods" {
-		t.Errorf("webhook.url %v", got)
-	}
+	assert.Falsef(t, v["clusterName"] != "cluster-3" || v["localProcesses"] != true, "values %v", v)
+	assert.Equal(t, "https://127.0.0.1:"+strconv.Itoa(4242)+"/mutate-pods", v["webhook"].(map[string]any)["url"], "webhook.url")
 }
 
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
@@ -16,16 +18,10 @@ func TestFrontProxyPKI(t *testing.T) {
 	o, c := testCluster(t)
 	frontCA := parseCert(t, mustRead(t, c.pki("front-proxy-ca.crt")))
 	client := parseCert(t, mustRead(t, c.pki(frontProxyClient+".crt")))
-	if err := client.CheckSignatureFrom(frontCA); err != nil {
-		t.Errorf("front-proxy-client is not signed by the front-proxy CA: %v", err)
-	}
-	if client.Subject.CommonName != frontProxyClient {
-		t.Errorf("front-proxy-client CN = %q", client.Subject.CommonName)
-	}
+	assert.NoError(t, client.CheckSignatureFrom(frontCA), "front-proxy-client is not signed by the front-proxy CA")
+	assert.Equal(t, frontProxyClient, client.Subject.CommonName, "front-proxy-client CN")
 	clusterCA := parseCert(t, mustRead(t, c.pki("ca.crt")))
-	if client.CheckSignatureFrom(clusterCA) == nil || frontCA.Equal(clusterCA) {
-		t.Error("the front-proxy CA must not be the cluster CA")
-	}
+	assert.False(t, client.CheckSignatureFrom(clusterCA) == nil || frontCA.Equal(clusterCA), "the front-proxy CA must not be the cluster CA")
 	args := strings.Join(apiServerArgs(o, c), " ")
 	for _, want := range []string{
 		"--requestheader-client-ca-file=" + c.pki("front-proxy-ca.crt"),
@@ -33,9 +29,7 @@ func TestFrontProxyPKI(t *testing.T) {
 		"--proxy-client-cert-file=" + c.pki(frontProxyClient+".crt"),
 		"--requestheader-username-headers=X-Remote-User",
 	} {
-		if !strings.Contains(args, want) {
-			t.Errorf("apiserver args lack %q", want)
-		}
+		assert.Containsf(t, args, want, "apiserver args lack %q", want)
 	}
 }
 
@@ -43,28 +37,16 @@ func TestMetricsServerFiles(t *testing.T) {
 	o, c := testClusterWith(t, func(o *Options) { o.MetricsServer = true })
 	c.Ports.MetricsServer = 7
 	serving := parseCert(t, mustRead(t, filepath.Join(c.DataDir, metricsServerDataDir, "tls.crt")))
-	if err := serving.VerifyHostname("metrics-server.kube-system.svc"); err != nil {
-		t.Errorf("serving certificate is not for the Service the aggregator dials: %v", err)
-	}
-	if err := serving.CheckSignatureFrom(parseCert(t, mustRead(t, c.pki("ca.crt")))); err != nil {
-		t.Errorf("serving certificate is not signed by the CA the APIService trusts: %v", err)
-	}
+	assert.NoError(t, serving.VerifyHostname("metrics-server.kube-system.svc"), "serving certificate is not for the Service the aggregator dials")
+	assert.NoError(t, serving.CheckSignatureFrom(parseCert(t, mustRead(t, c.pki("ca.crt")))), "serving certificate is not signed by the CA the APIService trusts")
 	cfg, err := clientcmd.LoadFromFile(c.componentKubeconfig(ComponentMetricsServer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cn := parseCert(t, cfg.AuthInfos[c.Name].ClientCertificateData).Subject.CommonName; cn != "system:metrics-server" {
-		t.Errorf("metrics-server client CN = %q", cn)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, "system:metrics-server", parseCert(t, cfg.AuthInfos[c.Name].ClientCertificateData).Subject.CommonName, "metrics-server client CN")
 	args := strings.Join(metricsServerComponent.args(o, c), " ")
 	for _, want := range []string{"--bind-address=127.0.0.1", "--secure-port=7", "--kubelet-certificate-authority=" + c.pki("ca.crt"), "--kubelet-use-node-status-port"} {
-		if !strings.Contains(args, want) {
-			t.Errorf("metrics-server args %q lack %q", args, want)
-		}
+		assert.Containsf(t, args, want, "metrics-server args %q lack %q", args, want)
 	}
-	if strings.Contains(args, "insecure") {
-		t.Errorf("metrics-server must verify kubelets: %s", args)
-	}
+	assert.NotContainsf(t, args, "insecure", "metrics-server must verify kubelets: %s", args)
 
 	// kwok serves each fake node's emulated /metrics/resource where the
 	// node's annotation points metrics-server, with usage from annotations.
@@ -76,37 +58,27 @@ func TestMetricsServerFiles(t *testing.T) {
 				Path string `json:"path"`
 			} `json:"spec"`
 		}
-		if err := yaml.Unmarshal([]byte(d), &obj); err != nil {
-			t.Fatalf("kwok configuration does not parse: %v\n%s", err, d)
-		}
+		require.NoError(t, yaml.Unmarshal([]byte(d), &obj), "kwok configuration does not parse:\n%s", d)
 		kinds[obj.Kind] = obj.Spec.Path
 	}
-	if _, ok := kinds["ClusterResourceUsage"]; !ok {
-		t.Errorf("kwok configuration has no ClusterResourceUsage: %v", kinds)
-	}
+	assert.Contains(t, kinds, "ClusterResourceUsage", "kwok configuration has no ClusterResourceUsage")
 	path, ok := kinds["Metric"]
 	node := fakeNode(o, c, 1)
-	if !ok || strings.ReplaceAll(path, "{nodeName}", node.Name) != node.Annotations[resourceMetricsPathAnnotation] {
-		t.Errorf("kwok's Metric path %q does not match node annotation %q", path, node.Annotations[resourceMetricsPathAnnotation])
-	}
+	assert.Falsef(t, !ok || strings.ReplaceAll(path, "{nodeName}", node.Name) != node.Annotations[resourceMetricsPathAnnotation],
+		"kwok's Metric path %q does not match node annotation %q", path, node.Annotations[resourceMetricsPathAnnotation])
 }
 
 // Without the option no cluster has metrics-server files or kwok metrics.
 func TestNoMetricsServerByDefault(t *testing.T) {
 	_, c := testCluster(t)
-	if _, err := os.Stat(filepath.Join(c.DataDir, metricsServerDataDir)); !os.IsNotExist(err) {
-		t.Errorf("metrics-server files written without the option: %v", err)
-	}
-	if strings.Contains(string(mustRead(t, filepath.Join(c.DataDir, kwokConfigFile))), "kind: Metric") {
-		t.Error("kwok configuration has a Metric without the option")
-	}
+	_, err := os.Stat(filepath.Join(c.DataDir, metricsServerDataDir))
+	assert.Truef(t, os.IsNotExist(err), "metrics-server files written without the option: %v", err)
+	assert.NotContains(t, string(mustRead(t, filepath.Join(c.DataDir, kwokConfigFile))), "kind: Metric", "kwok configuration has a Metric without the option")
 }
 
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -38,9 +40,7 @@ func TestSandboxClustersRunWorkloadsAndSurviveRestart(t *testing.T) {
 		Dir: t.TempDir(), BinDir: bin, Clusters: 2, Nodes: 3,
 		CompleteAfter: 2 * time.Second, DieWithParent: true, Out: io.MultiWriter(testWriter{t}, &progress), NoFleetlet: true,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// A first start says each step as it begins, per cluster, with the time.
 	for _, want := range []string{
 		`Starting 2 clusters in `,
@@ -49,43 +49,27 @@ func TestSandboxClustersRunWorkloadsAndSurviveRestart(t *testing.T) {
 		`cluster-2 \(2 of 2\) \[\+\d+\.\ds\]: control plane serving; creating 3 fake nodes`,
 		`cluster-1 ready in `, `Sandbox with 2 clusters ready in `,
 	} {
-		if !regexp.MustCompile(want).MatchString(progress.String()) {
-			t.Errorf("the start did not say %q:\n%s", want, progress.String())
-		}
+		assert.Truef(t, regexp.MustCompile(want).MatchString(progress.String()), "the start did not say %q:\n%s", want, progress.String())
 	}
 	recorded := s.State().AllProcesses()
 	t.Cleanup(func() {
-		if err := s.Down(context.Background()); err != nil {
-			t.Errorf("Down: %v", err)
-		}
+		assert.NoError(t, s.Down(context.Background()), "Down")
 	})
-	if got, want := len(recorded), 2*5; got != want {
-		t.Errorf("recorded %d processes, want %d (5 components × 2 clusters): %+v", got, want, recorded)
-	}
+	assert.Len(t, recorded, 2*5, "recorded processes, want 5 components × 2 clusters")
 
 	for _, name := range s.ClusterNames() {
 		cs := client(t, s, name)
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(nodes.Items) != 3 {
-			t.Fatalf("%s has %d nodes, want 3", name, len(nodes.Items))
-		}
+		require.NoError(t, err)
+		require.Lenf(t, nodes.Items, 3, "%s has %d nodes, want 3", name, len(nodes.Items))
 		for _, n := range nodes.Items {
-			if !sandbox.NodeIsReady(&n) {
-				t.Errorf("%s: node %s not Ready", name, n.Name)
-			}
-			if n.Labels[sandbox.LabelRegion] != name || !strings.HasPrefix(n.Labels[sandbox.LabelZone], name+"-") {
-				t.Errorf("%s: node %s has region/zone labels %v", name, n.Name, n.Labels)
-			}
-			if cpu := n.Status.Allocatable.Cpu(); cpu.Cmp(resource.MustParse("32")) != 0 {
-				t.Errorf("%s: node %s allocatable cpu = %s, want 32", name, n.Name, cpu)
-			}
+			assert.Truef(t, sandbox.NodeIsReady(&n), "%s: node %s not Ready", name, n.Name)
+			assert.Falsef(t, n.Labels[sandbox.LabelRegion] != name || !strings.HasPrefix(n.Labels[sandbox.LabelZone], name+"-"), "%s: node %s has region/zone labels %v", name, n.Name, n.Labels)
+			cpu := n.Status.Allocatable.Cpu()
+			assert.Zerof(t, cpu.Cmp(resource.MustParse("32")), "%s: node %s allocatable cpu = %s, want 32", name, n.Name, cpu)
 		}
-		if _, err := cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
-			t.Errorf("%s: the apiserver accepted a pod without containers: validation is off?", name)
-		}
+		_, err = cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		assert.Error(t, err, "%s: the apiserver accepted a pod without containers: validation is off?", name)
 		createDeployment(t, ctx, cs, "web", 3)
 		createJob(t, ctx, cs, "once")
 	}
@@ -97,50 +81,33 @@ func TestSandboxClustersRunWorkloadsAndSurviveRestart(t *testing.T) {
 
 	// An outage of cluster-2: its whole control plane stops, cluster-1 goes on.
 	before := processesOf(s, "cluster-2")
-	if err := s.Stop(ctx, "cluster-2"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Stop(ctx, "cluster-2"))
 	for _, p := range before {
-		if p.Alive() {
-			t.Errorf("cluster-2 %s (pid %d) alive after Stop", p.Component, p.PID)
-		}
+		assert.Falsef(t, p.Alive(), "cluster-2 %s (pid %d) alive after Stop", p.Component, p.PID)
 	}
 	if _, err := client(t, s, "cluster-2").Discovery().ServerVersion(); err == nil {
-		t.Error("cluster-2 apiserver still answers after Stop")
+		assert.Fail(t, "cluster-2 apiserver still answers after Stop")
 	}
 	if _, err := client(t, s, "cluster-1").Discovery().ServerVersion(); err != nil {
-		t.Errorf("cluster-1 stopped answering while cluster-2 was down: %v", err)
+		assert.Failf(t, "cluster-1 stopped answering while cluster-2 was down", "%v", err)
 	}
 
-	if err := s.Start(ctx, "cluster-2"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Start(ctx, "cluster-2"))
 	after := processesOf(s, "cluster-2")
-	if len(after) != 5 {
-		t.Errorf("cluster-2 has %d processes after Start, want 5", len(after))
-	}
+	assert.Lenf(t, after, 5, "cluster-2 has %d processes after Start, want 5", len(after))
 	cs2 := client(t, s, "cluster-2")
 	waitDeploymentRunning(t, ctx, cs2, "cluster-2", "web", 3)
 	job, err := cs2.BatchV1().Jobs("default").Get(ctx, "once", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("cluster-2 lost its Job across stop and start: %v", err)
-	}
-	if job.Status.Succeeded != 1 {
-		t.Errorf("cluster-2 Job succeeded = %d after restart, want 1", job.Status.Succeeded)
-	}
+	require.NoError(t, err, "cluster-2 lost its Job across stop and start")
+	assert.Equal(t, int32(1), job.Status.Succeeded, "cluster-2 Job succeeded after restart")
 
 	all := s.State().AllProcesses()
-	if err := s.Down(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Down(ctx))
 	for _, p := range append(recorded, all...) {
-		if p.Alive() {
-			t.Errorf("%s (pid %d) still alive after Down", p.Component, p.PID)
-		}
+		assert.Falsef(t, p.Alive(), "%s (pid %d) still alive after Down", p.Component, p.PID)
 	}
-	if _, err := os.Stat(s.State().Clusters[0].Kubeconfig); err != nil {
-		t.Errorf("Down removed the kubeconfig: %v", err)
-	}
+	_, err = os.Stat(s.State().Clusters[0].Kubeconfig)
+	assert.NoError(t, err, "Down removed the kubeconfig")
 }
 
 // lockedBuffer collects what clusters starting at once write.
@@ -171,9 +138,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 func client(t *testing.T, s *sandbox.Sandbox, name string) kubernetes.Interface {
 	t.Helper()
 	cs, err := s.Client(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return cs
 }
 
@@ -211,9 +176,8 @@ func createDeployment(t *testing.T, ctx context.Context, cs kubernetes.Interface
 			Template: podTemplate(labels, corev1.RestartPolicyAlways),
 		},
 	}
-	if _, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 func createJob(t *testing.T, ctx context.Context, cs kubernetes.Interface, name string) {
@@ -222,9 +186,8 @@ func createJob(t *testing.T, ctx context.Context, cs kubernetes.Interface, name 
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec:       batchv1.JobSpec{Template: podTemplate(nil, corev1.RestartPolicyNever)},
 	}
-	if _, err := cs.BatchV1().Jobs("default").Create(ctx, j, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := cs.BatchV1().Jobs("default").Create(ctx, j, metav1.CreateOptions{})
+	require.NoError(t, err)
 }
 
 // waitDeploymentRunning waits until the Deployment has n available replicas
@@ -252,9 +215,7 @@ func waitDeploymentRunning(t *testing.T, ctx context.Context, cs kubernetes.Inte
 		last = fmt.Sprintf("available=%d running=%d", d.Status.AvailableReplicas, running)
 		return int(d.Status.AvailableReplicas) == n && running == n, nil
 	})
-	if err != nil {
-		t.Fatalf("%s: Deployment %s never had %d replicas Running (%s): %v", cluster, name, n, last, err)
-	}
+	require.NoError(t, err, "%s: Deployment %s never had %d replicas Running (%s)", cluster, name, n, last)
 }
 
 func waitJobComplete(t *testing.T, ctx context.Context, cs kubernetes.Interface, cluster, name string) {
@@ -273,7 +234,5 @@ func waitJobComplete(t *testing.T, ctx context.Context, cs kubernetes.Interface,
 		}
 		return false, nil
 	})
-	if err != nil {
-		t.Fatalf("%s: Job %s never completed (status %+v): %v", cluster, name, last, err)
-	}
+	require.NoError(t, err, "%s: Job %s never completed (status %+v)", cluster, name, last)
 }

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
@@ -28,9 +30,7 @@ func fakeBinDir(t *testing.T, body string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, b := range append(requiredBinaries, binFleetlet, binHelm) {
-		if err := os.WriteFile(filepath.Join(dir, b), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, b), []byte("#!/bin/sh\n"+body+"\n"), 0o755))
 	}
 	return dir
 }
@@ -55,18 +55,12 @@ func TestOptionsDefaultedAndValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.opts.Defaulted().Validate()
 			if len(tc.wantErr) == 0 {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
+				require.NoError(t, err, "Validate()")
 				return
 			}
-			if err == nil {
-				t.Fatalf("Validate() = nil, want an error mentioning %q", tc.wantErr)
-			}
+			require.Error(t, err, "Validate() = nil, want an error mentioning %q", tc.wantErr)
 			for _, want := range tc.wantErr {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("Validate() = %q, want it to mention %q", err, want)
-				}
+				assert.Containsf(t, err.Error(), want, "Validate() = %q, want it to mention %q", err, want)
 			}
 		})
 	}
@@ -74,35 +68,24 @@ func TestOptionsDefaultedAndValidate(t *testing.T) {
 
 func TestDefaulted(t *testing.T) {
 	got := Options{Dir: "d", BinDir: "b"}.Defaulted()
-	if got.Clusters != 3 || got.Nodes != 3 || got.NodeCPU != "32" || got.NodeMemory != "128Gi" || got.NodePods != "250" ||
-		got.TolerationSeconds != 60 || got.CompleteAfter != 5*time.Second || got.Out == nil {
-		t.Errorf("Defaulted() = %+v", got)
-	}
+	assert.Falsef(t, got.Clusters != 3 || got.Nodes != 3 || got.NodeCPU != "32" || got.NodeMemory != "128Gi" || got.NodePods != "250" ||
+		got.TolerationSeconds != 60 || got.CompleteAfter != 5*time.Second || got.Out == nil, "Defaulted() = %+v", got)
 	kept := Options{Dir: "d", BinDir: "b", Clusters: 2, Nodes: 1, TolerationSeconds: 7}.Defaulted()
-	if kept.Clusters != 2 || kept.Nodes != 1 || kept.TolerationSeconds != 7 {
-		t.Errorf("Defaulted() overwrote set fields: %+v", kept)
-	}
+	assert.Falsef(t, kept.Clusters != 2 || kept.Nodes != 1 || kept.TolerationSeconds != 7, "Defaulted() overwrote set fields: %+v", kept)
 }
 
 func TestFreePortsAreDistinctAndFree(t *testing.T) {
 	ports, err := freePorts(3 * portsPerCluster)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	seen := map[int]bool{}
 	for _, p := range ports {
 		// Below the ephemeral range: no outgoing connection nor listener
 		// on port 0 takes it while a cluster restarts.
-		if p < portFloor || p >= ephemeralLow() {
-			t.Errorf("port %d outside [%d, %d)", p, portFloor, ephemeralLow())
-		}
-		if seen[p] {
-			t.Errorf("port %d returned twice", p)
-		}
+		assert.Falsef(t, p < portFloor || p >= ephemeralLow(), "port %d outside [%d, %d)", p, portFloor, ephemeralLow())
+		assert.Falsef(t, seen[p], "port %d returned twice", p)
 		seen[p] = true
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", itoa(p)))
-		if err != nil {
-			t.Errorf("port %d is not free after freePorts returned: %v", p, err)
+		if !assert.NoError(t, err, "port %d is not free after freePorts returned", p) {
 			continue
 		}
 		l.Close()
@@ -112,9 +95,7 @@ func TestFreePortsAreDistinctAndFree(t *testing.T) {
 		FleetletMetrics: ports[5], FleetletHealth: ports[6], KwokServer: ports[7], FleetletWebhook: ports[8], FleetletScheduler: ports[9],
 		StandbyMetrics: ports[10], StandbyHealth: ports[11], KueueWebhook: ports[12], KueueMetrics: ports[13], KueueHealth: ports[14],
 		MetricsServer: ports[15]}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("portsFrom (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, got), "portsFrom (-want,+got)")
 }
 
 func testCluster(t *testing.T) (Options, *ClusterState) {
@@ -137,40 +118,24 @@ func testClusterWith(t *testing.T, edit func(*Options)) (Options, *ClusterState)
 		Ports:        Ports{EtcdClient: 1, EtcdPeer: 2, APIServer: 6443, ControllerManager: 4, Scheduler: 5},
 		PodCIDR:      "10.102.0.1/16",
 	}
-	if err := prepareCluster(o, c); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, prepareCluster(o, c))
 	return o, c
 }
 
 func TestPrepareClusterKubeconfigs(t *testing.T) {
 	_, c := testCluster(t)
 	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.CurrentContext != "cluster-2" {
-		t.Errorf("current context = %q, want cluster-2", cfg.CurrentContext)
-	}
+	require.NoError(t, err)
+	assert.Equalf(t, "cluster-2", cfg.CurrentContext, "current context = %q, want cluster-2", cfg.CurrentContext)
 	cl := cfg.Clusters["cluster-2"]
-	if cl == nil || cl.Server != "https://127.0.0.1:6443" {
-		t.Fatalf("cluster entry = %+v, want server https://127.0.0.1:6443", cl)
-	}
-	if len(cl.CertificateAuthorityData) == 0 || cl.CertificateAuthority != "" || cl.InsecureSkipTLSVerify {
-		t.Errorf("cluster entry must carry inline CA data and verify TLS: %+v", cl)
-	}
+	require.Falsef(t, cl == nil || cl.Server != "https://127.0.0.1:6443", "cluster entry = %+v, want server https://127.0.0.1:6443", cl)
+	assert.Falsef(t, len(cl.CertificateAuthorityData) == 0 || cl.CertificateAuthority != "" || cl.InsecureSkipTLSVerify, "cluster entry must carry inline CA data and verify TLS: %+v", cl)
 	user := cfg.AuthInfos["cluster-2"]
-	if user == nil || len(user.ClientCertificateData) == 0 || len(user.ClientKeyData) == 0 || user.ClientCertificate != "" || user.Token != "" || user.Exec != nil {
-		t.Fatalf("user entry must carry only inline client certificate and key: %+v", user)
-	}
+	require.Falsef(t, user == nil || len(user.ClientCertificateData) == 0 || len(user.ClientKeyData) == 0 || user.ClientCertificate != "" || user.Token != "" || user.Exec != nil, "user entry must carry only inline client certificate and key: %+v", user)
 	ca := parseCert(t, cl.CertificateAuthorityData)
 	admin := parseCert(t, user.ClientCertificateData)
-	if err := admin.CheckSignatureFrom(ca); err != nil {
-		t.Errorf("admin certificate is not signed by the cluster CA: %v", err)
-	}
-	if diff := cmp.Diff([]string{"system:masters"}, admin.Subject.Organization); diff != "" {
-		t.Errorf("admin organization (-want,+got):\n%s", diff)
-	}
+	assert.NoError(t, admin.CheckSignatureFrom(ca), "admin certificate is not signed by the cluster CA")
+	assert.Empty(t, cmp.Diff([]string{"system:masters"}, admin.Subject.Organization), "admin organization (-want,+got)")
 
 	// Components authenticate with their well-known identities.
 	for component, wantCN := range map[string]string{
@@ -179,41 +144,29 @@ func TestPrepareClusterKubeconfigs(t *testing.T) {
 		binKwok:              "kwok",
 	} {
 		cfg, err := clientcmd.LoadFromFile(c.componentKubeconfig(component))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := parseCert(t, cfg.AuthInfos["cluster-2"].ClientCertificateData).Subject.CommonName; got != wantCN {
-			t.Errorf("%s client CN = %q, want %q", component, got, wantCN)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, wantCN, parseCert(t, cfg.AuthInfos["cluster-2"].ClientCertificateData).Subject.CommonName, "%s client CN", component)
 	}
 
 	// The apiserver's serving certificate is valid for loopback and the
 	// in-cluster names.
 	data, err := os.ReadFile(c.pki("apiserver.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	serving := parseCert(t, data)
 	for _, host := range []string{"127.0.0.1", "localhost", "kubernetes.default.svc", serviceIP} {
-		if err := serving.VerifyHostname(host); err != nil {
-			t.Errorf("apiserver certificate not valid for %s: %v", host, err)
-		}
+		assert.NoError(t, serving.VerifyHostname(host), "apiserver certificate not valid for %s", host)
 	}
 	if info, err := os.Stat(c.pki("ca.key")); err != nil || info.Mode().Perm() != 0o600 {
-		t.Errorf("ca.key must be private (0600): %v %v", info.Mode(), err)
+		assert.Failf(t, "ca.key must be private (0600)", "%v %v", info.Mode(), err)
 	}
 }
 
 func parseCert(t *testing.T, data []byte) *x509.Certificate {
 	t.Helper()
 	block, _ := pem.Decode(data)
-	if block == nil {
-		t.Fatal("no PEM block")
-	}
+	require.NotNil(t, block, "no PEM block")
 	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return cert
 }
 
@@ -232,15 +185,11 @@ func TestComponentArgs(t *testing.T) {
 		binKwok:              {"--manage-nodes-with-label-selector=type=kwok", "--cidr=10.102.0.1/16"},
 	} {
 		for _, w := range want {
-			if !strings.Contains(args[component], w) {
-				t.Errorf("%s args %q lack %q", component, args[component], w)
-			}
+			assert.Containsf(t, args[component], w, "%s args %q lack %q", component, args[component], w)
 		}
 	}
 	for component, a := range args {
-		if strings.Contains(a, "0.0.0.0") {
-			t.Errorf("%s listens beyond loopback: %s", component, a)
-		}
+		assert.NotContainsf(t, a, "0.0.0.0", "%s listens beyond loopback: %s", component, a)
 	}
 }
 
@@ -250,12 +199,8 @@ func TestKwokStages(t *testing.T) {
 	var succeeded map[string]any
 	for _, d := range docs {
 		var obj map[string]any
-		if err := yaml.Unmarshal([]byte(d), &obj); err != nil {
-			t.Fatalf("stage does not parse: %v\n%s", err, d)
-		}
-		if obj["kind"] != "Stage" {
-			t.Errorf("kind = %v, want Stage", obj["kind"])
-		}
+		require.NoError(t, yaml.Unmarshal([]byte(d), &obj), "stage does not parse:\n%s", d)
+		assert.Equalf(t, "Stage", obj["kind"], "kind = %v, want Stage", obj["kind"])
 		name := obj["metadata"].(map[string]any)["name"].(string)
 		names = append(names, name)
 		if name == "sandbox-pod-succeeded" {
@@ -263,28 +208,18 @@ func TestKwokStages(t *testing.T) {
 		}
 	}
 	want := []string{"sandbox-node-ready", "sandbox-node-heartbeat", "sandbox-pod-running", "sandbox-pod-updated", "sandbox-pod-succeeded", "sandbox-pod-gone"}
-	if diff := cmp.Diff(want, names); diff != "" {
-		t.Errorf("stages (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, names), "stages (-want,+got)")
 	spec := succeeded["spec"].(map[string]any)
-	if got := spec["delay"].(map[string]any)["durationMilliseconds"]; got != float64(7000) {
-		t.Errorf("succeeded delay = %v, want 7000", got)
-	}
-	if !strings.Contains(mustJSON(t, spec["selector"]), `"Never","OnFailure"`) {
-		t.Errorf("succeeded stage must select restartPolicy Never and OnFailure only: %s", mustJSON(t, spec["selector"]))
-	}
+	assert.Equal(t, float64(7000), spec["delay"].(map[string]any)["durationMilliseconds"], "succeeded delay")
+	assert.Containsf(t, mustJSON(t, spec["selector"]), `"Never","OnFailure"`, "succeeded stage must select restartPolicy Never and OnFailure only: %s", mustJSON(t, spec["selector"]))
 }
 
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := yaml.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	j, err := yaml.YAMLToJSON(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return string(j)
 }
 
@@ -295,112 +230,67 @@ func TestStateRoundTrip(t *testing.T) {
 		Name: "cluster-1", Index: 1, Ports: Ports{APIServer: 1234},
 		Processes: []Process{{Component: "etcd", PID: 42, StartTime: 7, Log: "/l"}},
 	}}}
-	if err := st.save(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.save())
 	got, err := LoadState(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(st, got); diff != "" {
-		t.Errorf("LoadState (-want,+got):\n%s", diff)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, cmp.Diff(st, got), "LoadState (-want,+got)")
 	back, err := got.options(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if back.Nodes != 2 || back.CompleteAfter != 3*time.Second || back.Clusters != 1 || back.BinDir != "/b" {
-		t.Errorf("options from state = %+v", back)
-	}
-	if _, err := got.Cluster("cluster-9"); err == nil || !strings.Contains(err.Error(), "cluster-1") {
-		t.Errorf("Cluster(cluster-9) = %v, want an error listing the clusters", err)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, back.Nodes != 2 || back.CompleteAfter != 3*time.Second || back.Clusters != 1 || back.BinDir != "/b", "options from state = %+v", back)
+	_, err = got.Cluster("cluster-9")
+	assert.ErrorContains(t, err, "cluster-1", "Cluster(cluster-9), want an error listing the clusters")
 
 	st.Version = 99
-	if err := st.save(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := LoadState(dir); err == nil || !strings.Contains(err.Error(), "version 99") {
-		t.Errorf("LoadState of another version = %v, want a version error", err)
-	}
-	if _, err := LoadState(t.TempDir()); err == nil || !strings.Contains(err.Error(), "fleetlet-sandbox up") {
-		t.Errorf("LoadState of an empty folder = %v, want a hint to run up", err)
-	}
+	require.NoError(t, st.save())
+	_, err = LoadState(dir)
+	assert.ErrorContains(t, err, "version 99", "LoadState of another version, want a version error")
+	_, err = LoadState(t.TempDir())
+	assert.ErrorContains(t, err, "fleetlet-sandbox up", "LoadState of an empty folder, want a hint to run up")
 }
 
 func TestLockDirExcludesASecondCommand(t *testing.T) {
 	dir := t.TempDir()
 	unlock, err := lockDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lockDir(dir); err == nil {
-		t.Fatal("a second lock on the same folder succeeded")
-	}
+	require.NoError(t, err)
+	_, err = lockDir(dir)
+	require.Error(t, err, "a second lock on the same folder succeeded")
 	unlock()
 	unlock2, err := lockDir(dir)
-	if err != nil {
-		t.Fatalf("lock after unlock: %v", err)
-	}
+	require.NoError(t, err, "lock after unlock")
 	unlock2()
 }
 
 func TestProcessLifecycle(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "sleep.log")
 	r, err := startProcess(processSpec{component: "sleeper", binary: "/bin/sh", args: []string{"-c", "echo hello; exec sleep 60"}, log: log, dieWithParent: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !r.Alive() {
-		t.Fatal("started process is not alive")
-	}
-	if r.StartTime == 0 {
-		t.Error("start time not recorded")
-	}
+	require.NoError(t, err)
+	require.True(t, r.Alive(), "started process is not alive")
+	assert.NotZero(t, r.StartTime, "start time not recorded")
 	// The same PID with another start time is another process: never alive,
 	// never signalled.
 	impostor := r.Process
 	impostor.StartTime++
-	if impostor.Alive() {
-		t.Error("a process with another start time counts as alive")
-	}
-	if err := stopProcess(impostor, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if !r.Alive() {
-		t.Fatal("stopProcess signalled a process whose start time differs")
-	}
+	assert.False(t, impostor.Alive(), "a process with another start time counts as alive")
+	require.NoError(t, stopProcess(impostor, time.Second))
+	require.True(t, r.Alive(), "stopProcess signalled a process whose start time differs")
 
-	if err := stopProcess(r.Process, 5*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, stopProcess(r.Process, 5*time.Second))
 	<-r.done
-	if r.Alive() {
-		t.Error("process alive after stopProcess")
-	}
-	if err := stopProcess(r.Process, time.Second); err != nil {
-		t.Errorf("stopping a stopped process: %v", err)
-	}
+	assert.False(t, r.Alive(), "process alive after stopProcess")
+	assert.NoError(t, stopProcess(r.Process, time.Second), "stopping a stopped process")
 	waitForText(t, log, "hello")
 }
 
 func TestStopProcessKillsWhatIgnoresSIGTERM(t *testing.T) {
 	r, err := startProcess(processSpec{component: "stubborn", binary: "/bin/sh", args: []string{"-c", "trap '' TERM; while true; do sleep 0.1; done"}, log: filepath.Join(t.TempDir(), "l"), dieWithParent: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	time.Sleep(200 * time.Millisecond) // let the shell install its trap
 	start := time.Now()
-	if err := stopProcess(r.Process, 300*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, stopProcess(r.Process, 300*time.Millisecond))
 	<-r.done
-	if r.Alive() {
-		t.Error("process alive after SIGKILL")
-	}
-	if d := time.Since(start); d < 300*time.Millisecond {
-		t.Errorf("SIGKILL came after %s, before the grace period", d)
-	}
+	assert.False(t, r.Alive(), "process alive after SIGKILL")
+	d := time.Since(start)
+	assert.GreaterOrEqualf(t, d, 300*time.Millisecond, "SIGKILL came after %s, before the grace period", d)
 }
 
 func waitForText(t *testing.T, path, want string) {
@@ -412,7 +302,7 @@ func waitForText(t *testing.T, path, want string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Errorf("%s never contained %q", path, want)
+	assert.Failf(t, "text not found", "%s never contained %q", path, want)
 }
 
 // A component that fails to start is named in the error with the end of its
@@ -421,22 +311,14 @@ func TestUpFailureNamesComponentAndShowsLog(t *testing.T) {
 	bin := fakeBinDir(t, `echo "fatal: the disk is on fire" >&2; exit 3`)
 	dir := t.TempDir()
 	_, err := Up(context.Background(), Options{Dir: dir, BinDir: bin, Clusters: 2, DieWithParent: true, ReadyTimeout: 20 * time.Second})
-	if err == nil {
-		t.Fatal("Up succeeded with binaries that exit at once")
-	}
+	require.Error(t, err, "Up succeeded with binaries that exit at once")
 	for _, want := range []string{"etcd exited", "exit status 3", "the disk is on fire", "etcd.log"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("Up error %q does not mention %q", err, want)
-		}
+		assert.Containsf(t, err.Error(), want, "Up error %q does not mention %q", err, want)
 	}
 	st, err := LoadState(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, p := range st.AllProcesses() {
-		if p.Alive() {
-			t.Errorf("%s (pid %d) left running after a failed Up", p.Component, p.PID)
-		}
+		assert.Falsef(t, p.Alive(), "%s (pid %d) left running after a failed Up", p.Component, p.PID)
 	}
 }
 
@@ -446,24 +328,15 @@ func TestUpTimeoutShowsLog(t *testing.T) {
 	dir := t.TempDir()
 	start := time.Now()
 	_, err := Up(context.Background(), Options{Dir: dir, BinDir: bin, Clusters: 1, DieWithParent: true, ReadyTimeout: time.Second, StopGracePeriod: time.Second})
-	if err == nil {
-		t.Fatal("Up succeeded with an etcd that never serves")
-	}
+	require.Error(t, err, "Up succeeded with an etcd that never serves")
 	for _, want := range []string{"cluster-1", "timed out waiting for etcd", "never comes"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("Up error %q does not mention %q", err, want)
-		}
+		assert.Containsf(t, err.Error(), want, "Up error %q does not mention %q", err, want)
 	}
-	if d := time.Since(start); d > 15*time.Second {
-		t.Errorf("Up took %s to give up, want about the 1s ready timeout", d)
-	}
+	d := time.Since(start)
+	assert.LessOrEqualf(t, d, 15*time.Second, "Up took %s to give up, want about the 1s ready timeout", d)
 	st, err := LoadState(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.AllProcesses()) != 0 {
-		t.Errorf("processes still recorded after a failed Up: %+v", st.AllProcesses())
-	}
+	require.NoError(t, err)
+	assert.Empty(t, st.AllProcesses(), "processes still recorded after a failed Up")
 }
 
 func TestShellQuote(t *testing.T) {
@@ -473,16 +346,12 @@ func TestShellQuote(t *testing.T) {
 		"/tmp/it's":    `'/tmp/it'\''s'`,
 		"/tmp/$(boom)": "'/tmp/$(boom)'",
 	} {
-		if got := shellQuote(in); got != want {
-			t.Errorf("shellQuote(%q) = %q, want %q", in, got, want)
-		}
+		assert.Equal(t, want, shellQuote(in), "shellQuote(%q)", in)
 		if in == "/tmp/x" {
 			continue
 		}
 		out, err := exec.Command("/bin/sh", "-c", "printf %s "+shellQuote(in)).Output()
-		if err != nil || string(out) != in {
-			t.Errorf("sh reads %q back as %q (%v)", shellQuote(in), out, err)
-		}
+		assert.Falsef(t, err != nil || string(out) != in, "sh reads %q back as %q (%v)", shellQuote(in), out, err)
 	}
 }
 
@@ -492,58 +361,37 @@ func TestTailFile(t *testing.T) {
 	for i := range 30 {
 		lines = append(lines, "line "+itoa(i))
 	}
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
 	got := tailFile(path, 3)
-	if got != "line 27\nline 28\nline 29" {
-		t.Errorf("tailFile = %q", got)
-	}
+	assert.Equalf(t, "line 27\nline 28\nline 29", got, "tailFile = %q", got)
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestServeHTTPStdio(t *testing.T) {
 	var out bytes.Buffer
-	if err := ServeHTTPStdio(strings.NewReader("GET /hello HTTP/1.1\r\nHost: pod\r\n\r\n"), &out); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, ServeHTTPStdio(strings.NewReader("GET /hello HTTP/1.1\r\nHost: pod\r\n\r\n"), &out))
 	resp, err := http.ReadResponse(bufio.NewReader(&out), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || string(body) != PortForwardReply+" GET /hello\n" {
-		t.Errorf("answer = %d %q", resp.StatusCode, body)
-	}
-	if err := ServeHTTPStdio(strings.NewReader("not http"), io.Discard); err == nil {
-		t.Error("a request that is not HTTP was answered")
-	}
+	assert.Falsef(t, resp.StatusCode != http.StatusOK || string(body) != PortForwardReply+" GET /hello\n", "answer = %d %q", resp.StatusCode, body)
+	assert.Error(t, ServeHTTPStdio(strings.NewReader("not http"), io.Discard), "a request that is not HTTP was answered")
 }
 
 func TestKwokDebugging(t *testing.T) {
 	c := &ClusterState{Name: "cluster-2", DataDir: "/data/cluster-2"}
 	out, err := kwokDebugging(c, "/bin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	kinds := map[string]map[string]any{}
 	for _, d := range strings.Split(out, "---\n") {
 		var obj map[string]any
-		if err := yaml.Unmarshal([]byte(d), &obj); err != nil {
-			t.Fatalf("does not parse: %v\n%s", err, d)
-		}
+		require.NoError(t, yaml.Unmarshal([]byte(d), &obj), "does not parse:\n%s", d)
 		kinds[obj["kind"].(string)] = obj["spec"].(map[string]any)
 	}
 	for _, k := range []string{"ClusterLogs", "ClusterAttach", "ClusterExec", "ClusterPortForward"} {
-		if kinds[k] == nil {
-			t.Errorf("no %s", k)
-		}
+		assert.NotNil(t, kinds[k], "no %s", k)
 	}
-	if got := mustJSON(t, kinds["ClusterLogs"]); !strings.Contains(got, `"logsFile":"/data/cluster-2/containers.log"`) || !strings.Contains(got, `"follow":true`) {
-		t.Errorf("logs = %s", got)
-	}
-	if got := mustJSON(t, kinds["ClusterPortForward"]); !strings.Contains(got, `"command":["/bin/fleetlet-sandbox","http-stdio"]`) {
-		t.Errorf("port-forward = %s", got)
-	}
+	logs := mustJSON(t, kinds["ClusterLogs"])
+	assert.Falsef(t, !strings.Contains(logs, `"logsFile":"/data/cluster-2/containers.log"`) || !strings.Contains(logs, `"follow":true`), "logs = %s", logs)
+	assert.Contains(t, mustJSON(t, kinds["ClusterPortForward"]), `"command":["/bin/fleetlet-sandbox","http-stdio"]`, "port-forward")
 }
