@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -61,18 +63,14 @@ func TestMain(m *testing.M) {
 func newClient(t *testing.T, cfg *rest.Config) client.Client {
 	t.Helper()
 	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return c
 }
 
 func create(t *testing.T, c client.Client, objs ...client.Object) {
 	t.Helper()
 	for _, o := range objs {
-		if err := c.Create(context.Background(), o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
+		require.NoErrorf(t, c.Create(context.Background(), o), "creating %T %s", o, o.GetName())
 	}
 }
 
@@ -110,9 +108,7 @@ func virtualNode(name, cluster string) *corev1.Node {
 
 func poll(t *testing.T, what string, cond func(context.Context) (bool, error)) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
+	require.NoErrorf(t, wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, cond), "waiting for %s", what)
 }
 
 // gcChaperon plays the garbage collector once the chaperon is marked
@@ -125,13 +121,9 @@ func gcChaperon(t *testing.T, c client.Client, pc *v1alpha1.PodChaperon) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(pc), &cur)
 		return err == nil && cur.DeletionTimestamp != nil, client.IgnoreNotFound(err)
 	})
-	if !slices.Contains(cur.Finalizers, metav1.FinalizerDeleteDependents) {
-		t.Errorf("chaperon %s was not deleted Foreground: finalizers %v", pc.Name, cur.Finalizers)
-	}
+	assert.Truef(t, slices.Contains(cur.Finalizers, metav1.FinalizerDeleteDependents), "chaperon %s was not deleted Foreground: finalizers %v", pc.Name, cur.Finalizers)
 	cur.Finalizers = nil
-	if err := c.Update(context.Background(), &cur); client.IgnoreNotFound(err) != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, client.IgnoreNotFound(c.Update(context.Background(), &cur)))
 }
 
 func run(t *testing.T, c client.Client, opts cleanup.Options) (cleanup.Summary, error) {
@@ -189,53 +181,29 @@ func TestCleanup(t *testing.T) {
 			return err == nil && pc.DeletionTimestamp != nil, err
 		})
 		var e corev1.Pod
-		if err := src.Get(ctx, client.ObjectKeyFromObject(elected), &e); err != nil {
-			t.Fatal(err)
-		}
-		if e.DeletionTimestamp != nil || !slices.Contains(e.Finalizers, v1alpha1.FinalizerDelegate) {
-			t.Errorf("the elected proxy lost its finalizer or was deleted before its chaperon was gone: %+v", e.ObjectMeta)
-		}
+		require.NoError(t, src.Get(ctx, client.ObjectKeyFromObject(elected), &e))
+		assert.Falsef(t, e.DeletionTimestamp != nil || !slices.Contains(e.Finalizers, v1alpha1.FinalizerDelegate), "the elected proxy lost its finalizer or was deleted before its chaperon was gone: %+v", e.ObjectMeta)
 		gcChaperon(t, tgt, delegate)
 
 		res := <-done
-		if res.err != nil {
-			t.Fatalf("cleanup: %v", res.err)
-		}
+		require.NoError(t, res.err, "cleanup")
 		want := cleanup.Summary{GatedProxiesDeleted: 1, RemoteChaperonsDeleted: 2, FinalizersRemoved: 2, VirtualNodesDeleted: 1}
-		if diff := cmp.Diff(want, res.sum); diff != "" {
-			t.Errorf("summary (-want,+got):\n%s", diff)
-		}
+		assert.Empty(t, cmp.Diff(want, res.sum), "summary (-want,+got)")
 
-		if err := src.Get(ctx, client.ObjectKeyFromObject(gated), &corev1.Pod{}); !apierrors.IsNotFound(err) {
-			t.Errorf("the gated proxy still exists (%v)", err)
-		}
-		if err := src.Get(ctx, client.ObjectKeyFromObject(elected), &e); err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff([]string{otherFinalizer}, e.Finalizers); diff != "" {
-			t.Errorf("elected proxy finalizers (-want,+got):\n%s", diff)
-		}
-		if e.DeletionTimestamp != nil {
-			t.Error("the elected proxy was deleted")
-		}
+		err := src.Get(ctx, client.ObjectKeyFromObject(gated), &corev1.Pod{})
+		assert.Truef(t, apierrors.IsNotFound(err), "the gated proxy still exists (%v)", err)
+		require.NoError(t, src.Get(ctx, client.ObjectKeyFromObject(elected), &e))
+		assert.Empty(t, cmp.Diff([]string{otherFinalizer}, e.Finalizers), "elected proxy finalizers (-want,+got)")
+		assert.Nil(t, e.DeletionTimestamp, "the elected proxy was deleted")
 		var p corev1.Pod
-		if err := src.Get(ctx, client.ObjectKeyFromObject(plain), &p); err != nil {
-			t.Fatal(err)
-		}
-		if len(p.Spec.SchedulingGates) != 1 || !slices.Equal(p.Finalizers, []string{otherFinalizer}) || p.DeletionTimestamp != nil {
-			t.Errorf("a pod fleetlet never managed was touched: %+v %+v", p.ObjectMeta, p.Spec.SchedulingGates)
-		}
-		if err := src.Get(ctx, client.ObjectKey{Name: "fleetlet-apps-t1"}, &corev1.Node{}); !apierrors.IsNotFound(err) {
-			t.Errorf("the virtual node still exists (%v)", err)
-		}
-		if err := src.Get(ctx, client.ObjectKey{Name: "lookalike"}, &corev1.Node{}); err != nil {
-			t.Errorf("a node without the cluster label was deleted: %v", err)
-		}
+		require.NoError(t, src.Get(ctx, client.ObjectKeyFromObject(plain), &p))
+		assert.Falsef(t, len(p.Spec.SchedulingGates) != 1 || !slices.Equal(p.Finalizers, []string{otherFinalizer}) || p.DeletionTimestamp != nil, "a pod fleetlet never managed was touched: %+v %+v", p.ObjectMeta, p.Spec.SchedulingGates)
+		err = src.Get(ctx, client.ObjectKey{Name: "fleetlet-apps-t1"}, &corev1.Node{})
+		assert.Truef(t, apierrors.IsNotFound(err), "the virtual node still exists (%v)", err)
+		assert.NoError(t, src.Get(ctx, client.ObjectKey{Name: "lookalike"}, &corev1.Node{}), "a node without the cluster label was deleted")
 
 		again, err := run(t, src, cleanup.Options{SourceName: "src"})
-		if err != nil || !cmp.Equal(cleanup.Summary{}, again) {
-			t.Errorf("second run = %+v, %v; want nothing done", again, err)
-		}
+		assert.Falsef(t, err != nil || !cmp.Equal(cleanup.Summary{}, again), "second run = %+v, %v; want nothing done", again, err)
 	})
 
 	t.Run("unreachable target keeps the finalizer", func(t *testing.T) {
@@ -248,37 +216,22 @@ func TestCleanup(t *testing.T) {
 		stuck := pod(ns2, "stuck", "fleetlet-apps2-lost", nil, v1alpha1.FinalizerDelegate)
 		create(t, src, stuck)
 		sum, err := run(t, src, cleanup.Options{SourceName: "src"})
-		if err == nil {
-			t.Fatal("cleanup succeeded though a target could not be reached")
-		}
+		require.Error(t, err, "cleanup succeeded though a target could not be reached")
 		t.Logf("error, as expected: %v", err)
-		if sum.FinalizersRemoved != 0 || sum.VirtualNodesDeleted != 0 {
-			t.Errorf("summary %+v: nothing of the unreachable target's may go", sum)
-		}
+		assert.Falsef(t, sum.FinalizersRemoved != 0 || sum.VirtualNodesDeleted != 0, "summary %+v: nothing of the unreachable target's may go", sum)
 		var p corev1.Pod
-		if err := src.Get(ctx, client.ObjectKeyFromObject(stuck), &p); err != nil || !slices.Contains(p.Finalizers, v1alpha1.FinalizerDelegate) {
-			t.Errorf("the proxy of an unreachable target lost its finalizer (%v)", err)
-		}
-		if err := src.Get(ctx, client.ObjectKey{Name: "fleetlet-apps2-lost"}, &corev1.Node{}); err != nil {
-			t.Errorf("the virtual node of a proxy that keeps its finalizer was deleted: %v", err)
-		}
+		err = src.Get(ctx, client.ObjectKeyFromObject(stuck), &p)
+		assert.Falsef(t, err != nil || !slices.Contains(p.Finalizers, v1alpha1.FinalizerDelegate), "the proxy of an unreachable target lost its finalizer (%v)", err)
+		assert.NoError(t, src.Get(ctx, client.ObjectKey{Name: "fleetlet-apps2-lost"}, &corev1.Node{}), "the virtual node of a proxy that keeps its finalizer was deleted")
 		// The Target goes (helm uninstall): now it can finish.
-		if err := src.Delete(ctx, &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: ns2, Name: "lost"}}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, src.Delete(ctx, &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: ns2, Name: "lost"}}))
 		sum, err = run(t, src, cleanup.Options{SourceName: "src"})
-		if err != nil || sum.FinalizersRemoved != 1 || sum.VirtualNodesDeleted != 1 {
-			t.Errorf("after the Target went: %+v, %v", sum, err)
-		}
+		assert.Falsef(t, err != nil || sum.FinalizersRemoved != 1 || sum.VirtualNodesDeleted != 1, "after the Target went: %+v, %v", sum, err)
 	})
 
 	t.Run("target side", func(t *testing.T) {
-		if err := access.EnsureClusterRoles(ctx, tgt); err != nil {
-			t.Fatal(err)
-		}
-		if err := summary.EnsurePriorityClass(ctx, tgt); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, access.EnsureClusterRoles(ctx, tgt))
+		require.NoError(t, summary.EnsurePriorityClass(ctx, tgt))
 		p := pod(ns, "anyone", "", nil, v1alpha1.FinalizerDelegate)
 		p.UID = "some-uid"
 		left := chaperonOf(p, "another-source")
@@ -297,55 +250,35 @@ func TestCleanup(t *testing.T) {
 
 		dry, err := run(t, tgt, cleanup.Options{DryRun: true})
 		want := cleanup.Summary{ChaperonsDeleted: 1, SourceFinalizersRemoved: 1, ClusterObjectsDeleted: 4, SourceIdentitiesDeleted: 1 + len(made)}
-		if err != nil || !cmp.Equal(want, dry) {
-			t.Errorf("dry run = %+v, %v; want %+v", dry, err, want)
-		}
-		if err := tgt.Get(ctx, client.ObjectKeyFromObject(left), &v1alpha1.PodChaperon{}); err != nil {
-			t.Errorf("the dry run deleted a chaperon: %v", err)
-		}
+		assert.Falsef(t, err != nil || !cmp.Equal(want, dry), "dry run = %+v, %v; want %+v", dry, err, want)
+		assert.NoError(t, tgt.Get(ctx, client.ObjectKeyFromObject(left), &v1alpha1.PodChaperon{}), "the dry run deleted a chaperon")
 
 		sum, err := run(t, tgt, cleanup.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(want, sum); diff != "" {
-			t.Errorf("summary (-want,+got):\n%s", diff)
-		}
-		if err := tgt.Get(ctx, client.ObjectKeyFromObject(left), &v1alpha1.PodChaperon{}); !apierrors.IsNotFound(err) {
-			t.Errorf("the chaperon of another source still exists (%v)", err)
-		}
+		require.NoError(t, err)
+		assert.Empty(t, cmp.Diff(want, sum), "summary (-want,+got)")
+		err = tgt.Get(ctx, client.ObjectKeyFromObject(left), &v1alpha1.PodChaperon{})
+		assert.Truef(t, apierrors.IsNotFound(err), "the chaperon of another source still exists (%v)", err)
 		var s v1alpha1.Source
-		if err := tgt.Get(ctx, client.ObjectKeyFromObject(srcObj), &s); err != nil {
-			t.Fatal(err)
-		}
-		if !slices.Equal(s.Finalizers, []string{otherFinalizer}) {
-			t.Errorf("Source finalizers = %v, want only %s", s.Finalizers, otherFinalizer)
-		}
-		if err := tgt.Get(ctx, client.ObjectKeyFromObject(crb), &rbacv1.ClusterRoleBinding{}); !apierrors.IsNotFound(err) {
-			t.Errorf("the Source's ClusterRoleBinding still exists (%v)", err)
-		}
+		require.NoError(t, tgt.Get(ctx, client.ObjectKeyFromObject(srcObj), &s))
+		assert.Truef(t, slices.Equal(s.Finalizers, []string{otherFinalizer}), "Source finalizers = %v, want only %s", s.Finalizers, otherFinalizer)
+		err = tgt.Get(ctx, client.ObjectKeyFromObject(crb), &rbacv1.ClusterRoleBinding{})
+		assert.Truef(t, apierrors.IsNotFound(err), "the Source's ClusterRoleBinding still exists (%v)", err)
 		for _, o := range made {
-			if err := tgt.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
-				t.Errorf("the ClusterSource's %T %s still exists (%v)", o, o.GetName(), err)
-			}
+			err := tgt.Get(ctx, client.ObjectKeyFromObject(o), o)
+			assert.Truef(t, apierrors.IsNotFound(err), "the ClusterSource's %T %s still exists (%v)", o, o.GetName(), err)
 		}
-		if err := tgt.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil {
-			t.Errorf("a ServiceAccount fleetlet did not make was deleted: %v", err)
-		}
+		assert.NoError(t, tgt.Get(ctx, client.ObjectKeyFromObject(foreign), foreign), "a ServiceAccount fleetlet did not make was deleted")
 		for _, o := range []client.Object{
 			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: access.ClusterRoleSource}},
 			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: access.ClusterRoleSourceReader}},
 			&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: access.ClusterRoleSourceNamespaces}},
 			&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PriorityClassCandidate}},
 		} {
-			if err := tgt.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
-				t.Errorf("%T %s still exists (%v)", o, o.GetName(), err)
-			}
+			err := tgt.Get(ctx, client.ObjectKeyFromObject(o), o)
+			assert.Truef(t, apierrors.IsNotFound(err), "%T %s still exists (%v)", o, o.GetName(), err)
 		}
 		again, err := run(t, tgt, cleanup.Options{})
-		if err != nil || !cmp.Equal(cleanup.Summary{}, again) {
-			t.Errorf("second run = %+v, %v; want nothing done", again, err)
-		}
+		assert.Falsef(t, err != nil || !cmp.Equal(cleanup.Summary{}, again), "second run = %+v, %v; want nothing done", again, err)
 	})
 }
 
@@ -366,27 +299,17 @@ func TestCleanupWithoutCRDs(t *testing.T) {
 	create(t, c, made...)
 
 	sum, err := run(t, c, cleanup.Options{})
-	if err != nil {
-		t.Fatalf("cleanup without CRDs: %v", err)
-	}
-	if diff := cmp.Diff(cleanup.Summary{FinalizersRemoved: 1, VirtualNodesDeleted: 1, SourceIdentitiesDeleted: len(made)}, sum); diff != "" {
-		t.Errorf("summary (-want,+got):\n%s", diff)
-	}
+	require.NoError(t, err, "cleanup without CRDs")
+	assert.Empty(t, cmp.Diff(cleanup.Summary{FinalizersRemoved: 1, VirtualNodesDeleted: 1, SourceIdentitiesDeleted: len(made)}, sum), "summary (-want,+got)")
 	for _, o := range made {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
-			t.Errorf("the ClusterSource's %T %s still exists (%v)", o, o.GetName(), err)
-		}
+		err := c.Get(ctx, client.ObjectKeyFromObject(o), o)
+		assert.Truef(t, apierrors.IsNotFound(err), "the ClusterSource's %T %s still exists (%v)", o, o.GetName(), err)
 	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil || !slices.Equal(p.Finalizers, []string{otherFinalizer}) {
-		t.Errorf("proxy finalizers = %v (%v), want only %s", p.Finalizers, err, otherFinalizer)
-	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(notOurs), notOurs); err != nil {
-		t.Errorf("a ClusterRole without fleetlet's managed-by label was deleted: %v", err)
-	}
+	err = c.Get(ctx, client.ObjectKeyFromObject(p), p)
+	assert.Falsef(t, err != nil || !slices.Equal(p.Finalizers, []string{otherFinalizer}), "proxy finalizers = %v (%v), want only %s", p.Finalizers, err, otherFinalizer)
+	assert.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(notOurs), notOurs), "a ClusterRole without fleetlet's managed-by label was deleted")
 	again, err := run(t, c, cleanup.Options{})
-	if err != nil || !cmp.Equal(cleanup.Summary{}, again) {
-		t.Errorf("second run = %+v, %v; want nothing done", again, err)
-	}
+	assert.Falsef(t, err != nil || !cmp.Equal(cleanup.Summary{}, again), "second run = %+v, %v; want nothing done", again, err)
 }
 
 // clusterSourceIdentity is what the ClusterSource controller makes for a

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -45,9 +47,7 @@ func baseOptions(sourceName, targetName string) Options {
 func mustConnect(t *testing.T, opts Options) *Result {
 	t.Helper()
 	res, err := Connect(context.Background(), opts)
-	if err != nil {
-		t.Fatalf("Connect: %v (changes: %v)", err, res)
-	}
+	require.NoErrorf(t, err, "Connect (changes: %v)", res)
 	return res
 }
 
@@ -56,9 +56,7 @@ func newNamespaceIn(t *testing.T, clients ...client.Client) string {
 	t.Helper()
 	name := fmt.Sprintf("ns-%d", time.Now().UnixNano())
 	for _, c := range clients {
-		if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}))
 	}
 	return name
 }
@@ -79,13 +77,9 @@ func gone(c client.Client, obj client.Object, namespace, name string) error {
 func kubeconfigFromSecret(t *testing.T, namespace, name string) *rest.Config {
 	t.Helper()
 	var s corev1.Secret
-	if err := clientA.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, clientA.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, &s))
 	cfg, err := fleet.RESTConfigFromKubeconfig(s.Data[v1alpha1.DefaultKubeconfigKey], "")
-	if err != nil {
-		t.Fatalf("the kubeconfig connect wrote is refused: %v", err)
-	}
+	require.NoError(t, err, "the kubeconfig connect wrote is refused")
 	return cfg
 }
 
@@ -103,12 +97,8 @@ func checkAccess(t *testing.T, cfg *rest.Config, checks []accessCheck) {
 				Verb: c.verb, Group: c.group, Resource: c.resource, Namespace: c.namespace, Name: c.name,
 			}},
 		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Status.Allowed != c.allowed {
-			t.Errorf("can %s %s.%s %s in %q: %v, want %v", c.verb, c.resource, c.group, c.name, c.namespace, r.Status.Allowed, c.allowed)
-		}
+		require.NoError(t, err)
+		assert.Equalf(t, c.allowed, r.Status.Allowed, "can %s %s.%s %s in %q", c.verb, c.resource, c.group, c.name, c.namespace)
 	}
 }
 
@@ -117,21 +107,15 @@ func checkAccess(t *testing.T, cfg *rest.Config, checks []accessCheck) {
 func renewLease(t *testing.T, cfg *rest.Config, namespace, sourceName string) {
 	t.Helper()
 	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx := context.Background()
 	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: access.HeartbeatLeaseName(sourceName)},
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(sourceName), LeaseDurationSeconds: ptr.To(int32(40))},
 	}
-	if err := c.Create(ctx, lease); err != nil {
-		t.Fatalf("creating the heartbeat Lease with the produced credentials: %v", err)
-	}
+	require.NoError(t, c.Create(ctx, lease), "creating the heartbeat Lease with the produced credentials")
 	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-	if err := c.Update(ctx, lease); err != nil {
-		t.Fatalf("renewing the heartbeat Lease with the produced credentials: %v", err)
-	}
+	require.NoError(t, c.Update(ctx, lease), "renewing the heartbeat Lease with the produced credentials")
 }
 
 func actions(res *Result) []string {
@@ -148,9 +132,7 @@ func TestConnectClusterWide(t *testing.T) {
 	opts := baseOptions("cluster-a", "cluster-b")
 	// Objects connect must never touch.
 	foreignSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "fleetlet-target-unrelated"}, StringData: map[string]string{"config": "x"}}
-	if err := clientA.Create(ctx, foreignSecret); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, clientA.Create(ctx, foreignSecret))
 	selected := newNamespaceIn(t, clientB)
 	unselected := newNamespaceIn(t, clientB)
 
@@ -159,44 +141,26 @@ func TestConnectClusterWide(t *testing.T) {
 
 	// Target cluster: the ClusterSource, Ready, with its token Secret.
 	var cs v1alpha1.ClusterSource
-	if err := clientB.Get(ctx, client.ObjectKey{Name: "cluster-a"}, &cs); err != nil {
-		t.Fatal(err)
-	}
-	if cs.Spec.ServiceAccountNamespace != DefaultFleetletNamespace || cs.Labels[LabelManagedBy] != ManagedBy {
-		t.Errorf("ClusterSource = spec %+v, labels %v", cs.Spec, cs.Labels)
-	}
+	require.NoError(t, clientB.Get(ctx, client.ObjectKey{Name: "cluster-a"}, &cs))
+	assert.Falsef(t, cs.Spec.ServiceAccountNamespace != DefaultFleetletNamespace || cs.Labels[LabelManagedBy] != ManagedBy, "ClusterSource = spec %+v, labels %v", cs.Spec, cs.Labels)
 	var token corev1.Secret
-	if err := clientB.Get(ctx, client.ObjectKey{Namespace: DefaultFleetletNamespace, Name: "fleetlet-source-cluster-a-token"}, &token); err != nil {
-		t.Fatal(err)
-	}
-	if token.Type != corev1.SecretTypeServiceAccountToken || token.Annotations[corev1.ServiceAccountNameKey] != "fleetlet-source-cluster-a" {
-		t.Errorf("token Secret = type %s, annotations %v", token.Type, token.Annotations)
-	}
+	require.NoError(t, clientB.Get(ctx, client.ObjectKey{Namespace: DefaultFleetletNamespace, Name: "fleetlet-source-cluster-a-token"}, &token))
+	assert.Falsef(t, token.Type != corev1.SecretTypeServiceAccountToken || token.Annotations[corev1.ServiceAccountNameKey] != "fleetlet-source-cluster-a", "token Secret = type %s, annotations %v", token.Type, token.Annotations)
 
 	// Source cluster: the kubeconfig Secret and the ClusterTarget.
 	var ct v1alpha1.ClusterTarget
-	if err := clientA.Get(ctx, client.ObjectKey{Name: "cluster-b"}, &ct); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, clientA.Get(ctx, client.ObjectKey{Name: "cluster-b"}, &ct))
 	wantRef := &v1alpha1.KubeconfigSecretReference{Name: "fleetlet-target-cluster-b", Namespace: DefaultFleetletNamespace, Key: "config"}
-	if ct.Spec.Self || ct.Spec.KubeconfigSecret == nil || *ct.Spec.KubeconfigSecret != *wantRef {
-		t.Errorf("ClusterTarget spec = %+v, want kubeconfigSecret %+v", ct.Spec, wantRef)
-	}
+	assert.Falsef(t, ct.Spec.Self || ct.Spec.KubeconfigSecret == nil || *ct.Spec.KubeconfigSecret != *wantRef, "ClusterTarget spec = %+v, want kubeconfigSecret %+v", ct.Spec, wantRef)
 	cfg := kubeconfigFromSecret(t, DefaultFleetletNamespace, "fleetlet-target-cluster-b")
-	if cfg.BearerToken != string(token.Data["token"]) {
-		t.Error("the kubeconfig does not hold the token Secret's token")
-	}
+	assert.Equal(t, string(token.Data["token"]), cfg.BearerToken, "the kubeconfig does not hold the token Secret's token")
 
 	// The identity: reads everywhere it must, writes only in the
 	// namespaces labelled for it.
 	var nsObj corev1.Namespace
-	if err := clientB.Get(ctx, client.ObjectKey{Name: selected}, &nsObj); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, clientB.Get(ctx, client.ObjectKey{Name: selected}, &nsObj))
 	nsObj.Labels[access.DefaultNamespaceLabel("cluster-a")] = "true"
-	if err := clientB.Update(ctx, &nsObj); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, clientB.Update(ctx, &nsObj))
 	testenv.Eventually(t, waitTimeout, "ClusterSource bound in the labelled namespace", func() error {
 		if err := clientB.Get(ctx, client.ObjectKey{Name: "cluster-a"}, &cs); err != nil {
 			return err
@@ -218,25 +182,17 @@ func TestConnectClusterWide(t *testing.T) {
 	renewLease(t, cfg, DefaultFleetletNamespace, "cluster-a")
 	// A real request, not only the authorizer's opinion.
 	var namespaces corev1.NamespaceList
-	if err := mustClient(t, cfg).List(ctx, &namespaces); err != nil {
-		t.Errorf("listing namespaces with the produced credentials: %v", err)
-	}
+	assert.NoError(t, mustClient(t, cfg).List(ctx, &namespaces), "listing namespaces with the produced credentials")
 
 	t.Run("connect again changes nothing and keeps the token", func(t *testing.T) {
 		before := resourceVersions(t)
 		res := mustConnect(t, opts)
-		if res.Changed() {
-			t.Errorf("second connect wrote something:\n%s", strings.Join(actions(res), "\n"))
-		}
-		if diff := diffVersions(before, resourceVersions(t)); diff != "" {
-			t.Errorf("objects changed by the second connect: %s", diff)
-		}
+		assert.Falsef(t, res.Changed(), "second connect wrote something:\n%s", strings.Join(actions(res), "\n"))
+		assert.Empty(t, diffVersions(before, resourceVersions(t)), "objects changed by the second connect")
 	})
 
 	t.Run("a revoked token is replaced", func(t *testing.T) {
-		if err := clientB.Delete(ctx, &token); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, clientB.Delete(ctx, &token))
 		testenv.Eventually(t, waitTimeout, "old token Secret gone", func() error { return gone(clientB, &corev1.Secret{}, token.Namespace, token.Name) })
 		res := mustConnect(t, opts)
 		var updated bool
@@ -245,18 +201,14 @@ func TestConnectClusterWide(t *testing.T) {
 				updated = true
 			}
 		}
-		if !updated {
-			t.Errorf("kubeconfig Secret not updated with the new token:\n%s", strings.Join(actions(res), "\n"))
-		}
+		assert.Truef(t, updated, "kubeconfig Secret not updated with the new token:\n%s", strings.Join(actions(res), "\n"))
 		cfg := kubeconfigFromSecret(t, DefaultFleetletNamespace, "fleetlet-target-cluster-b")
 		checkAccess(t, cfg, []accessCheck{{verb: "list", resource: "namespaces", allowed: true}})
 	})
 
 	t.Run("disconnect removes what connect created and nothing else", func(t *testing.T) {
 		res, err := Disconnect(ctx, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		t.Logf("disconnect:\n%s", strings.Join(actions(res), "\n"))
 		for _, check := range []error{
 			gone(clientA, &v1alpha1.ClusterTarget{}, "", "cluster-b"),
@@ -264,9 +216,7 @@ func TestConnectClusterWide(t *testing.T) {
 			gone(clientB, &corev1.Secret{}, DefaultFleetletNamespace, "fleetlet-source-cluster-a-token"),
 			gone(clientB, &v1alpha1.ClusterSource{}, "", "cluster-a"),
 		} {
-			if check != nil {
-				t.Error(check)
-			}
+			assert.NoError(t, check)
 		}
 		for _, c := range []struct {
 			c   client.Client
@@ -278,26 +228,18 @@ func TestConnectClusterWide(t *testing.T) {
 			{clientB, &corev1.Namespace{}, client.ObjectKey{Name: DefaultFleetletNamespace}},
 			{clientB, &corev1.Namespace{}, client.ObjectKey{Name: selected}},
 		} {
-			if err := c.c.Get(ctx, c.key, c.obj); err != nil {
-				t.Errorf("%T %s: %v", c.obj, c.key, err)
-			}
+			assert.NoErrorf(t, c.c.Get(ctx, c.key, c.obj), "%T %s", c.obj, c.key)
 		}
 		res, err = Disconnect(ctx, opts)
-		if err != nil {
-			t.Fatalf("second disconnect: %v", err)
-		}
-		if res.Changed() {
-			t.Errorf("second disconnect deleted something:\n%s", strings.Join(actions(res), "\n"))
-		}
+		require.NoError(t, err, "second disconnect")
+		assert.Falsef(t, res.Changed(), "second disconnect deleted something:\n%s", strings.Join(actions(res), "\n"))
 	})
 }
 
 func mustClient(t *testing.T, cfg *rest.Config) client.Client {
 	t.Helper()
 	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return c
 }
 
@@ -309,13 +251,9 @@ func resourceVersions(t *testing.T) map[string]string {
 	ctx := context.Background()
 	for cluster, c := range map[string]client.Client{"A": clientA, "B": clientB} {
 		for _, list := range []client.ObjectList{&corev1.SecretList{}, &v1alpha1.ClusterTargetList{}, &v1alpha1.TargetList{}, &v1alpha1.SourceList{}, &v1alpha1.ClusterSourceList{}, &corev1.NamespaceList{}, &corev1.ServiceAccountList{}} {
-			if err := c.List(ctx, list); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, c.List(ctx, list))
 			items, err := metaItems(list)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			for _, o := range items {
 				out[fmt.Sprintf("%s %T %s/%s", cluster, o, o.GetNamespace(), o.GetName())] = o.GetResourceVersion()
 			}
@@ -387,19 +325,11 @@ func TestConnectNamespace(t *testing.T) {
 	res := mustConnect(t, opts)
 	t.Logf("connect:\n%s", strings.Join(actions(res), "\n"))
 	var src v1alpha1.Source
-	if err := clientB.Get(ctx, client.ObjectKey{Namespace: ns, Name: "cluster-a"}, &src); err != nil {
-		t.Fatal(err)
-	}
-	if err := clientB.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fleetlet-source-cluster-a-token"}, &corev1.Secret{}); err != nil {
-		t.Errorf("token Secret: %v", err)
-	}
+	require.NoError(t, clientB.Get(ctx, client.ObjectKey{Namespace: ns, Name: "cluster-a"}, &src))
+	assert.NoError(t, clientB.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fleetlet-source-cluster-a-token"}, &corev1.Secret{}), "token Secret")
 	var tgt v1alpha1.Target
-	if err := clientA.Get(ctx, client.ObjectKey{Namespace: ns, Name: "cluster-b"}, &tgt); err != nil {
-		t.Fatal(err)
-	}
-	if tgt.Spec.KubeconfigSecret == nil || *tgt.Spec.KubeconfigSecret != (v1alpha1.KubeconfigSecretReference{Name: "fleetlet-target-cluster-b", Key: "config"}) {
-		t.Errorf("Target spec = %+v", tgt.Spec)
-	}
+	require.NoError(t, clientA.Get(ctx, client.ObjectKey{Namespace: ns, Name: "cluster-b"}, &tgt))
+	assert.Falsef(t, tgt.Spec.KubeconfigSecret == nil || *tgt.Spec.KubeconfigSecret != (v1alpha1.KubeconfigSecretReference{Name: "fleetlet-target-cluster-b", Key: "config"}), "Target spec = %+v", tgt.Spec)
 	cfg := kubeconfigFromSecret(t, ns, "fleetlet-target-cluster-b")
 	checkAccess(t, cfg, []accessCheck{
 		{verb: "create", group: v1alpha1.GroupName, resource: "podchaperons", namespace: ns, allowed: true},
@@ -412,16 +342,12 @@ func TestConnectNamespace(t *testing.T) {
 	renewLease(t, cfg, ns, "cluster-a")
 
 	before := resourceVersions(t)
-	if res := mustConnect(t, opts); res.Changed() {
-		t.Errorf("second connect wrote something:\n%s", strings.Join(actions(res), "\n"))
-	}
-	if diff := diffVersions(before, resourceVersions(t)); diff != "" {
-		t.Errorf("objects changed by the second connect: %s", diff)
-	}
+	res = mustConnect(t, opts)
+	assert.Falsef(t, res.Changed(), "second connect wrote something:\n%s", strings.Join(actions(res), "\n"))
+	assert.Empty(t, diffVersions(before, resourceVersions(t)), "objects changed by the second connect")
 
-	if _, err := Disconnect(ctx, opts); err != nil {
-		t.Fatal(err)
-	}
+	_, err := Disconnect(ctx, opts)
+	require.NoError(t, err)
 	// The Source's finalizer is the controller's: it deletes the
 	// ClusterRoleBinding first.
 	testenv.Eventually(t, waitTimeout, "everything connect created is gone", func() error {
@@ -433,9 +359,7 @@ func TestConnectNamespace(t *testing.T) {
 		)
 	})
 	for _, c := range []client.Client{clientA, clientB} {
-		if err := c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); err != nil {
-			t.Errorf("namespace %s: %v", ns, err)
-		}
+		assert.NoErrorf(t, c.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}), "namespace %s", ns)
 	}
 }
 
@@ -445,33 +369,23 @@ func TestConnectSelf(t *testing.T) {
 	opts := Options{Source: envA.Config, TargetName: "self-1", Self: true}
 	mustConnect(t, opts)
 	var ct v1alpha1.ClusterTarget
-	if err := clientA.Get(ctx, client.ObjectKey{Name: "self-1"}, &ct); err != nil {
-		t.Fatal(err)
-	}
-	if !ct.Spec.Self || ct.Spec.KubeconfigSecret != nil {
-		t.Errorf("ClusterTarget spec = %+v, want self", ct.Spec)
-	}
-	if res := mustConnect(t, opts); res.Changed() {
-		t.Errorf("second connect wrote something:\n%s", strings.Join(actions(res), "\n"))
-	}
+	require.NoError(t, clientA.Get(ctx, client.ObjectKey{Name: "self-1"}, &ct))
+	assert.Falsef(t, !ct.Spec.Self || ct.Spec.KubeconfigSecret != nil, "ClusterTarget spec = %+v, want self", ct.Spec)
+	res := mustConnect(t, opts)
+	assert.Falsef(t, res.Changed(), "second connect wrote something:\n%s", strings.Join(actions(res), "\n"))
 
 	// A namespaced Target never gets the manager's own credentials.
 	ns := newNamespaceIn(t, clientA)
 	nsOpts := opts
 	nsOpts.Namespace = ns
-	if _, err := Connect(ctx, nsOpts); err == nil || !strings.Contains(err.Error(), "--self makes a ClusterTarget only") {
-		t.Errorf("connect --self --namespace: %v, want a refusal", err)
-	}
-	if err := clientA.Get(ctx, client.ObjectKey{Namespace: ns, Name: "self-1"}, &v1alpha1.Target{}); !apierrors.IsNotFound(err) {
-		t.Errorf("a refused connect made a Target: %v", err)
-	}
+	_, err := Connect(ctx, nsOpts)
+	assert.ErrorContainsf(t, err, "--self makes a ClusterTarget only", "connect --self --namespace: %v, want a refusal", err)
+	err = clientA.Get(ctx, client.ObjectKey{Namespace: ns, Name: "self-1"}, &v1alpha1.Target{})
+	assert.Truef(t, apierrors.IsNotFound(err), "a refused connect made a Target: %v", err)
 
-	if _, err := Disconnect(ctx, opts); err != nil {
-		t.Fatal(err)
-	}
-	if err := gone(clientA, &v1alpha1.ClusterTarget{}, "", "self-1"); err != nil {
-		t.Error(err)
-	}
+	_, err = Disconnect(ctx, opts)
+	require.NoError(t, err)
+	assert.NoError(t, gone(clientA, &v1alpha1.ClusterTarget{}, "", "self-1"))
 }
 
 // Without fleetlet in the target cluster, connect says so after the
@@ -484,52 +398,32 @@ func TestConnectWithoutFleetletTimesOut(t *testing.T) {
 	opts.Timeout = 2 * time.Second
 	start := time.Now()
 	_, err := Connect(context.Background(), opts)
-	if err == nil {
-		t.Fatal("Connect succeeded without fleetlet in the target cluster")
-	}
+	require.Error(t, err, "Connect succeeded without fleetlet in the target cluster")
 	for _, want := range []string{`is fleetlet running in cluster "kind-a"?`, "ClusterSource cluster-x", "2s"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not mention %q", err, want)
-		}
+		assert.Containsf(t, err.Error(), want, "error %q does not mention %q", err, want)
 	}
-	if took := time.Since(start); took > 10*time.Second {
-		t.Errorf("took %s with a 2s timeout", took)
-	}
-	if _, err := Disconnect(context.Background(), opts); err != nil {
-		t.Error(err)
-	}
+	took := time.Since(start)
+	assert.Falsef(t, took > 10*time.Second, "took %s with a 2s timeout", took)
+	_, err = Disconnect(context.Background(), opts)
+	assert.NoError(t, err)
 }
 
 func TestConnectRefusesSomeoneElsesTarget(t *testing.T) {
 	need(t)
 	ctx := context.Background()
 	foreign := &v1alpha1.ClusterTarget{ObjectMeta: metav1.ObjectMeta{Name: "theirs"}, Spec: v1alpha1.TargetSpec{Self: true}}
-	if err := clientA.Create(ctx, foreign); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, clientA.Create(ctx, foreign))
 	opts := baseOptions("cluster-a2", "theirs")
 	_, err := Connect(ctx, opts)
-	if err == nil || !strings.Contains(err.Error(), "was not created by kubectl-fleetlet") {
-		t.Fatalf("error = %v, want a refusal", err)
-	}
+	require.ErrorContainsf(t, err, "was not created by kubectl-fleetlet", "error = %v, want a refusal", err)
 	var after v1alpha1.ClusterTarget
-	if err := clientA.Get(ctx, client.ObjectKeyFromObject(foreign), &after); err != nil {
-		t.Fatal(err)
-	}
-	if after.ResourceVersion != foreign.ResourceVersion {
-		t.Error("someone else's ClusterTarget was modified")
-	}
+	require.NoError(t, clientA.Get(ctx, client.ObjectKeyFromObject(foreign), &after))
+	assert.Equal(t, foreign.ResourceVersion, after.ResourceVersion, "someone else's ClusterTarget was modified")
 	// disconnect leaves it too, and cleans up the rest.
 	res, err := Disconnect(ctx, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := clientA.Get(ctx, client.ObjectKeyFromObject(foreign), &after); err != nil {
-		t.Errorf("someone else's ClusterTarget deleted: %v (%v)", err, actions(res))
-	}
-	if err := gone(clientB, &v1alpha1.ClusterSource{}, "", "cluster-a2"); err != nil {
-		t.Error(err)
-	}
+	require.NoError(t, err)
+	assert.NoErrorf(t, clientA.Get(ctx, client.ObjectKeyFromObject(foreign), &after), "someone else's ClusterTarget deleted (%v)", actions(res))
+	assert.NoError(t, gone(clientB, &v1alpha1.ClusterSource{}, "", "cluster-a2"))
 }
 
 func TestStatus(t *testing.T) {
@@ -541,55 +435,38 @@ func TestStatus(t *testing.T) {
 	ns := newNamespaceIn(t, clientA)
 	nsTarget := &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "status-ns"},
 		Spec: v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Name: "nowhere"}}}
-	if err := clientA.Create(ctx, nsTarget); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, clientA.Create(ctx, nsTarget))
 	defer func() { _ = clientA.Delete(ctx, nsTarget) }()
 
 	// What the target registry and the virtual node would report.
 	var ct v1alpha1.ClusterTarget
-	if err := clientA.Get(ctx, client.ObjectKey{Name: "status-self"}, &ct); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, clientA.Get(ctx, client.ObjectKey{Name: "status-self"}, &ct))
 	ct.Status.VirtualNodeName = "fleetlet-status-self"
 	ct.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Connected", Message: "ok", LastTransitionTime: metav1.Now()}}
-	if err := clientA.Status().Update(ctx, &ct); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, clientA.Status().Update(ctx, &ct))
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "fleetlet-status-self"}}
-	if err := clientA.Create(ctx, node); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, clientA.Create(ctx, node))
 	defer func() { _ = clientA.Delete(ctx, node) }()
 	node.Status.Allocatable = corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("7"),
 		corev1.ResourceMemory: resource.MustParse("30Gi"),
 		corev1.ResourcePods:   resource.MustParse("110"),
 	}
-	if err := clientA.Status().Update(ctx, node); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, clientA.Status().Update(ctx, node))
 
 	rows, err := Status(ctx, envA.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	byName := map[string]TargetStatus{}
 	for _, r := range rows {
 		byName[r.Name] = r
 	}
 	self := byName["status-self"]
-	if self.Kind != "ClusterTarget" || self.Ready != "True" || self.Reason != "Connected" || !self.NodeFound || self.Allocatable.Cpu().String() != "7" {
-		t.Errorf("status-self row = %+v", self)
-	}
-	if r := byName["status-ns"]; r.Kind != "Target" || r.Namespace != ns || r.Ready != "Unknown" || r.NodeFound {
-		t.Errorf("status-ns row = %+v", r)
-	}
+	assert.Falsef(t, self.Kind != "ClusterTarget" || self.Ready != "True" || self.Reason != "Connected" || !self.NodeFound || self.Allocatable.Cpu().String() != "7", "status-self row = %+v", self)
+	r := byName["status-ns"]
+	assert.Falsef(t, r.Kind != "Target" || r.Namespace != ns || r.Ready != "Unknown" || r.NodeFound, "status-ns row = %+v", r)
 
 	var out bytes.Buffer
-	if err := WriteStatus(&out, rows); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, WriteStatus(&out, rows))
 	t.Logf("\n%s", out.String())
 	var line string
 	for _, l := range strings.Split(out.String(), "\n") {
@@ -598,11 +475,7 @@ func TestStatus(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"ClusterTarget", "True", "Connected", "fleetlet-status-self", "7", "30Gi", "110"} {
-		if !strings.Contains(line, want) {
-			t.Errorf("row %q lacks %q", line, want)
-		}
+		assert.Containsf(t, line, want, "row %q lacks %q", line, want)
 	}
-	if !strings.HasPrefix(out.String(), "KIND") {
-		t.Errorf("no header:\n%s", out.String())
-	}
+	assert.Truef(t, strings.HasPrefix(out.String(), "KIND"), "no header:\n%s", out.String())
 }

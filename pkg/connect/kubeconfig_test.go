@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -18,34 +20,22 @@ const testCA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"
 func TestKubeconfigPassesTheTargetSanitiser(t *testing.T) {
 	in := KubeconfigInput{Name: "cluster-2", Server: "https://10.0.0.2:6443", CAData: []byte(testCA + "\n"), Token: "tok", Namespace: "fleetlet-system"}
 	data, err := Kubeconfig(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg, err := fleet.RESTConfigFromKubeconfig(data, "")
-	if err != nil {
-		t.Fatalf("the produced kubeconfig is refused: %v\n%s", err, data)
-	}
+	require.NoErrorf(t, err, "the produced kubeconfig is refused\n%s", data)
 	want := &rest.Config{Host: in.Server, BearerToken: "tok", TLSClientConfig: rest.TLSClientConfig{CAData: in.CAData, CertData: []byte{}, KeyData: []byte{}}}
-	if diff := cmp.Diff(want, cfg, cmp.Comparer(func(a, b []byte) bool { return string(a) == string(b) })); diff != "" {
-		t.Errorf("rest config (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, cfg, cmp.Comparer(func(a, b []byte) bool { return string(a) == string(b) })), "rest config (-want,+got)")
 	// The context namespace tells the source where its heartbeat Lease
 	// goes; the named context works as well as the current one.
-	if _, err := fleet.RESTConfigFromKubeconfig(data, "cluster-2"); err != nil {
-		t.Errorf("context cluster-2: %v", err)
-	}
+	_, err = fleet.RESTConfigFromKubeconfig(data, "cluster-2")
+	assert.NoError(t, err, "context cluster-2")
 	loaded, err := clientcmd.Load(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ns := loaded.Contexts[loaded.CurrentContext].Namespace; ns != "fleetlet-system" {
-		t.Errorf("context namespace = %q, want fleetlet-system", ns)
-	}
+	require.NoError(t, err)
+	ns := loaded.Contexts[loaded.CurrentContext].Namespace
+	assert.Equalf(t, "fleetlet-system", ns, "context namespace = %q, want fleetlet-system", ns)
 	// Nothing but the server, the CA and the token.
 	for _, refused := range []string{"exec", "auth-provider", "tokenFile", "client-certificate:", "certificate-authority:", "proxy-url", "insecure-skip-tls-verify"} {
-		if strings.Contains(string(data), refused) {
-			t.Errorf("kubeconfig contains %q:\n%s", refused, data)
-		}
+		assert.NotContainsf(t, string(data), refused, "kubeconfig contains %q:\n%s", refused, data)
 	}
 }
 
@@ -67,9 +57,7 @@ func TestKubeconfigRefuses(t *testing.T) {
 			in := ok
 			tt.mutate(&in)
 			_, err := Kubeconfig(in)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error = %v, want one mentioning %q", err, tt.want)
-			}
+			assert.ErrorContainsf(t, err, tt.want, "error = %v, want one mentioning %q", err, tt.want)
 		})
 	}
 }
@@ -88,14 +76,10 @@ func TestServerURL(t *testing.T) {
 		t.Run(tt.host, func(t *testing.T) {
 			got, err := ServerURL(&rest.Config{Host: tt.host})
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Errorf("error = %v, want %q", err, tt.wantErr)
-				}
+				assert.ErrorContainsf(t, err, tt.wantErr, "error = %v, want %q", err, tt.wantErr)
 				return
 			}
-			if err != nil || got != tt.want {
-				t.Errorf("ServerURL(%q) = %q, %v; want %q", tt.host, got, err, tt.want)
-			}
+			assert.Falsef(t, err != nil || got != tt.want, "ServerURL(%q) = %q, %v; want %q", tt.host, got, err, tt.want)
 		})
 	}
 }
@@ -118,12 +102,8 @@ func TestCABundle(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := caBundle([]byte(tt.secretCA), &rest.Config{TLSClientConfig: rest.TLSClientConfig{CAData: []byte(tt.contextCA)}})
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("error = %v, want error %v", err, tt.wantErr)
-			}
-			if diff := cmp.Diff(tt.want, string(got)); diff != "" {
-				t.Errorf("bundle (-want,+got):\n%s", diff)
-			}
+			require.Equalf(t, tt.wantErr, err != nil, "error = %v, want error %v", err, tt.wantErr)
+			assert.Empty(t, cmp.Diff(tt.want, string(got)), "bundle (-want,+got)")
 		})
 	}
 }
@@ -154,14 +134,10 @@ func TestOptionsValidate(t *testing.T) {
 			o.defaults()
 			err := o.validate()
 			if tt.want == "" {
-				if err != nil {
-					t.Errorf("unexpected error: %v", err)
-				}
+				assert.NoError(t, err, "unexpected error")
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error = %v, want one mentioning %q", err, tt.want)
-			}
+			assert.ErrorContainsf(t, err, tt.want, "error = %v, want one mentioning %q", err, tt.want)
 		})
 	}
 }

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -55,9 +56,7 @@ func waitBound(t *testing.T, name string, want ...string) {
 func setLabel(t *testing.T, ns, key, value string) {
 	t.Helper()
 	var n corev1.Namespace
-	if err := get(&n, "", ns); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, get(&n, "", ns))
 	orig := n.DeepCopy()
 	if n.Labels == nil {
 		n.Labels = map[string]string{}
@@ -67,9 +66,7 @@ func setLabel(t *testing.T, ns, key, value string) {
 	} else {
 		n.Labels[key] = value
 	}
-	if err := k8sClient.Patch(context.Background(), &n, client.MergeFrom(orig)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Patch(context.Background(), &n, client.MergeFrom(orig)))
 }
 
 func TestClusterSourceFollowsNamespaceLabels(t *testing.T) {
@@ -89,50 +86,27 @@ func TestClusterSourceFollowsNamespaceLabels(t *testing.T) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
 		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "alice"}},
 	}
-	if err := k8sClient.Create(ctx, foreign); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, foreign))
 
 	cs := newClusterSource(name, system)
-	if err := k8sClient.Create(ctx, cs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, cs))
 	got := waitClusterSourceReady(t, name, metav1.ConditionTrue, v1alpha1.ReasonProvisioned, 1)
-	if got.Status.ServiceAccountName != "fleetlet-source-cluster-10" || got.Status.ServiceAccountNamespace != system {
-		t.Errorf("status service account = %s/%s", got.Status.ServiceAccountNamespace, got.Status.ServiceAccountName)
-	}
+	assert.Falsef(t, got.Status.ServiceAccountName != "fleetlet-source-cluster-10" || got.Status.ServiceAccountNamespace != system, "status service account = %s/%s", got.Status.ServiceAccountNamespace, got.Status.ServiceAccountName)
 	waitBound(t, name, a)
 
 	var sa corev1.ServiceAccount
-	if err := get(&sa, system, "fleetlet-source-cluster-10"); err != nil {
-		t.Fatal(err)
-	}
-	if !isControlledBy(&sa, string(got.UID)) {
-		t.Errorf("ServiceAccount owners = %v", sa.OwnerReferences)
-	}
+	require.NoError(t, get(&sa, system, "fleetlet-source-cluster-10"))
+	assert.Truef(t, isControlledBy(&sa, string(got.UID)), "ServiceAccount owners = %v", sa.OwnerReferences)
 	var rb rbacv1.RoleBinding
-	if err := get(&rb, a, ClusterSourceRoleBindingName(name)); err != nil {
-		t.Fatal(err)
-	}
-	if rb.RoleRef.Name != ClusterRoleSource || !isControlledBy(&rb, string(got.UID)) {
-		t.Errorf("RoleBinding = roleRef %v, owners %v", rb.RoleRef, rb.OwnerReferences)
-	}
-	if diff := cmp.Diff(wantSubjects(system, sa.Name), rb.Subjects); diff != "" {
-		t.Errorf("RoleBinding subjects (-want,+got):\n%s", diff)
-	}
+	require.NoError(t, get(&rb, a, ClusterSourceRoleBindingName(name)))
+	assert.Falsef(t, rb.RoleRef.Name != ClusterRoleSource || !isControlledBy(&rb, string(got.UID)), "RoleBinding = roleRef %v, owners %v", rb.RoleRef, rb.OwnerReferences)
+	assert.Empty(t, cmp.Diff(wantSubjects(system, sa.Name), rb.Subjects), "RoleBinding subjects (-want,+got)")
 	var crb rbacv1.ClusterRoleBinding
-	if err := get(&crb, "", ClusterSourceClusterRoleBindingName(name)); err != nil {
-		t.Fatal(err)
-	}
-	if crb.RoleRef.Name != ClusterRoleSourceReader || !isControlledBy(&crb, string(got.UID)) {
-		t.Errorf("ClusterRoleBinding = roleRef %v, owners %v", crb.RoleRef, crb.OwnerReferences)
-	}
-	if err := get(&rbacv1.RoleBinding{}, system, HeartbeatRoleName(name)); err != nil {
-		t.Errorf("heartbeat RoleBinding in the ServiceAccount's namespace: %v", err)
-	}
-	if err := get(&rbacv1.RoleBinding{}, system, ClusterSourceRoleBindingName(name)); !apierrors.IsNotFound(err) {
-		t.Errorf("fleetlet-source bound in the ServiceAccount's namespace, which is not selected: %v", err)
-	}
+	require.NoError(t, get(&crb, "", ClusterSourceClusterRoleBindingName(name)))
+	assert.Falsef(t, crb.RoleRef.Name != ClusterRoleSourceReader || !isControlledBy(&crb, string(got.UID)), "ClusterRoleBinding = roleRef %v, owners %v", crb.RoleRef, crb.OwnerReferences)
+	assert.NoError(t, get(&rbacv1.RoleBinding{}, system, HeartbeatRoleName(name)), "heartbeat RoleBinding in the ServiceAccount's namespace")
+	err := get(&rbacv1.RoleBinding{}, system, ClusterSourceRoleBindingName(name))
+	assert.Truef(t, apierrors.IsNotFound(err), "fleetlet-source bound in the ServiceAccount's namespace, which is not selected: %v", err)
 
 	cfg := tokenConfig(t, system, sa.Name)
 	checkAccess(t, cfg, []access{
@@ -158,30 +132,20 @@ func TestClusterSourceFollowsNamespaceLabels(t *testing.T) {
 	})
 	t.Run("a binding it did not create is never touched", func(t *testing.T) {
 		var after rbacv1.RoleBinding
-		if err := get(&after, c, foreign.Name); err != nil {
-			t.Fatal(err)
-		}
-		if after.ResourceVersion != foreign.ResourceVersion {
-			t.Errorf("foreign RoleBinding modified")
-		}
+		require.NoError(t, get(&after, c, foreign.Name))
+		assert.Equal(t, foreign.ResourceVersion, after.ResourceVersion, "foreign RoleBinding modified")
 	})
 	t.Run("a custom selector replaces the default label", func(t *testing.T) {
 		setLabel(t, c, "tier", "batch")
 		var cur v1alpha1.ClusterSource
-		if err := get(&cur, "", name); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, get(&cur, "", name))
 		cur.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "batch"}}
-		if err := k8sClient.Update(ctx, &cur); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, k8sClient.Update(ctx, &cur))
 		// c holds someone else's binding of that name: reported, not
 		// overwritten; b is no longer selected.
 		waitClusterSourceReady(t, name, metav1.ConditionFalse, ReasonBindingNotOwned, 0)
 		waitBound(t, name)
-		if err := k8sClient.Delete(ctx, foreign); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, k8sClient.Delete(ctx, foreign))
 		waitClusterSourceReady(t, name, metav1.ConditionTrue, v1alpha1.ReasonProvisioned, 1)
 		waitBound(t, name, c)
 	})
@@ -192,13 +156,9 @@ func TestClusterSourceNeedsItsServiceAccountNamespace(t *testing.T) {
 	ctx := context.Background()
 	const name = "cluster-11"
 	missing := fmt.Sprintf("later-%d", time.Now().UnixNano())
-	if err := k8sClient.Create(ctx, newClusterSource(name, missing)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, newClusterSource(name, missing)))
 	waitClusterSourceReady(t, name, metav1.ConditionFalse, ReasonServiceAccountNamespaceNotFound, 0)
-	if err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: missing}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: missing}}))
 	got := waitClusterSourceReady(t, name, metav1.ConditionTrue, v1alpha1.ReasonProvisioned, 0)
 	testenv.Eventually(t, waitTimeout, "ServiceAccount created", func() error {
 		return get(&corev1.ServiceAccount{}, missing, got.Status.ServiceAccountName)
@@ -210,23 +170,15 @@ func TestClusterSourceRefusesServiceAccountOfAnotherSource(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, nil)
 	src := newSource(ns, "owner")
-	if err := k8sClient.Create(ctx, src); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, src))
 	waitSourceReady(t, client.ObjectKeyFromObject(src), metav1.ConditionTrue, v1alpha1.ReasonProvisioned)
 	cs := newClusterSource("cluster-12", ns)
 	cs.Spec.ServiceAccountName = "fleetlet-source-owner"
-	if err := k8sClient.Create(ctx, cs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, cs))
 	got := waitClusterSourceReady(t, "cluster-12", metav1.ConditionFalse, v1alpha1.ReasonServiceAccountNotOwned, 0)
-	if got.Status.ServiceAccountName != "" {
-		t.Errorf("status.serviceAccountName = %q", got.Status.ServiceAccountName)
-	}
+	assert.Emptyf(t, got.Status.ServiceAccountName, "status.serviceAccountName = %q", got.Status.ServiceAccountName)
 	err := get(&rbacv1.ClusterRoleBinding{}, "", ClusterSourceClusterRoleBindingName("cluster-12"))
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("ClusterRoleBinding made for another source's ServiceAccount: %v", errors.Join(err, errors.New("exists")))
-	}
+	assert.Truef(t, apierrors.IsNotFound(err), "ClusterRoleBinding made for another source's ServiceAccount: %v", errors.Join(err, errors.New("exists")))
 }
 
 // A ClusterSource never acts in the cluster's own namespaces nor in its
@@ -244,15 +196,12 @@ func TestClusterSourceNeverActsInSystemNamespaces(t *testing.T) {
 	setLabel(t, metav1.NamespaceSystem, label, "true")
 	t.Cleanup(func() { setLabel(t, metav1.NamespaceSystem, label, "") })
 
-	if err := k8sClient.Create(ctx, newClusterSource(name, system)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, newClusterSource(name, system)))
 	waitClusterSourceReady(t, name, metav1.ConditionTrue, v1alpha1.ReasonProvisioned, 1)
 	waitBound(t, name, a)
 	for _, ns := range []string{metav1.NamespaceSystem, system} {
-		if err := get(&rbacv1.RoleBinding{}, ns, ClusterSourceRoleBindingName(name)); !apierrors.IsNotFound(err) {
-			t.Errorf("fleetlet-source bound in %s: %v", ns, err)
-		}
+		err := get(&rbacv1.RoleBinding{}, ns, ClusterSourceRoleBindingName(name))
+		assert.Truef(t, apierrors.IsNotFound(err), "fleetlet-source bound in %s: %v", ns, err)
 	}
 }
 
@@ -271,44 +220,28 @@ func TestClusterSourceNamespacePolicy(t *testing.T) {
 	newNamespace(t, map[string]string{v1alpha1.LabelCreatedBySource: "another"})
 
 	cs := newClusterSource(name, system)
-	if err := k8sClient.Create(ctx, cs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, cs))
 	waitClusterSourceReady(t, name, metav1.ConditionTrue, v1alpha1.ReasonProvisioned, 2)
 	waitBound(t, name, selected, created)
-	if err := gone(&rbacv1.ClusterRoleBinding{}, "", ClusterSourceNamespacesBindingName(name)); err != nil {
-		t.Errorf("without spec.namespaces: %v", err)
-	}
+	assert.NoError(t, gone(&rbacv1.ClusterRoleBinding{}, "", ClusterSourceNamespacesBindingName(name)), "without spec.namespaces")
 
 	// Opt in.
-	if err := k8sClient.Get(ctx, client.ObjectKey{Name: name}, cs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(ctx, client.ObjectKey{Name: name}, cs))
 	cs.Spec.Namespaces = &v1alpha1.NamespacePolicy{Prefixes: []string{"src-"}}
-	if err := k8sClient.Update(ctx, cs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Update(ctx, cs))
 	waitBound(t, name, selected, created)
 	var crb rbacv1.ClusterRoleBinding
 	testenv.Eventually(t, waitTimeout, "the namespaces ClusterRoleBinding", func() error {
 		return get(&crb, "", ClusterSourceNamespacesBindingName(name))
 	})
-	if crb.RoleRef.Name != ClusterRoleSourceNamespaces || !isControlledBy(&crb, string(cs.UID)) {
-		t.Errorf("ClusterRoleBinding = roleRef %v, owners %v", crb.RoleRef, crb.OwnerReferences)
-	}
-	if diff := cmp.Diff(wantSubjects(system, DefaultServiceAccountName(name)), crb.Subjects); diff != "" {
-		t.Errorf("ClusterRoleBinding subjects (-want,+got):\n%s", diff)
-	}
+	assert.Falsef(t, crb.RoleRef.Name != ClusterRoleSourceNamespaces || !isControlledBy(&crb, string(cs.UID)), "ClusterRoleBinding = roleRef %v, owners %v", crb.RoleRef, crb.OwnerReferences)
+	assert.Empty(t, cmp.Diff(wantSubjects(system, DefaultServiceAccountName(name)), crb.Subjects), "ClusterRoleBinding subjects (-want,+got)")
 
 	// Opt out: the binding goes; the namespace it created stays its own
 	// (removing the label takes it back).
-	if err := k8sClient.Get(ctx, client.ObjectKey{Name: name}, cs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(ctx, client.ObjectKey{Name: name}, cs))
 	cs.Spec.Namespaces = nil
-	if err := k8sClient.Update(ctx, cs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Update(ctx, cs))
 	testenv.Eventually(t, waitTimeout, "the namespaces ClusterRoleBinding gone", func() error {
 		return gone(&rbacv1.ClusterRoleBinding{}, "", ClusterSourceNamespacesBindingName(name))
 	})
@@ -323,10 +256,6 @@ func TestClusterSourceNamespacePolicyNeedsANameOrPrefix(t *testing.T) {
 	cs := newClusterSource("cluster-ns-empty", "default")
 	cs.Spec.Namespaces = &v1alpha1.NamespacePolicy{Labels: []string{"team"}}
 	err := k8sClient.Create(context.Background(), cs)
-	if !apierrors.IsInvalid(err) {
-		t.Fatalf("creating a ClusterSource with spec.namespaces naming no name or prefix: %v, want Invalid", err)
-	}
-	if !strings.Contains(err.Error(), "at least one name or prefix") {
-		t.Errorf("refusal %q does not say why", err)
-	}
+	require.Truef(t, apierrors.IsInvalid(err), "creating a ClusterSource with spec.namespaces naming no name or prefix: %v, want Invalid", err)
+	assert.Containsf(t, err.Error(), "at least one name or prefix", "refusal %q does not say why", err)
 }

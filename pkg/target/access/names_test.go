@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -29,38 +30,27 @@ func TestNames(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.got != tt.want {
-				t.Errorf("got %q, want %q", tt.got, tt.want)
-			}
+			assert.Equal(t, tt.want, tt.got)
 		})
 	}
 
 	t.Run("source cluster role binding is unambiguous", func(t *testing.T) {
 		a, b := SourceClusterRoleBindingName("a-b", "c"), SourceClusterRoleBindingName("a", "b-c")
-		if a == b {
-			t.Errorf("(a-b, c) and (a, b-c) share the name %q", a)
-		}
+		assert.NotEqualf(t, a, b, "(a-b, c) and (a, b-c) share the name %q", a)
 	})
 	t.Run("source cluster role binding is shortened to a valid name", func(t *testing.T) {
 		seen := map[string]bool{}
 		for _, ns := range []string{long, long[:62] + "m", "x"} {
 			n := SourceClusterRoleBindingName(ns, long)
-			if len(n) > 63 {
-				t.Errorf("%q is %d characters, want at most 63", n, len(n))
-			}
-			if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
-				t.Errorf("%q: %v", n, errs)
-			}
-			if seen[n] {
-				t.Errorf("%q given twice", n)
-			}
+			assert.Falsef(t, len(n) > 63, "%q is %d characters, want at most 63", n, len(n))
+			errs := validation.IsDNS1123Label(n)
+			assert.Emptyf(t, errs, "%q: %v", n, errs)
+			assert.Falsef(t, seen[n], "%q given twice", n)
 			seen[n] = true
 		}
 	})
 	t.Run("default namespace label is a valid label key for the longest name", func(t *testing.T) {
-		if errs := validation.IsQualifiedName(DefaultNamespaceLabel(long)); len(errs) > 0 {
-			t.Error(errs)
-		}
+		assert.Empty(t, validation.IsQualifiedName(DefaultNamespaceLabel(long)))
 	})
 }
 

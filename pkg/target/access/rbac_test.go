@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -68,9 +70,7 @@ func TestRulesAreExactlyLeastPrivilege(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, tt.got); diff != "" {
-				t.Errorf("rules (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tt.want, tt.got), "rules (-want,+got)")
 		})
 	}
 }
@@ -97,9 +97,7 @@ func TestRulesNeverGrant(t *testing.T) {
 	for _, f := range forbidden {
 		for _, rules := range [][]rbacv1.PolicyRule{SourceRules(), SourceReaderRules()} {
 			for _, r := range rules {
-				if contains(r.APIGroups, f.group) && (contains(r.Resources, f.resource) || contains(r.Resources, "*")) && (contains(r.Verbs, f.verb) || contains(r.Verbs, "*")) {
-					t.Errorf("rule %+v grants %s %s/%s", r, f.verb, f.group, f.resource)
-				}
+				assert.Falsef(t, contains(r.APIGroups, f.group) && (contains(r.Resources, f.resource) || contains(r.Resources, "*")) && (contains(r.Verbs, f.verb) || contains(r.Verbs, "*")), "rule %+v grants %s %s/%s", r, f.verb, f.group, f.resource)
 			}
 		}
 	}
@@ -116,27 +114,17 @@ func contains(list []string, s string) bool {
 
 func TestEnsureClusterRoles(t *testing.T) {
 	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	ctx := context.Background()
 
 	t.Run("creates both", func(t *testing.T) {
 		c := fake.NewClientBuilder().WithScheme(scheme).Build()
-		if err := EnsureClusterRoles(ctx, c); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, EnsureClusterRoles(ctx, c))
 		for _, want := range ClusterRoles() {
 			var got rbacv1.ClusterRole
-			if err := c.Get(ctx, client.ObjectKeyFromObject(want), &got); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want.Rules, got.Rules); diff != "" {
-				t.Errorf("%s rules (-want,+got):\n%s", want.Name, diff)
-			}
-			if got.Labels[LabelManagedBy] != ManagedBy {
-				t.Errorf("%s labels = %v", want.Name, got.Labels)
-			}
+			require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(want), &got))
+			assert.Emptyf(t, cmp.Diff(want.Rules, got.Rules), "%s rules (-want,+got)", want.Name)
+			assert.Equalf(t, ManagedBy, got.Labels[LabelManagedBy], "%s labels = %v", want.Name, got.Labels)
 		}
 	})
 
@@ -146,40 +134,22 @@ func TestEnsureClusterRoles(t *testing.T) {
 			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}},
 		}
 		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(stale).Build()
-		if err := EnsureClusterRoles(ctx, c); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, EnsureClusterRoles(ctx, c))
 		var got rbacv1.ClusterRole
-		if err := c.Get(ctx, client.ObjectKey{Name: ClusterRoleSource}, &got); err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(SourceRules(), got.Rules); diff != "" {
-			t.Errorf("rules (-want,+got):\n%s", diff)
-		}
-		if got.Labels["helm.sh/chart"] != "fleetlet" || got.Labels[LabelManagedBy] != ManagedBy {
-			t.Errorf("labels = %v", got.Labels)
-		}
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Name: ClusterRoleSource}, &got))
+		assert.Empty(t, cmp.Diff(SourceRules(), got.Rules), "rules (-want,+got)")
+		assert.Falsef(t, got.Labels["helm.sh/chart"] != "fleetlet" || got.Labels[LabelManagedBy] != ManagedBy, "labels = %v", got.Labels)
 	})
 
 	t.Run("writes nothing when up to date", func(t *testing.T) {
 		c := fake.NewClientBuilder().WithScheme(scheme).Build()
-		if err := EnsureClusterRoles(ctx, c); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, EnsureClusterRoles(ctx, c))
 		var before rbacv1.ClusterRole
-		if err := c.Get(ctx, client.ObjectKey{Name: ClusterRoleSource}, &before); err != nil {
-			t.Fatal(err)
-		}
-		if err := EnsureClusterRoles(ctx, c); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Name: ClusterRoleSource}, &before))
+		require.NoError(t, EnsureClusterRoles(ctx, c))
 		var after rbacv1.ClusterRole
-		if err := c.Get(ctx, client.ObjectKey{Name: ClusterRoleSource}, &after); err != nil {
-			t.Fatal(err)
-		}
-		if before.ResourceVersion != after.ResourceVersion {
-			t.Errorf("resourceVersion %s → %s: an up-to-date ClusterRole was written", before.ResourceVersion, after.ResourceVersion)
-		}
+		require.NoError(t, c.Get(ctx, client.ObjectKey{Name: ClusterRoleSource}, &after))
+		assert.Equalf(t, before.ResourceVersion, after.ResourceVersion, "resourceVersion %s → %s: an up-to-date ClusterRole was written", before.ResourceVersion, after.ResourceVersion)
 	})
 }
 
@@ -188,18 +158,13 @@ func TestNamespaceSelector(t *testing.T) {
 	// the defaulting and the refusal of an empty selector.
 	cs := newClusterSource("c1", "fleetlet-system")
 	sel, err := NamespaceSelector(cs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := sel.String(), "source.multicluster.fleetlet.io/c1=true"; got != want {
-		t.Errorf("default selector = %q, want %q", got, want)
-	}
+	require.NoError(t, err)
+	got, want := sel.String(), "source.multicluster.fleetlet.io/c1=true"
+	assert.Equal(t, want, got, "default selector")
 	cs.Spec.NamespaceSelector = &metav1.LabelSelector{}
-	if _, err := NamespaceSelector(cs); err == nil {
-		t.Error("an empty selector was accepted")
-	}
+	_, err = NamespaceSelector(cs)
+	assert.Error(t, err, "an empty selector was accepted")
 	cs.Spec.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Bogus"}}}
-	if _, err := NamespaceSelector(cs); err == nil {
-		t.Error("an invalid selector was accepted")
-	}
+	_, err = NamespaceSelector(cs)
+	assert.Error(t, err, "an invalid selector was accepted")
 }

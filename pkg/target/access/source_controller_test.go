@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,79 +49,41 @@ func TestSourceProvisionsIdentity(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, nil)
 	src := newSource(ns, "cluster-1")
-	if err := k8sClient.Create(ctx, src); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, src))
 	got := waitSourceReady(t, client.ObjectKeyFromObject(src), metav1.ConditionTrue, v1alpha1.ReasonProvisioned)
 	uid := string(got.UID)
-	if got.Status.ServiceAccountName != "fleetlet-source-cluster-1" {
-		t.Errorf("status.serviceAccountName = %q", got.Status.ServiceAccountName)
-	}
-	if !controllerutil.ContainsFinalizer(got, FinalizerClusterRoleBinding) {
-		t.Errorf("finalizers = %v, want %s", got.Finalizers, FinalizerClusterRoleBinding)
-	}
+	assert.Equalf(t, "fleetlet-source-cluster-1", got.Status.ServiceAccountName, "status.serviceAccountName = %q", got.Status.ServiceAccountName)
+	assert.Truef(t, controllerutil.ContainsFinalizer(got, FinalizerClusterRoleBinding), "finalizers = %v, want %s", got.Finalizers, FinalizerClusterRoleBinding)
 
 	var sa corev1.ServiceAccount
-	if err := get(&sa, ns, "fleetlet-source-cluster-1"); err != nil {
-		t.Fatal(err)
-	}
-	if !isControlledBy(&sa, uid) {
-		t.Errorf("ServiceAccount owners = %v, want the Source", sa.OwnerReferences)
-	}
+	require.NoError(t, get(&sa, ns, "fleetlet-source-cluster-1"))
+	assert.Truef(t, isControlledBy(&sa, uid), "ServiceAccount owners = %v, want the Source", sa.OwnerReferences)
 
 	var rb rbacv1.RoleBinding
-	if err := get(&rb, ns, "fleetlet-source-cluster-1"); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "fleetlet-source"}, rb.RoleRef); diff != "" {
-		t.Errorf("RoleBinding roleRef (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff(wantSubjects(ns, sa.Name), rb.Subjects); diff != "" {
-		t.Errorf("RoleBinding subjects (-want,+got):\n%s", diff)
-	}
-	if !isControlledBy(&rb, uid) {
-		t.Errorf("RoleBinding owners = %v", rb.OwnerReferences)
-	}
+	require.NoError(t, get(&rb, ns, "fleetlet-source-cluster-1"))
+	assert.Empty(t, cmp.Diff(rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "fleetlet-source"}, rb.RoleRef), "RoleBinding roleRef (-want,+got)")
+	assert.Empty(t, cmp.Diff(wantSubjects(ns, sa.Name), rb.Subjects), "RoleBinding subjects (-want,+got)")
+	assert.Truef(t, isControlledBy(&rb, uid), "RoleBinding owners = %v", rb.OwnerReferences)
 
 	var hb rbacv1.Role
-	if err := get(&hb, ns, "fleetlet-heartbeat-cluster-1"); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(HeartbeatRules("cluster-1"), hb.Rules); diff != "" {
-		t.Errorf("heartbeat Role rules (-want,+got):\n%s", diff)
-	}
+	require.NoError(t, get(&hb, ns, "fleetlet-heartbeat-cluster-1"))
+	assert.Empty(t, cmp.Diff(HeartbeatRules("cluster-1"), hb.Rules), "heartbeat Role rules (-want,+got)")
 	var hbb rbacv1.RoleBinding
-	if err := get(&hbb, ns, "fleetlet-heartbeat-cluster-1"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, get(&hbb, ns, "fleetlet-heartbeat-cluster-1"))
 
 	crbName := SourceClusterRoleBindingName(ns, "cluster-1")
 	var crb rbacv1.ClusterRoleBinding
-	if err := get(&crb, "", crbName); err != nil {
-		t.Fatal(err)
-	}
-	if crb.RoleRef.Name != "fleetlet-source-reader" {
-		t.Errorf("ClusterRoleBinding roleRef = %v", crb.RoleRef)
-	}
-	if diff := cmp.Diff(wantSubjects(ns, sa.Name), crb.Subjects); diff != "" {
-		t.Errorf("ClusterRoleBinding subjects (-want,+got):\n%s", diff)
-	}
-	if len(crb.OwnerReferences) != 0 {
-		t.Errorf("ClusterRoleBinding has owners %v: a namespaced owner is unresolvable for the garbage collector", crb.OwnerReferences)
-	}
+	require.NoError(t, get(&crb, "", crbName))
+	assert.Equalf(t, "fleetlet-source-reader", crb.RoleRef.Name, "ClusterRoleBinding roleRef = %v", crb.RoleRef)
+	assert.Empty(t, cmp.Diff(wantSubjects(ns, sa.Name), crb.Subjects), "ClusterRoleBinding subjects (-want,+got)")
+	assert.Emptyf(t, crb.OwnerReferences, "ClusterRoleBinding has owners %v: a namespaced owner is unresolvable for the garbage collector", crb.OwnerReferences)
 	for _, name := range []string{"fleetlet-source", "fleetlet-source-reader", "fleetlet-source-namespaces"} {
-		if err := get(&rbacv1.ClusterRole{}, "", name); err != nil {
-			t.Errorf("ClusterRole %s: %v", name, err)
-		}
+		assert.NoErrorf(t, get(&rbacv1.ClusterRole{}, "", name), "ClusterRole %s", name)
 	}
 
 	t.Run("repairs what is deleted", func(t *testing.T) {
-		if err := k8sClient.Delete(ctx, &rb); err != nil {
-			t.Fatal(err)
-		}
-		if err := k8sClient.Delete(ctx, &crb); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, k8sClient.Delete(ctx, &rb))
+		require.NoError(t, k8sClient.Delete(ctx, &crb))
 		testenv.Eventually(t, waitTimeout, "bindings recreated", func() error {
 			var rb2 rbacv1.RoleBinding
 			if err := get(&rb2, ns, rb.Name); err != nil {
@@ -140,9 +104,7 @@ func TestSourceProvisionsIdentity(t *testing.T) {
 	})
 
 	t.Run("deleting the Source deletes its ClusterRoleBinding", func(t *testing.T) {
-		if err := k8sClient.Delete(ctx, got); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, k8sClient.Delete(ctx, got))
 		testenv.Eventually(t, waitTimeout, "ClusterRoleBinding and Source gone", func() error {
 			return errors.Join(gone(&rbacv1.ClusterRoleBinding{}, "", crbName), gone(&v1alpha1.Source{}, ns, "cluster-1"))
 		})
@@ -157,9 +119,7 @@ func TestSourceIdentityIsLeastPrivilege(t *testing.T) {
 	ctx := context.Background()
 	ns, other := newNamespace(t, nil), newNamespace(t, nil)
 	src := newSource(ns, "cluster-2")
-	if err := k8sClient.Create(ctx, src); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, src))
 	got := waitSourceReady(t, client.ObjectKeyFromObject(src), metav1.ConditionTrue, v1alpha1.ReasonProvisioned)
 	cfg := tokenConfig(t, ns, got.Status.ServiceAccountName)
 	g := v1alpha1.GroupName
@@ -202,62 +162,35 @@ func TestSourceUsesExistingServiceAccountAsIs(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, nil)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine", Labels: map[string]string{"team": "a"}}}
-	if err := k8sClient.Create(ctx, sa); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, sa))
 	src := newSource(ns, "cluster-3")
 	src.Spec.ServiceAccountName = "mine"
-	if err := k8sClient.Create(ctx, src); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, src))
 	got := waitSourceReady(t, client.ObjectKeyFromObject(src), metav1.ConditionTrue, v1alpha1.ReasonProvisioned)
-	if got.Status.ServiceAccountName != "mine" {
-		t.Errorf("status.serviceAccountName = %q, want mine", got.Status.ServiceAccountName)
-	}
+	assert.Equalf(t, "mine", got.Status.ServiceAccountName, "status.serviceAccountName = %q, want mine", got.Status.ServiceAccountName)
 	var after corev1.ServiceAccount
-	if err := get(&after, ns, "mine"); err != nil {
-		t.Fatal(err)
-	}
-	if after.ResourceVersion != sa.ResourceVersion || len(after.OwnerReferences) != 0 {
-		t.Errorf("existing ServiceAccount was modified: owners %v, resourceVersion %s → %s", after.OwnerReferences, sa.ResourceVersion, after.ResourceVersion)
-	}
-	if err := get(&corev1.ServiceAccount{}, ns, "fleetlet-source-cluster-3"); !apierrors.IsNotFound(err) {
-		t.Errorf("default ServiceAccount created anyway: %v", err)
-	}
+	require.NoError(t, get(&after, ns, "mine"))
+	assert.Falsef(t, after.ResourceVersion != sa.ResourceVersion || len(after.OwnerReferences) != 0, "existing ServiceAccount was modified: owners %v, resourceVersion %s → %s", after.OwnerReferences, sa.ResourceVersion, after.ResourceVersion)
+	err := get(&corev1.ServiceAccount{}, ns, "fleetlet-source-cluster-3")
+	assert.Truef(t, apierrors.IsNotFound(err), "default ServiceAccount created anyway: %v", err)
 
 	t.Run("changing spec.serviceAccountName moves the bindings and deletes only what it created", func(t *testing.T) {
 		// Back to the default: the controller creates it...
 		got.Spec.ServiceAccountName = ""
-		if err := k8sClient.Update(ctx, got); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, k8sClient.Update(ctx, got))
 		moved := waitSourceReady(t, client.ObjectKeyFromObject(src), metav1.ConditionTrue, v1alpha1.ReasonProvisioned)
-		if moved.Status.ServiceAccountName != "fleetlet-source-cluster-3" {
-			t.Fatalf("status.serviceAccountName = %q", moved.Status.ServiceAccountName)
-		}
+		require.Equalf(t, "fleetlet-source-cluster-3", moved.Status.ServiceAccountName, "status.serviceAccountName = %q", moved.Status.ServiceAccountName)
 		var rb rbacv1.RoleBinding
-		if err := get(&rb, ns, SourceRoleBindingName("cluster-3")); err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(wantSubjects(ns, "fleetlet-source-cluster-3"), rb.Subjects); diff != "" {
-			t.Errorf("RoleBinding subjects (-want,+got):\n%s", diff)
-		}
+		require.NoError(t, get(&rb, ns, SourceRoleBindingName("cluster-3")))
+		assert.Empty(t, cmp.Diff(wantSubjects(ns, "fleetlet-source-cluster-3"), rb.Subjects), "RoleBinding subjects (-want,+got)")
 		var crb rbacv1.ClusterRoleBinding
-		if err := get(&crb, "", SourceClusterRoleBindingName(ns, "cluster-3")); err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(wantSubjects(ns, "fleetlet-source-cluster-3"), crb.Subjects); diff != "" {
-			t.Errorf("ClusterRoleBinding subjects (-want,+got):\n%s", diff)
-		}
+		require.NoError(t, get(&crb, "", SourceClusterRoleBindingName(ns, "cluster-3")))
+		assert.Empty(t, cmp.Diff(wantSubjects(ns, "fleetlet-source-cluster-3"), crb.Subjects), "ClusterRoleBinding subjects (-want,+got)")
 		// ... the user's ServiceAccount stays.
-		if err := get(&corev1.ServiceAccount{}, ns, "mine"); err != nil {
-			t.Errorf("the user's ServiceAccount: %v", err)
-		}
+		assert.NoError(t, get(&corev1.ServiceAccount{}, ns, "mine"), "the user's ServiceAccount")
 		// And moving again deletes the one it created.
 		moved.Spec.ServiceAccountName = "mine"
-		if err := k8sClient.Update(ctx, moved); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, k8sClient.Update(ctx, moved))
 		waitSourceReady(t, client.ObjectKeyFromObject(src), metav1.ConditionTrue, v1alpha1.ReasonProvisioned)
 		testenv.Eventually(t, waitTimeout, "created ServiceAccount deleted", func() error {
 			return gone(&corev1.ServiceAccount{}, ns, "fleetlet-source-cluster-3")
@@ -272,40 +205,25 @@ func TestSourceServiceAccountOwnedByAnother(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, nil)
 	first := newSource(ns, "first")
-	if err := k8sClient.Create(ctx, first); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, first))
 	waitSourceReady(t, client.ObjectKeyFromObject(first), metav1.ConditionTrue, v1alpha1.ReasonProvisioned)
 
 	second := newSource(ns, "second")
 	second.Spec.ServiceAccountName = "fleetlet-source-first"
-	if err := k8sClient.Create(ctx, second); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, second))
 	got := waitSourceReady(t, client.ObjectKeyFromObject(second), metav1.ConditionFalse, v1alpha1.ReasonServiceAccountNotOwned)
-	if got.Status.ServiceAccountName != "" {
-		t.Errorf("status.serviceAccountName = %q for a ServiceAccount it may not use", got.Status.ServiceAccountName)
-	}
-	if err := get(&rbacv1.RoleBinding{}, ns, SourceRoleBindingName("second")); !apierrors.IsNotFound(err) {
-		t.Errorf("RoleBinding for another Source's ServiceAccount: %v", err)
-	}
+	assert.Emptyf(t, got.Status.ServiceAccountName, "status.serviceAccountName = %q for a ServiceAccount it may not use", got.Status.ServiceAccountName)
+	err := get(&rbacv1.RoleBinding{}, ns, SourceRoleBindingName("second"))
+	assert.Truef(t, apierrors.IsNotFound(err), "RoleBinding for another Source's ServiceAccount: %v", err)
 
 	// The garbage collector does not run here: delete the first Source
 	// and its ServiceAccount by hand.
-	if err := k8sClient.Delete(ctx, first); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8sClient.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleetlet-source-first"}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Delete(ctx, first))
+	require.NoError(t, k8sClient.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleetlet-source-first"}}))
 	got = waitSourceReady(t, client.ObjectKeyFromObject(second), metav1.ConditionTrue, v1alpha1.ReasonProvisioned)
 	var sa corev1.ServiceAccount
-	if err := get(&sa, ns, "fleetlet-source-first"); err != nil {
-		t.Fatal(err)
-	}
-	if !isControlledBy(&sa, string(got.UID)) {
-		t.Errorf("ServiceAccount owners = %v, want the second Source", sa.OwnerReferences)
-	}
+	require.NoError(t, get(&sa, ns, "fleetlet-source-first"))
+	assert.Truef(t, isControlledBy(&sa, string(got.UID)), "ServiceAccount owners = %v, want the second Source", sa.OwnerReferences)
 }
 
 // A binding of the same name that fleetlet did not create is left alone.
@@ -318,24 +236,14 @@ func TestSourceLeavesForeignBindingAlone(t *testing.T) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
 		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "alice"}},
 	}
-	if err := k8sClient.Create(ctx, foreign); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, foreign))
 	src := newSource(ns, "cluster-4")
-	if err := k8sClient.Create(ctx, src); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, src))
 	waitSourceReady(t, client.ObjectKeyFromObject(src), metav1.ConditionFalse, ReasonBindingNotOwned)
 	var after rbacv1.RoleBinding
-	if err := get(&after, ns, foreign.Name); err != nil {
-		t.Fatal(err)
-	}
-	if after.ResourceVersion != foreign.ResourceVersion {
-		t.Errorf("foreign RoleBinding modified: %+v", after)
-	}
+	require.NoError(t, get(&after, ns, foreign.Name))
+	assert.Equalf(t, foreign.ResourceVersion, after.ResourceVersion, "foreign RoleBinding modified: %+v", after)
 	// Removing it lets the Source become Ready (after the retry interval).
-	if err := k8sClient.Delete(ctx, foreign); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Delete(ctx, foreign))
 	waitSourceReady(t, client.ObjectKeyFromObject(src), metav1.ConditionTrue, v1alpha1.ReasonProvisioned)
 }

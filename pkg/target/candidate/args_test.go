@@ -1,11 +1,12 @@
 package candidate
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -53,27 +54,18 @@ func TestDecodeArgs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := DecodeArgs(tc.obj)
 			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("DecodeArgs() error = %v, want one containing %q", err, tc.wantErr)
-				}
+				require.ErrorContainsf(t, err, tc.wantErr, "DecodeArgs() error = %v, want one containing %q", err, tc.wantErr)
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("DecodeArgs() (-want,+got):\n%s", diff)
-			}
+			require.NoError(t, err)
+			assert.Empty(t, cmp.Diff(tc.want, got), "DecodeArgs() (-want,+got)")
 		})
 	}
 }
 
 func TestDecodeArgsDoesNotChangeItsInput(t *testing.T) {
 	in := &Args{PermitTimeout: &metav1.Duration{Duration: time.Minute}}
-	if _, err := DecodeArgs(in); err != nil {
-		t.Fatal(err)
-	}
-	if in.APITimeout != nil || in.ReservationWorkers != nil {
-		t.Errorf("DecodeArgs defaulted its input: %+v", in)
-	}
+	_, err := DecodeArgs(in)
+	require.NoError(t, err)
+	assert.Falsef(t, in.APITimeout != nil || in.ReservationWorkers != nil, "DecodeArgs defaulted its input: %+v", in)
 }

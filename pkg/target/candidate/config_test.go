@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 )
 
@@ -19,17 +21,11 @@ func loadDefault(t *testing.T, mutate func(*ConfigOptions)) *config.KubeSchedule
 		mutate(&o)
 	}
 	v1cfg, err := Configuration(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	data, err := EncodeConfiguration(v1cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg, err := LoadConfiguration(data)
-	if err != nil {
-		t.Fatalf("loading\n%s: %v", data, err)
-	}
+	require.NoErrorf(t, err, "loading\n%s", data)
 	return cfg
 }
 
@@ -43,33 +39,20 @@ func pluginNames(ps []config.Plugin) []string {
 
 func TestDefaultConfiguration(t *testing.T) {
 	cfg := loadDefault(t, func(o *ConfigOptions) { o.PermitTimeout = 2 * time.Minute })
-	if err := CheckConfiguration(cfg); err != nil {
-		t.Fatalf("CheckConfiguration(default) = %v", err)
-	}
-	if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName != "fleetlet-candidate" {
-		t.Fatalf("profiles = %+v, want fleetlet-candidate only", cfg.Profiles)
-	}
+	require.NoError(t, CheckConfiguration(cfg), "CheckConfiguration(default)")
+	require.Falsef(t, len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName != "fleetlet-candidate", "profiles = %+v, want fleetlet-candidate only", cfg.Profiles)
 	multiPoint := pluginNames(cfg.Profiles[0].Plugins.MultiPoint.Enabled)
 	// Every default plugin, then the candidate plugin.
 	for _, want := range []string{"NodeResourcesFit", "NodeAffinity", "TaintToleration", "PodTopologySpread", "DefaultPreemption", "DefaultBinder", Name} {
-		if !slices.Contains(multiPoint, want) {
-			t.Errorf("multiPoint lacks %s: %v", want, multiPoint)
-		}
+		assert.Truef(t, slices.Contains(multiPoint, want), "multiPoint lacks %s: %v", want, multiPoint)
 	}
 	args, err := DecodeArgs(pluginArgs(&cfg.Profiles[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if args.PermitTimeout.Duration != 2*time.Minute {
-		t.Errorf("permitTimeout = %s, want 2m", args.PermitTimeout.Duration)
-	}
+	require.NoError(t, err)
+	assert.Equalf(t, 2*time.Minute, args.PermitTimeout.Duration, "permitTimeout = %s, want 2m", args.PermitTimeout.Duration)
 	le := cfg.LeaderElection
-	if got, want := []any{le.LeaderElect, le.ResourceLock, le.ResourceName, le.ResourceNamespace}, []any{true, "leases", "fleetlet-candidate-scheduler", "fleetlet-system"}; !cmp.Equal(got, want) {
-		t.Errorf("leader election = %v, want %v", got, want)
-	}
-	if cfg.ClientConnection.Kubeconfig != "/etc/fleetlet/kubeconfig" || cfg.ClientConnection.QPS != 50 || cfg.ClientConnection.Burst != 100 {
-		t.Errorf("client connection = %+v", cfg.ClientConnection)
-	}
+	got, want := []any{le.LeaderElect, le.ResourceLock, le.ResourceName, le.ResourceNamespace}, []any{true, "leases", "fleetlet-candidate-scheduler", "fleetlet-system"}
+	assert.Truef(t, cmp.Equal(got, want), "leader election = %v, want %v", got, want)
+	assert.Falsef(t, cfg.ClientConnection.Kubeconfig != "/etc/fleetlet/kubeconfig" || cfg.ClientConnection.QPS != 50 || cfg.ClientConnection.Burst != 100, "client connection = %+v", cfg.ClientConnection)
 }
 
 func TestCheckConfiguration(t *testing.T) {
@@ -162,16 +145,10 @@ profiles:
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := LoadConfiguration([]byte(tc.yaml))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			err = CheckConfiguration(cfg)
-			if tc.wantErr == "" && err != nil {
-				t.Fatalf("CheckConfiguration() = %v", err)
-			}
-			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Fatalf("CheckConfiguration() = %v, want an error containing %q", err, tc.wantErr)
-			}
+			require.Falsef(t, tc.wantErr == "" && err != nil, "CheckConfiguration() = %v", err)
+			require.Falsef(t, tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)), "CheckConfiguration() = %v, want an error containing %q", err, tc.wantErr)
 		})
 	}
 }
@@ -191,27 +168,16 @@ profiles:
       permitTimeout: 1m
       reservationWorkers: 7
 `))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := SetPermitTimeout(cfg, 3*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, SetPermitTimeout(cfg, 3*time.Minute))
 	args, err := DecodeArgs(pluginArgs(&cfg.Profiles[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if args.PermitTimeout.Duration != 3*time.Minute || *args.ReservationWorkers != 7 {
-		t.Errorf("args = permitTimeout %s, reservationWorkers %d; want 3m and 7 kept", args.PermitTimeout.Duration, *args.ReservationWorkers)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, args.PermitTimeout.Duration != 3*time.Minute || *args.ReservationWorkers != 7, "args = permitTimeout %s, reservationWorkers %d; want 3m and 7 kept", args.PermitTimeout.Duration, *args.ReservationWorkers)
 
 	// Without a pluginConfig entry, one is added.
 	cfg = loadDefault(t, nil)
 	cfg.Profiles[0].PluginConfig = nil
-	if err := SetPermitTimeout(cfg, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if args, err := DecodeArgs(pluginArgs(&cfg.Profiles[0])); err != nil || args.PermitTimeout.Duration != time.Minute {
-		t.Errorf("args = %+v, %v; want permitTimeout 1m", args, err)
-	}
+	require.NoError(t, SetPermitTimeout(cfg, time.Minute))
+	args, err = DecodeArgs(pluginArgs(&cfg.Profiles[0]))
+	assert.Falsef(t, err != nil || args.PermitTimeout.Duration != time.Minute, "args = %+v, %v; want permitTimeout 1m", args, err)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -345,9 +346,7 @@ type testPlugin struct {
 func newTestPlugin(t *testing.T, chaperons *fakeChaperons, pods ...*corev1.Pod) *testPlugin {
 	t.Helper()
 	args, err := DecodeArgs(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tp := &testPlugin{chaperons: chaperons, handle: newFakeHandle(), clock: testingclock.NewFakeClock(time.Unix(1000, 0)),
 		pods: map[types.NamespacedName]*corev1.Pod{}}
 	for _, p := range pods {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,24 +35,17 @@ func TestIntegrationCandidateWaitsForElection(t *testing.T) {
 	pod := newCandidate(t, ch, "100m")
 
 	node := waitReserved(t, ch)
-	if !slices.Contains(nodes, node) {
-		t.Fatalf("reserved node %q is not a node of the cluster", node)
-	}
+	require.Truef(t, slices.Contains(nodes, node), "reserved node %q is not a node of the cluster", node)
 	consistently(t, "a candidate not elected stays unbound", 2*time.Second, notBound(t, pod))
 
 	elected := elect(t, ch)
 	bound := waitBound(t, pod)
 	took := time.Since(elected)
 	t.Logf("bound %s after the election", took)
-	if took > bindDeadline {
-		t.Errorf("bound %s after the election, want within %s", took, bindDeadline)
-	}
-	if bound != node {
-		t.Errorf("bound to %s, reserved %s", bound, node)
-	}
-	if r := getChaperon(t, ch).Annotations[v1alpha1.AnnotationReserved]; r != node {
-		t.Errorf("reservation after binding = %q, want %q", r, node)
-	}
+	assert.Falsef(t, took > bindDeadline, "bound %s after the election, want within %s", took, bindDeadline)
+	assert.Equalf(t, node, bound, "bound to %s, reserved %s", bound, node)
+	r := getChaperon(t, ch).Annotations[v1alpha1.AnnotationReserved]
+	assert.Equal(t, node, r, "reservation after binding")
 }
 
 // A candidate whose chaperon is deleted while it waits is rejected: it never
@@ -65,9 +60,7 @@ func TestIntegrationDeletedChaperonRejectsWaitingCandidate(t *testing.T) {
 
 	// The source elects one and deletes the other (the envtest cluster has
 	// no garbage collector: the loser's pod stays, orphaned).
-	if err := k8sClient.Delete(context.Background(), loser); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Delete(context.Background(), loser))
 	elect(t, winner)
 	waitBound(t, winnerPod)
 	testenv.Eventually(t, waitTimeout, "the loser's PodScheduled condition says its chaperon is gone", func() error {
@@ -88,9 +81,7 @@ func TestIntegrationChaperonBeingDeletedRejectsAtOnce(t *testing.T) {
 	t.Cleanup(func() {
 		_ = k8sClient.Patch(context.Background(), ch, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)))
 	})
-	if err := k8sClient.Delete(context.Background(), ch); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Delete(context.Background(), ch))
 	startScheduler(t, candidate.DefaultPermitTimeout)
 	pod := newCandidate(t, ch, "100m")
 
@@ -126,9 +117,8 @@ func TestIntegrationCandidateTooBigForEveryNode(t *testing.T) {
 		t.Logf("PodScheduled=False: %s", c.Message)
 		return nil
 	})
-	if r, ok := getChaperon(t, ch).Annotations[v1alpha1.AnnotationReserved]; ok {
-		t.Errorf("an unschedulable candidate reserved %q", r)
-	}
+	r, ok := getChaperon(t, ch).Annotations[v1alpha1.AnnotationReserved]
+	assert.Falsef(t, ok, "an unschedulable candidate reserved %q", r)
 }
 
 // A scheduler that stops while a candidate waits, and comes back after the
@@ -149,9 +139,7 @@ func TestIntegrationRestartedSchedulerBindsElectedCandidate(t *testing.T) {
 	waitBound(t, pod)
 	took := time.Since(started)
 	t.Logf("bound %s after the scheduler started again", took)
-	if took > bindDeadline {
-		t.Errorf("bound %s after the restart, want within %s", took, bindDeadline)
-	}
+	assert.Falsef(t, took > bindDeadline, "bound %s after the restart, want within %s", took, bindDeadline)
 }
 
 // A candidate that waited past the Permit timeout gives its node back (the
@@ -180,9 +168,7 @@ func TestIntegrationTimedOutCandidateBindsWhenElected(t *testing.T) {
 	waitBound(t, pod)
 	took := time.Since(elected)
 	t.Logf("bound %s after a late election", took)
-	if took > bindDeadline {
-		t.Errorf("bound %s after the election, want within %s", took, bindDeadline)
-	}
+	assert.Falsef(t, took > bindDeadline, "bound %s after the election, want within %s", took, bindDeadline)
 }
 
 // The API server refuses the plugin's writes on a chaperon that was
@@ -197,33 +183,21 @@ func TestIntegrationReservationPatchesArePreconditioned(t *testing.T) {
 
 	merge := fmt.Appendf(nil, `{"metadata":{"uid":"not-its-uid","annotations":{%q:"node-1"}}}`, v1alpha1.AnnotationReserved)
 	_, err := res.Patch(ctx, ch.Name, types.MergePatchType, merge, metav1.PatchOptions{})
-	if !apierrors.IsInvalid(err) && !apierrors.IsConflict(err) {
-		t.Errorf("a merge patch with another UID: %v, want Invalid or Conflict", err)
-	}
+	assert.Falsef(t, !apierrors.IsInvalid(err) && !apierrors.IsConflict(err), "a merge patch with another UID: %v, want Invalid or Conflict", err)
 
 	set := fmt.Appendf(nil, `{"metadata":{"uid":%q,"annotations":{%q:"node-2"}}}`, ch.UID, v1alpha1.AnnotationReserved)
-	if _, err := res.Patch(ctx, ch.Name, types.MergePatchType, set, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = res.Patch(ctx, ch.Name, types.MergePatchType, set, metav1.PatchOptions{})
+	require.NoError(t, err)
 	path := "/metadata/annotations/multicluster.fleetlet.io~1reserved"
 	remove := fmt.Appendf(nil, `[{"op":"test","path":"/metadata/uid","value":%q},{"op":"test","path":%q,"value":"node-1"},{"op":"remove","path":%q}]`, ch.UID, path, path)
 	_, err = res.Patch(ctx, ch.Name, types.JSONPatchType, remove, metav1.PatchOptions{})
-	if !apierrors.IsInvalid(err) {
-		t.Errorf("removing a reservation of another node: %v, want Invalid", err)
-	}
-	if r := getChaperon(t, ch).Annotations[v1alpha1.AnnotationReserved]; r != "node-2" {
-		t.Errorf("reserved = %q, want node-2 kept", r)
-	}
+	assert.Truef(t, apierrors.IsInvalid(err), "removing a reservation of another node: %v, want Invalid", err)
+	r := getChaperon(t, ch).Annotations[v1alpha1.AnnotationReserved]
+	assert.Equalf(t, "node-2", r, "reserved = %q, want node-2 kept", r)
 
-	if err := k8sClient.Delete(ctx, ch); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Delete(ctx, ch))
 	_, err = res.Patch(ctx, ch.Name, types.MergePatchType, set, metav1.PatchOptions{})
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("a patch of a deleted chaperon: %v, want NotFound", err)
-	}
+	assert.Truef(t, apierrors.IsNotFound(err), "a patch of a deleted chaperon: %v, want NotFound", err)
 	var statusErr *apierrors.StatusError
-	if !errors.As(err, &statusErr) {
-		t.Errorf("want an API status error, got %T", err)
-	}
+	assert.Truef(t, errors.As(err, &statusErr), "want an API status error, got %T", err)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,9 +31,7 @@ func key(name string) types.NamespacedName { return types.NamespacedName{Namespa
 func counter(t *testing.T, vec *metrics.CounterVec, labels ...string) float64 {
 	t.Helper()
 	v, err := testutil.GetCounterMetricValue(vec.WithLabelValues(labels...))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return v
 }
 
@@ -41,9 +41,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 5*time.Second, true,
 		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("%s: not true after 5s", what)
-	}
+	require.NoErrorf(t, err, "%s: not true after 5s", what)
 }
 
 func TestChaperonOf(t *testing.T) {
@@ -64,9 +62,7 @@ func TestChaperonOf(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := chaperonOf(tc.pod)
-			if ok != tc.wantOK || got != tc.want {
-				t.Errorf("chaperonOf() = %v, %v; want %v, %v", got, ok, tc.want, tc.wantOK)
-			}
+			assert.Falsef(t, ok != tc.wantOK || got != tc.want, "chaperonOf() = %v, %v; want %v, %v", got, ok, tc.want, tc.wantOK)
 		})
 	}
 }
@@ -164,21 +160,11 @@ func TestPermit(t *testing.T) {
 			p := newTestPlugin(t, f)
 
 			status, timeout := p.Permit(context.Background(), nil, tc.pod, "node-1")
-			if status.Code() != tc.wantCode || !strings.Contains(status.Message(), tc.wantMsg) {
-				t.Errorf("Permit() = %v %q, want %v containing %q", status.Code(), status.Message(), tc.wantCode, tc.wantMsg)
-			}
-			if timeout != tc.wantTimeout {
-				t.Errorf("Permit() timeout = %s, want %s", timeout, tc.wantTimeout)
-			}
-			if got := f.apiGets(); got != tc.wantGets {
-				t.Errorf("API reads = %d, want %d", got, tc.wantGets)
-			}
-			if got := p.waiters.len(); got != tc.wantWaiters {
-				t.Errorf("waiting candidates = %d, want %d", got, tc.wantWaiters)
-			}
-			if len(f.patchCalls()) != 0 {
-				t.Errorf("Permit wrote %v", f.patchCalls())
-			}
+			assert.Falsef(t, status.Code() != tc.wantCode || !strings.Contains(status.Message(), tc.wantMsg), "Permit() = %v %q, want %v containing %q", status.Code(), status.Message(), tc.wantCode, tc.wantMsg)
+			assert.Equal(t, tc.wantTimeout, timeout, "Permit() timeout")
+			assert.Equal(t, tc.wantGets, f.apiGets(), "API reads")
+			assert.Equal(t, tc.wantWaiters, p.waiters.len(), "waiting candidates")
+			assert.Emptyf(t, f.patchCalls(), "Permit wrote %v", f.patchCalls())
 		})
 	}
 }
@@ -187,9 +173,8 @@ func TestPermit(t *testing.T) {
 // registers it as waiting, as the framework does.
 func permitWait(t *testing.T, p *testPlugin, pod *corev1.Pod) *fakeWaitingPod {
 	t.Helper()
-	if s, _ := p.Permit(context.Background(), nil, pod, "node-1"); s.Code() != fwk.Wait {
-		t.Fatalf("Permit() = %v %q, want Wait", s.Code(), s.Message())
-	}
+	s, _ := p.Permit(context.Background(), nil, pod, "node-1")
+	require.Equalf(t, fwk.Wait, s.Code(), "Permit() = %v %q, want Wait", s.Code(), s.Message())
 	return p.handle.wait(pod)
 }
 
@@ -206,9 +191,8 @@ func TestWaitingCandidateAllowedWhenElected(t *testing.T) {
 	f.put(ch.annotation("example.com/other", "x").obj())
 	p.onChaperon(context.Background(), old, ch.obj())
 	p.decideNext(context.Background())
-	if allowed, rejected := wp.result(); len(allowed)+len(rejected) != 0 {
-		t.Fatalf("decided on an unrelated change: allowed %v, rejected %v", allowed, rejected)
-	}
+	allowed, rejected := wp.result()
+	require.Equalf(t, 0, len(allowed)+len(rejected), "decided on an unrelated change: allowed %v, rejected %v", allowed, rejected)
 
 	p.clock.Step(1500 * time.Millisecond)
 	old = ch.obj()
@@ -216,19 +200,12 @@ func TestWaitingCandidateAllowedWhenElected(t *testing.T) {
 	p.onChaperon(context.Background(), old, ch.obj())
 	p.decideNext(context.Background())
 
-	allowed, rejected := wp.result()
-	if diff := cmp.Diff([]string{Name}, allowed); diff != "" || len(rejected) != 0 {
-		t.Errorf("Allow calls (-want,+got):\n%s\nrejected: %v", diff, rejected)
-	}
-	if p.waiters.len() != 0 {
-		t.Errorf("the candidate is still registered as waiting")
-	}
-	if got := counter(t, waitsTotal, waitAllowed) - allowedBefore; got != 1 {
-		t.Errorf("waits_total{allowed} grew by %v, want 1", got)
-	}
-	if len(p.handle.activations()) != 0 {
-		t.Errorf("a waiting candidate was activated: %v", p.handle.activations())
-	}
+	allowed, rejected = wp.result()
+	diff := cmp.Diff([]string{Name}, allowed)
+	assert.Falsef(t, diff != "" || len(rejected) != 0, "Allow calls (-want,+got):\n%s\nrejected: %v", diff, rejected)
+	assert.Equal(t, 0, p.waiters.len(), "the candidate is still registered as waiting")
+	assert.Equal(t, 1.0, counter(t, waitsTotal, waitAllowed)-allowedBefore, "waits_total{allowed} growth")
+	assert.Emptyf(t, p.handle.activations(), "a waiting candidate was activated: %v", p.handle.activations())
 }
 
 func TestWaitingCandidateRejectedWhenChaperonDeleted(t *testing.T) {
@@ -246,23 +223,18 @@ func TestWaitingCandidateRejectedWhenChaperonDeleted(t *testing.T) {
 	p.decideNext(context.Background())
 
 	allowed, rejected := wp.result()
-	if diff := cmp.Diff([]string{msgChaperonGone}, rejected); diff != "" || len(allowed) != 0 {
-		t.Errorf("Reject calls (-want,+got):\n%s\nallowed: %v", diff, allowed)
-	}
+	diff := cmp.Diff([]string{msgChaperonGone}, rejected)
+	assert.Falsef(t, diff != "" || len(allowed) != 0, "Reject calls (-want,+got):\n%s\nallowed: %v", diff, allowed)
 	// The framework unreserves the rejected candidate: the chaperon is
 	// known gone, so neither the rejection nor the unreservation costs a
 	// request beyond the reservation.
 	p.Unreserve(context.Background(), nil, pod, "node-1")
 	drain(p)
-	if got := len(f.patchCalls()); got != 1 {
-		t.Errorf("patches = %d, want 1 (the reservation only)", got)
-	}
-	if got := f.apiGets(); got != 0 {
-		t.Errorf("API reads = %d, want 0 (the watch saw the deletion)", got)
-	}
-	if len(p.reservations.written) != 0 {
-		t.Errorf("what was known of the gone chaperon is kept: %v", p.reservations.written)
-	}
+	got := len(f.patchCalls())
+	assert.Equalf(t, 1, got, "patches = %d, want 1 (the reservation only)", got)
+	got = f.apiGets()
+	assert.Equalf(t, 0, got, "API reads = %d, want 0 (the watch saw the deletion)", got)
+	assert.Emptyf(t, p.reservations.written, "what was known of the gone chaperon is kept: %v", p.reservations.written)
 }
 
 func TestWaitingCandidateRejectedWhenChaperonStartsDeleting(t *testing.T) {
@@ -275,12 +247,9 @@ func TestWaitingCandidateRejectedWhenChaperonStartsDeleting(t *testing.T) {
 	f.put(ch.deleting().obj())
 	p.onChaperon(context.Background(), old, ch.obj())
 	p.decideNext(context.Background())
-	if _, rejected := wp.result(); !cmp.Equal(rejected, []string{msgChaperonDeleting}) {
-		t.Errorf("rejected = %v, want %q", rejected, msgChaperonDeleting)
-	}
-	if f.apiGets() != 0 {
-		t.Errorf("a deletion timestamp in the cache needs no API read, got %d", f.apiGets())
-	}
+	_, rejected := wp.result()
+	assert.Truef(t, cmp.Equal(rejected, []string{msgChaperonDeleting}), "rejected = %v, want %q", rejected, msgChaperonDeleting)
+	assert.Equalf(t, 0, f.apiGets(), "a deletion timestamp in the cache needs no API read, got %d", f.apiGets())
 }
 
 // The election can land between Permit's answer and the framework's
@@ -291,25 +260,22 @@ func TestElectionBeforeTheWaitingPodIsRegistered(t *testing.T) {
 	f := newFakeChaperons(ch.obj())
 	p := newTestPlugin(t, f)
 	pod := newCandidate(ns, "web").obj()
-	if s, _ := p.Permit(context.Background(), nil, pod, "node-1"); s.Code() != fwk.Wait {
-		t.Fatalf("Permit() = %v, want Wait", s.Code())
-	}
+	s, _ := p.Permit(context.Background(), nil, pod, "node-1")
+	require.Equalf(t, fwk.Wait, s.Code(), "Permit() = %v, want Wait", s.Code())
 
 	old := ch.obj()
 	f.put(ch.elected().obj())
 	p.onChaperon(context.Background(), old, ch.obj())
 	p.decideNext(context.Background()) // no waiting pod yet: retried later
-	if got := p.decisions.NumRequeues(pod.UID); got != 1 {
-		t.Fatalf("decision requeues = %d, want 1", got)
-	}
+	got := p.decisions.NumRequeues(pod.UID)
+	require.Equalf(t, 1, got, "decision requeues = %d, want 1", got)
 
 	wp := p.handle.wait(pod)
 	p.clock.Step(decideRetryBase)
 	eventually(t, "the retried decision is queued", func() bool { return p.decisions.Len() == 1 })
 	p.decideNext(context.Background())
-	if allowed, _ := wp.result(); !cmp.Equal(allowed, []string{Name}) {
-		t.Errorf("allowed = %v, want [%s]", allowed, Name)
-	}
+	allowed, _ := wp.result()
+	assert.Truef(t, cmp.Equal(allowed, []string{Name}), "allowed = %v, want [%s]", allowed, Name)
 }
 
 // A change between Permit's registration and its read is not lost either:
@@ -321,13 +287,10 @@ func TestPermitRegistersBeforeReading(t *testing.T) {
 	pod := newCandidate(ns, "web").obj()
 	// The watch event of a change arrives while nothing waits yet.
 	p.onChaperon(context.Background(), nil, ch.obj())
-	if p.decisions.Len() != 0 {
-		t.Fatalf("an event queued a decision for a pod that does not wait")
-	}
+	require.Equal(t, 0, p.decisions.Len(), "an event queued a decision for a pod that does not wait")
 	f.put(ch.elected().obj())
-	if s, _ := p.Permit(context.Background(), nil, pod, "node-1"); !s.IsSuccess() {
-		t.Errorf("Permit() = %v, want Success", s.Code())
-	}
+	s, _ := p.Permit(context.Background(), nil, pod, "node-1")
+	assert.Truef(t, s.IsSuccess(), "Permit() = %v, want Success", s.Code())
 }
 
 func TestUnreserveEndsTheWait(t *testing.T) {
@@ -340,22 +303,15 @@ func TestUnreserveEndsTheWait(t *testing.T) {
 	wp := permitWait(t, p, pod)
 	// The Permit timeout: the framework rejects the pod and unreserves it.
 	p.Unreserve(context.Background(), nil, pod, "node-1")
-	if p.waiters.len() != 0 {
-		t.Errorf("the candidate still waits after Unreserve")
-	}
-	if got := counter(t, waitsTotal, waitEnded) - endedBefore; got != 1 {
-		t.Errorf("waits_total{ended} grew by %v, want 1", got)
-	}
+	assert.Equal(t, 0, p.waiters.len(), "the candidate still waits after Unreserve")
+	assert.Equal(t, 1.0, counter(t, waitsTotal, waitEnded)-endedBefore, "waits_total{ended} growth")
 	// A later election has no waiting candidate to allow.
 	old := ch.obj()
 	f.put(ch.elected().obj())
 	p.onChaperon(context.Background(), old, ch.obj())
-	if p.decisions.Len() != 0 {
-		t.Errorf("an election queued a decision for an unreserved candidate")
-	}
-	if allowed, rejected := wp.result(); len(allowed)+len(rejected) != 0 {
-		t.Errorf("allowed %v, rejected %v after Unreserve", allowed, rejected)
-	}
+	assert.Equal(t, 0, p.decisions.Len(), "an election queued a decision for an unreserved candidate")
+	allowed, rejected := wp.result()
+	assert.Equalf(t, 0, len(allowed)+len(rejected), "allowed %v, rejected %v after Unreserve", allowed, rejected)
 }
 
 func TestElectedCandidateNotWaitingIsActivated(t *testing.T) {
@@ -387,9 +343,7 @@ func TestElectedCandidateNotWaitingIsActivated(t *testing.T) {
 				old = tc.old.obj()
 			}
 			p.onChaperon(context.Background(), old, ch.obj())
-			if diff := cmp.Diff(tc.want, p.handle.activations()); diff != "" {
-				t.Errorf("activations (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tc.want, p.handle.activations()), "activations (-want,+got)")
 		})
 	}
 }
@@ -432,15 +386,11 @@ func TestReserveDoesNotWaitForTheAPIServer(t *testing.T) {
 	pod := newCandidate(ns, "web").obj()
 
 	// The API server hangs; Reserve still returns at once, the write queued.
-	if s := p.Reserve(context.Background(), nil, pod, "node-1"); !s.IsSuccess() {
-		t.Fatalf("Reserve() = %v", s)
-	}
-	if got := p.reservations.queue.Len(); got != 1 {
-		t.Fatalf("queued writes = %d, want 1", got)
-	}
-	if len(f.patchStart) != 0 {
-		t.Fatalf("Reserve wrote to the API server itself")
-	}
+	s := p.Reserve(context.Background(), nil, pod, "node-1")
+	require.Truef(t, s.IsSuccess(), "Reserve() = %v", s)
+	got := p.reservations.queue.Len()
+	require.Equalf(t, 1, got, "queued writes = %d, want 1", got)
+	require.Empty(t, f.patchStart, "Reserve wrote to the API server itself")
 
 	done := make(chan struct{})
 	go func() {
@@ -451,14 +401,10 @@ func TestReserveDoesNotWaitForTheAPIServer(t *testing.T) {
 	close(f.patchBlock)
 	<-done
 	want := `{"metadata":{"annotations":{"multicluster.fleetlet.io/reserved":"node-1"},"uid":"web-uid"}}`
-	if call.pt != types.MergePatchType || call.data != want || call.key != key("web") {
-		t.Errorf("patch = %s %s %s, want merge patch %s", call.key, call.pt, call.data, want)
-	}
+	assert.Falsef(t, call.pt != types.MergePatchType || call.data != want || call.key != key("web"), "patch = %s %s %s, want merge patch %s", call.key, call.pt, call.data, want)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if got := f.server[key("web")].Annotations[v1alpha1.AnnotationReserved]; got != "node-1" {
-		t.Errorf("reserved = %q, want node-1", got)
-	}
+	assert.Equal(t, "node-1", f.server[key("web")].Annotations[v1alpha1.AnnotationReserved], "reserved")
 }
 
 // drain applies every queued reservation write.
@@ -579,20 +525,15 @@ func TestReservationWrites(t *testing.T) {
 			for _, c := range f.patchCalls() {
 				got = append(got, c.data)
 			}
-			if diff := cmp.Diff(tc.wantPatches, got); diff != "" {
-				t.Errorf("patches (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tc.wantPatches, got), "patches (-want,+got)")
 			f.mu.Lock()
 			reserved := f.server[key("web")].Annotations[v1alpha1.AnnotationReserved]
 			f.mu.Unlock()
-			if reserved != tc.wantReserved {
-				t.Errorf("reserved = %q, want %q", reserved, tc.wantReserved)
-			}
+			assert.Equal(t, tc.wantReserved, reserved, "reserved")
 			for k, want := range tc.wantResults {
 				op, result, _ := strings.Cut(k, "/")
-				if got := counter(t, reservationWrites, op, result) - before[k]; got != want {
-					t.Errorf("reservation_writes_total{%s} grew by %v, want %v", k, got, want)
-				}
+				got := counter(t, reservationWrites, op, result) - before[k]
+				assert.Equalf(t, want, got, "reservation_writes_total{%s} growth", k)
 			}
 		})
 	}
@@ -607,22 +548,18 @@ func TestFailedReservationWriteIsRetried(t *testing.T) {
 	p.Reserve(context.Background(), nil, pod, "node-1")
 	drain(p)
 	for attempt := 1; attempt <= 2; attempt++ {
-		if got := len(f.patchCalls()); got != attempt {
-			t.Fatalf("attempts = %d, want %d", got, attempt)
-		}
+		got := len(f.patchCalls())
+		require.Equal(t, attempt, got, "attempts")
 		// Backoff: the retry waits on the clock.
 		p.clock.Step(writeRetryBase << (attempt - 1))
 		eventually(t, "the retry is queued", func() bool { return p.reservations.queue.Len() == 1 })
 		drain(p)
 	}
-	if got := len(f.patchCalls()); got != 3 {
-		t.Fatalf("attempts = %d, want 3", got)
-	}
+	got := len(f.patchCalls())
+	require.Equalf(t, 3, got, "attempts = %d, want 3", got)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if got := f.server[key("web")].Annotations[v1alpha1.AnnotationReserved]; got != "node-1" {
-		t.Errorf("reserved = %q after retries, want node-1", got)
-	}
+	assert.Equal(t, "node-1", f.server[key("web")].Annotations[v1alpha1.AnnotationReserved], "reserved after retries")
 }
 
 func TestReservationOfAGoneChaperonIsDropped(t *testing.T) {
@@ -630,33 +567,25 @@ func TestReservationOfAGoneChaperonIsDropped(t *testing.T) {
 	p := newTestPlugin(t, f)
 	p.Reserve(context.Background(), nil, newCandidate(ns, "web").obj(), "node-1")
 	drain(p)
-	if got := len(f.patchCalls()); got != 1 {
-		t.Errorf("attempts = %d, want 1 (NotFound is not retried)", got)
-	}
-	if p.reservations.queue.NumRequeues(key("web")) != 0 || len(p.reservations.intents) != 0 {
-		t.Errorf("the write of a gone chaperon is still pending")
-	}
+	got := len(f.patchCalls())
+	assert.Equalf(t, 1, got, "attempts = %d, want 1 (NotFound is not retried)", got)
+	assert.False(t, p.reservations.queue.NumRequeues(key("web")) != 0 || len(p.reservations.intents) != 0, "the write of a gone chaperon is still pending")
 }
 
 func TestNotACandidateIsLeftAlone(t *testing.T) {
 	f := newFakeChaperons(newChaperon(ns, "web").obj())
 	p := newTestPlugin(t, f)
 	pod := newCandidate(ns, "web").schedulerName("default-scheduler").obj()
-	if s := p.Reserve(context.Background(), nil, pod, "node-1"); !s.IsSuccess() {
-		t.Errorf("Reserve() = %v", s)
-	}
+	s := p.Reserve(context.Background(), nil, pod, "node-1")
+	assert.Truef(t, s.IsSuccess(), "Reserve() = %v", s)
 	p.Unreserve(context.Background(), nil, pod, "node-1")
-	if p.reservations.queue.Len() != 0 || p.waiters.len() != 0 {
-		t.Errorf("the plugin acted on a pod of another scheduler")
-	}
+	assert.False(t, p.reservations.queue.Len() != 0 || p.waiters.len() != 0, "the plugin acted on a pod of another scheduler")
 }
 
 func TestEventsToRegister(t *testing.T) {
 	p := newTestPlugin(t, newFakeChaperons())
 	events, err := p.EventsToRegister(context.Background())
-	if err != nil || len(events) != 0 {
-		t.Errorf("EventsToRegister() = %v, %v; want none (the plugin activates elected candidates itself)", events, err)
-	}
+	assert.Falsef(t, err != nil || len(events) != 0, "EventsToRegister() = %v, %v; want none (the plugin activates elected candidates itself)", events, err)
 }
 
 // A candidate whose chaperon is already gone when it reaches Permit is
@@ -666,18 +595,13 @@ func TestCandidateOfAGoneChaperonCostsNoWrite(t *testing.T) {
 	p := newTestPlugin(t, f)
 	pod := newCandidate(ns, "web").obj()
 	p.Reserve(context.Background(), nil, pod, "node-1")
-	if s, _ := p.Permit(context.Background(), nil, pod, "node-1"); s.Code() != fwk.Unschedulable {
-		t.Fatalf("Permit() = %v, want Unschedulable", s.Code())
-	}
+	s, _ := p.Permit(context.Background(), nil, pod, "node-1")
+	require.Equalf(t, fwk.Unschedulable, s.Code(), "Permit() = %v, want Unschedulable", s.Code())
 	p.Unreserve(context.Background(), nil, pod, "node-1")
 	drain(p)
-	if got := len(f.patchCalls()); got != 0 {
-		t.Errorf("patches = %d, want 0", got)
-	}
-	if got := f.apiGets(); got != 1 {
-		t.Errorf("API reads = %d, want 1 (the confirmation)", got)
-	}
-	if len(p.reservations.written) != 0 || len(p.reservations.intents) != 0 {
-		t.Errorf("state kept for a gone chaperon: written %v, intents %v", p.reservations.written, p.reservations.intents)
-	}
+	got := len(f.patchCalls())
+	assert.Equalf(t, 0, got, "patches = %d, want 0", got)
+	got = f.apiGets()
+	assert.Equalf(t, 1, got, "API reads = %d, want 1 (the confirmation)", got)
+	assert.Falsef(t, len(p.reservations.written) != 0 || len(p.reservations.intents) != 0, "state kept for a gone chaperon: written %v, intents %v", p.reservations.written, p.reservations.intents)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,17 +153,11 @@ func startScheduler(t *testing.T, permitTimeout time.Duration) (stop func()) {
 	o.LeaderElect = false
 	o.PermitTimeout = permitTimeout
 	cfg, err := candidate.Configuration(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	data, err := candidate.EncodeConfiguration(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "scheduler.yaml")
-	if err := os.WriteFile(file, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(file, data, 0o600))
 	opts := options.NewOptions()
 	opts.ConfigFile = file
 	opts.SecureServing.BindPort = 0
@@ -171,7 +166,7 @@ func startScheduler(t *testing.T, permitTimeout time.Duration) (stop func()) {
 	cc, sched, err := app.Setup(ctx, opts, app.WithPlugin(candidate.Name, candidate.New))
 	if err != nil {
 		cancel()
-		t.Fatal(err)
+		require.FailNow(t, err.Error())
 	}
 	cc.EventBroadcaster.StartRecordingToSink(ctx.Done())
 	cc.InformerFactory.Start(ctx.Done())
@@ -180,7 +175,7 @@ func startScheduler(t *testing.T, permitTimeout time.Duration) (stop func()) {
 	cc.DynInformerFactory.WaitForCacheSync(ctx.Done())
 	if err := sched.WaitForHandlersSync(ctx); err != nil {
 		cancel()
-		t.Fatal(err)
+		require.FailNow(t, err.Error())
 	}
 	done := make(chan struct{})
 	go func() {
@@ -208,9 +203,7 @@ func newNamespace(t *testing.T) string {
 	}
 	testenv.Need(t, env)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "candidate-"}}
-	if err := k8sClient.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(context.Background(), ns))
 	return ns.Name
 }
 
@@ -227,9 +220,7 @@ func newChaperon(t *testing.T, namespace, name string, finalizers ...string) *v1
 			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
 		}}},
 	}
-	if err := k8sClient.Create(context.Background(), ch); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(context.Background(), ch))
 	return ch
 }
 
@@ -254,9 +245,7 @@ func newCandidate(t *testing.T, ch *v1alpha1.PodChaperon, cpu string) *corev1.Po
 			}}},
 		},
 	}
-	if err := k8sClient.Create(context.Background(), pod); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(context.Background(), pod))
 	return pod
 }
 
@@ -265,9 +254,7 @@ func consistently(t *testing.T, what string, d time.Duration, check func() error
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if err := check(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
+		require.NoErrorf(t, check(), "%s", what)
 		time.Sleep(100 * time.Millisecond)
 	}
 }
@@ -275,18 +262,14 @@ func consistently(t *testing.T, what string, d time.Duration, check func() error
 func getChaperon(t *testing.T, ch *v1alpha1.PodChaperon) *v1alpha1.PodChaperon {
 	t.Helper()
 	got := &v1alpha1.PodChaperon{}
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(ch), got); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(context.Background(), client.ObjectKeyFromObject(ch), got))
 	return got
 }
 
 func getPod(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	got := &corev1.Pod{}
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(pod), got); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
 	return got
 }
 
@@ -308,9 +291,7 @@ func waitReserved(t *testing.T, ch *v1alpha1.PodChaperon) string {
 func elect(t *testing.T, ch *v1alpha1.PodChaperon) time.Time {
 	t.Helper()
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, v1alpha1.AnnotationElected)
-	if err := k8sClient.Patch(context.Background(), ch, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Patch(context.Background(), ch, client.RawPatch(types.MergePatchType, patch)))
 	return time.Now()
 }
 

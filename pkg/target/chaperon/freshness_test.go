@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	testingclock "k8s.io/utils/clock/testing"
@@ -81,15 +83,11 @@ func TestCreateReadsTheChaperonOnlyWhenTheCacheMayBeBehind(t *testing.T) {
 			if tc.leading != nil {
 				r.leadingSince(*tc.leading)
 			}
-			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ch)}); err != nil {
-				t.Fatal(err)
-			}
-			if reader.chaperonGets != tc.wantReads {
-				t.Errorf("chaperon read from the API server %d times, want %d", reader.chaperonGets, tc.wantReads)
-			}
-			if got := len(imp.creates) == 1; got != tc.wantCreate {
-				t.Errorf("pod created: %v (%v), want %v", got, imp.creates, tc.wantCreate)
-			}
+			_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ch)})
+			require.NoError(t, err)
+			assert.Equalf(t, tc.wantReads, reader.chaperonGets, "chaperon read from the API server %d times, want %d", reader.chaperonGets, tc.wantReads)
+			got := len(imp.creates) == 1
+			assert.Equalf(t, tc.wantCreate, got, "pod created: %v (%v), want %v", got, imp.creates, tc.wantCreate)
 		})
 	}
 }
@@ -107,12 +105,8 @@ func TestChaperonEventsForgetOurWrites(t *testing.T) {
 	}
 	r.writes.Wrote(chaperonUID, "1")
 	pred.Update(event.UpdateEvent{ObjectOld: at("1"), ObjectNew: at("2")})
-	if r.writes.Stale(chaperonUID, "1") {
-		t.Error("a write the cache has shown is still kept")
-	}
+	assert.False(t, r.writes.Stale(chaperonUID, "1"), "a write the cache has shown is still kept")
 	r.writes.Wrote(chaperonUID, "2")
 	pred.Delete(event.DeleteEvent{Object: at("2")})
-	if r.writes.Stale(chaperonUID, "2") {
-		t.Error("a write of a deleted chaperon is still kept")
-	}
+	assert.False(t, r.writes.Stale(chaperonUID, "2"), "a write of a deleted chaperon is still kept")
 }

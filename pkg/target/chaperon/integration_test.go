@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -44,36 +46,22 @@ func TestCreatesPodAsSourceAndMirrorsIt(t *testing.T) {
 
 	got := waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
 	var pod corev1.Pod
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod))
 	// Only source cluster-a's ServiceAccount passes the creator policy of
 	// this namespace (the administrator does not, see waitCreatorPolicy):
 	// the pod exists, so the API server saw it created as that account.
 	wantLabels := map[string]string{"app": "web", v1alpha1.LabelParentUID: "proxy-uid-1", v1alpha1.LabelParentCluster: "cluster-a"}
-	if diff := cmp.Diff(wantLabels, pod.Labels); diff != "" {
-		t.Errorf("pod labels (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(wantLabels, pod.Labels), "pod labels (-want,+got)")
 	wantAnnotations := map[string]string{"note": "kept", v1alpha1.AnnotationParentName: "web", v1alpha1.AnnotationParentNamespace: "shop"}
-	if diff := cmp.Diff(wantAnnotations, pod.Annotations); diff != "" {
-		t.Errorf("pod annotations (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]metav1.OwnerReference{OwnerReference(got)}, pod.OwnerReferences); diff != "" {
-		t.Errorf("pod owner references (-want,+got):\n%s", diff)
-	}
-	if ref := pod.OwnerReferences[0]; ref.UID != got.UID || !*ref.Controller || !*ref.BlockOwnerDeletion {
-		t.Errorf("owner reference %+v does not control and block the chaperon %s", ref, got.UID)
-	}
-	if pod.Spec.Containers[0].Image != ch.Spec.Template.Spec.Containers[0].Image {
-		t.Errorf("pod image %q, want the template's", pod.Spec.Containers[0].Image)
-	}
-	if len(pod.ManagedFields) == 0 || pod.ManagedFields[0].Manager != FieldOwner {
-		t.Errorf("pod field managers %v, want %s", pod.ManagedFields, FieldOwner)
-	}
-	if got.Status.ObservedGeneration != got.Generation || got.Status.PodStatus.Phase != corev1.PodPending {
-		t.Errorf("status observedGeneration %d (generation %d), podStatus.phase %q, want Pending",
-			got.Status.ObservedGeneration, got.Generation, got.Status.PodStatus.Phase)
-	}
+	assert.Empty(t, cmp.Diff(wantAnnotations, pod.Annotations), "pod annotations (-want,+got)")
+	assert.Empty(t, cmp.Diff([]metav1.OwnerReference{OwnerReference(got)}, pod.OwnerReferences), "pod owner references (-want,+got)")
+	ref := pod.OwnerReferences[0]
+	assert.Falsef(t, ref.UID != got.UID || !*ref.Controller || !*ref.BlockOwnerDeletion, "owner reference %+v does not control and block the chaperon %s", ref, got.UID)
+	assert.Equalf(t, ch.Spec.Template.Spec.Containers[0].Image, pod.Spec.Containers[0].Image, "pod image %q, want the template's", pod.Spec.Containers[0].Image)
+	assert.Falsef(t, len(pod.ManagedFields) == 0 || pod.ManagedFields[0].Manager != FieldOwner, "pod field managers %v, want %s", pod.ManagedFields, FieldOwner)
+	assert.Falsef(t, got.Status.ObservedGeneration != got.Generation || got.Status.PodStatus.Phase != corev1.PodPending,
+		"status observedGeneration %d (generation %d), podStatus.phase %q, want Pending",
+		got.Status.ObservedGeneration, got.Generation, got.Status.PodStatus.Phase)
 	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
 
 	t.Run("the candidate scheduler's reservation is the node until bound", func(t *testing.T) {
@@ -84,21 +72,17 @@ func TestCreatesPodAsSourceAndMirrorsIt(t *testing.T) {
 	})
 	t.Run("the node it is bound to", func(t *testing.T) {
 		cs := kubernetes.NewForConfigOrDie(env.Config)
-		if err := cs.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
+		require.NoError(t, cs.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
 			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, UID: pod.UID},
 			Target:     corev1.ObjectReference{Kind: "Node", Name: "node-b"},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		}, metav1.CreateOptions{}))
 		waitChaperon(t, ch, "status.nodeName node-b", func(c *v1alpha1.PodChaperon) error {
 			return expect("status.nodeName", c.Status.NodeName, "node-b")
 		})
 	})
 	t.Run("the pod's status, as its kubelet writes it", func(t *testing.T) {
 		var p corev1.Pod
-		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &p); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &p))
 		start := metav1.NewTime(time.Now().Truncate(time.Second))
 		p.Status.Phase = corev1.PodRunning
 		p.Status.PodIP = "10.0.0.7"
@@ -112,9 +96,7 @@ func TestCreatesPodAsSourceAndMirrorsIt(t *testing.T) {
 			Name: "app", Image: "registry.example/app:1", ImageID: "sha256:1", Ready: true, Started: ptrTo(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: start}},
 		}}
-		if err := k8sClient.Status().Update(ctx, &p); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, k8sClient.Status().Update(ctx, &p))
 		waitChaperon(t, ch, "status.podStatus mirrors the pod", func(c *v1alpha1.PodChaperon) error {
 			if diff := cmp.Diff(p.Status, c.Status.PodStatus); diff != "" {
 				return fmt.Errorf("podStatus (-pod,+chaperon):\n%s", diff)
@@ -130,9 +112,8 @@ func TestCreatesPodAsSourceAndMirrorsIt(t *testing.T) {
 		c := waitCondition(t, chB, metav1.ConditionFalse, ReasonPodRejected)
 		// The policy's message names the creator as the API server saw it.
 		want := "not by system:serviceaccount:" + ns + ":" + saB
-		if msg := podCreated(c).Message; !strings.Contains(msg, want) {
-			t.Errorf("PodRejected message %q does not contain %q", msg, want)
-		}
+		msg := podCreated(c).Message
+		assert.Containsf(t, msg, want, "PodRejected message %q does not contain %q", msg, want)
 		assertNoPod(t, chB)
 		waitEvent(t, chB, ReasonPodRejected, want)
 	})
@@ -151,18 +132,15 @@ func TestPodRejectedByRBACUntilGranted(t *testing.T) {
 
 	c := waitCondition(t, ch, metav1.ConditionFalse, ReasonPodRejected)
 	for _, want := range []string{`"system:serviceaccount:` + ns + ":" + sa.Name + `"`, `cannot create resource "pods"`} {
-		if msg := podCreated(c).Message; !strings.Contains(msg, want) {
-			t.Errorf("PodRejected message %q does not contain %q", msg, want)
-		}
+		msg := podCreated(c).Message
+		assert.Containsf(t, msg, want, "PodRejected message %q does not contain %q", msg, want)
 	}
 	assertNoPod(t, ch)
 	// The manager's own identity (an administrator's) would have been
 	// allowed: the refusal is the source's.
 	control := BuildPod(ch)
 	control.Name, control.OwnerReferences = "control", nil
-	if err := k8sClient.Create(t.Context(), control, client.DryRunAll); err != nil {
-		t.Fatalf("the administrator cannot create the same pod either: %v", err)
-	}
+	require.NoError(t, k8sClient.Create(t.Context(), control, client.DryRunAll), "the administrator cannot create the same pod either")
 
 	grantPodCreate(t, ns, sa)
 	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
@@ -180,12 +158,8 @@ func TestDeletedPodIsNotRecreated(t *testing.T) {
 	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
 
 	var pod corev1.Pod
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8sClient.Delete(ctx, &pod, client.GracePeriodSeconds(0)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod))
+	require.NoError(t, k8sClient.Delete(ctx, &pod, client.GracePeriodSeconds(0)))
 	waitCondition(t, ch, metav1.ConditionFalse, ReasonPodDeleted)
 	waitEvent(t, ch, ReasonPodDeleted, "does not create it again")
 
@@ -195,9 +169,8 @@ func TestDeletedPodIsNotRecreated(t *testing.T) {
 		return expect("status.nodeName", c.Status.NodeName, "node-x")
 	})
 	assertNoPod(t, ch)
-	if cond := podCreated(c); cond.Reason != ReasonPodDeleted {
-		t.Errorf("PodCreated %s %s, want it to stay PodDeleted", cond.Status, cond.Reason)
-	}
+	cond := podCreated(c)
+	assert.Equalf(t, ReasonPodDeleted, cond.Reason, "PodCreated %s %s, want it to stay PodDeleted", cond.Status, cond.Reason)
 }
 
 // A chaperon deleted with a grace period passed by its source (its proxy
@@ -217,26 +190,18 @@ func TestDeletedChaperonPassesItsGracePeriod(t *testing.T) {
 
 	// Bound, and held by a finalizer, as a pod whose kubelet stops it.
 	var pod corev1.Pod
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod))
 	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pod.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: "node-x"}}
-	if err := k8sClient.SubResource("binding").Create(ctx, &pod, binding); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.SubResource("binding").Create(ctx, &pod, binding))
 	held := pod.DeepCopy()
 	held.Finalizers = append(held.Finalizers, "e2e.fleetlet.io/hold")
-	if err := k8sClient.Patch(ctx, held, client.MergeFrom(&pod)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Patch(ctx, held, client.MergeFrom(&pod)))
 	t.Cleanup(func() {
 		_ = k8sClient.Patch(context.Background(), held, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
 	})
 
 	patchChaperon(t, ch, func(c *v1alpha1.PodChaperon) { c.Annotations[v1alpha1.AnnotationDeletionGracePeriod] = "7" })
-	if err := k8sClient.Delete(ctx, ch, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Delete(ctx, ch, client.PropagationPolicy(metav1.DeletePropagationForeground)))
 	testenv.Eventually(t, waitTimeout, "the pod deleted with the passed grace period", func() error {
 		var p corev1.Pod
 		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &p); err != nil {
@@ -260,13 +225,10 @@ func TestDeletionGrace(t *testing.T) {
 	for v, want := range map[string]int64{"0": 0, "7": 7, "31536000": 31536000, "-1": -1, "x": -1, "31536001": -1, "": -1} {
 		ch := makeChaperon("ns", "c").annotations(map[string]string{v1alpha1.AnnotationDeletionGracePeriod: v}).obj()
 		got, ok := DeletionGrace(ch)
-		if (want >= 0) != ok || (ok && got != want) {
-			t.Errorf("DeletionGrace(%q) = %d, %t; want %d", v, got, ok, want)
-		}
+		assert.Falsef(t, (want >= 0) != ok || (ok && got != want), "DeletionGrace(%q) = %d, %t; want %d", v, got, ok, want)
 	}
-	if _, ok := DeletionGrace(makeChaperon("ns", "c").obj()); ok {
-		t.Error("a chaperon without the annotation has a grace period")
-	}
+	_, ok := DeletionGrace(makeChaperon("ns", "c").obj())
+	assert.False(t, ok, "a chaperon without the annotation has a grace period")
 }
 
 // A pod of the chaperon's name that it does not own is never touched; the
@@ -279,9 +241,7 @@ func TestForeignPodIsLeftAlone(t *testing.T) {
 	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: sa})
 	foreign := foreignPod(ns, "db-0a1b2c3d")
 	foreign.UID = ""
-	if err := k8sClient.Create(ctx, foreign); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, foreign))
 	before := foreign.DeepCopy()
 
 	ch := makeChaperon(ns, "db-0a1b2c3d").obj()
@@ -290,18 +250,13 @@ func TestForeignPodIsLeftAlone(t *testing.T) {
 	waitEvent(t, ch, ReasonPodNotOwned, "leaves it alone")
 
 	var after corev1.Pod
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(foreign), &after); err != nil {
-		t.Fatal(err)
-	}
-	if after.ResourceVersion != before.ResourceVersion || after.UID != before.UID || len(after.OwnerReferences) != 0 {
-		t.Errorf("the foreign pod was touched: resourceVersion %s→%s, uid %s→%s, owners %v",
-			before.ResourceVersion, after.ResourceVersion, before.UID, after.UID, after.OwnerReferences)
-	}
+	require.NoError(t, k8sClient.Get(ctx, client.ObjectKeyFromObject(foreign), &after))
+	assert.Falsef(t, after.ResourceVersion != before.ResourceVersion || after.UID != before.UID || len(after.OwnerReferences) != 0,
+		"the foreign pod was touched: resourceVersion %s→%s, uid %s→%s, owners %v",
+		before.ResourceVersion, after.ResourceVersion, before.UID, after.UID, after.OwnerReferences)
 
 	// Once it is gone, the chaperon, which never had a pod, gets one.
-	if err := k8sClient.Delete(ctx, &after, client.GracePeriodSeconds(0)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Delete(ctx, &after, client.GracePeriodSeconds(0)))
 	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
 }
 
@@ -313,9 +268,8 @@ func TestSourceNotFoundUntilAdmitted(t *testing.T) {
 	ch := makeChaperon(ns, "late-0a1b2c3d").label(v1alpha1.LabelParentCluster, "cluster-late").obj()
 	create(t, ch)
 	c := waitCondition(t, ch, metav1.ConditionFalse, ReasonSourceNotFound)
-	if msg := podCreated(c).Message; !strings.Contains(msg, `No Source "cluster-late"`) {
-		t.Errorf("SourceNotFound message %q", msg)
-	}
+	msg := podCreated(c).Message
+	assert.Containsf(t, msg, `No Source "cluster-late"`, "SourceNotFound message %q", msg)
 	waitEvent(t, ch, ReasonSourceNotFound, "cluster-late")
 	assertNoPod(t, ch)
 
@@ -340,9 +294,7 @@ func TestClusterSource(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       v1alpha1.ClusterSourceSpec{ServiceAccountNamespace: saNS},
 	}
-	if err := k8sClient.Create(ctx, cs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, cs))
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), cs) })
 
 	inSelected := makeChaperon(selected, "a-0a1b2c3d").label(v1alpha1.LabelParentCluster, name).obj()
@@ -355,13 +307,9 @@ func TestClusterSource(t *testing.T) {
 
 	// Selecting the namespace wakes its chaperon up.
 	var ns corev1.Namespace
-	if err := k8sClient.Get(ctx, types.NamespacedName{Name: other}, &ns); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(ctx, types.NamespacedName{Name: other}, &ns))
 	ns.Labels[access.DefaultNamespaceLabel(name)] = "true"
-	if err := k8sClient.Update(ctx, &ns); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Update(ctx, &ns))
 	waitCondition(t, inOther, metav1.ConditionTrue, ReasonPodCreated)
 }
 
@@ -373,9 +321,7 @@ func TestConstrainedImpersonationIsEnough(t *testing.T) {
 	ctx := t.Context()
 	ns := newNamespace(t, nil)
 	for _, name := range []string{"manager", "source-x", "source-y"} {
-		if err := k8sClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, k8sClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}))
 	}
 	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: "source-x"})
 	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: "source-y"})
@@ -388,9 +334,7 @@ func TestConstrainedImpersonationIsEnough(t *testing.T) {
 	// impersonated identity may do nothing but create pods, not even
 	// discovery.
 	imp, err := NewImpersonator(tokenConfig(t, ns, "manager"), client.Options{Scheme: scheme, Mapper: k8sClient.RESTMapper()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	asX, _ := imp.ClientFor("system:serviceaccount:" + ns + ":source-x")
 	asY, _ := imp.ClientFor("system:serviceaccount:" + ns + ":source-y")
 	pod := func(name string) *corev1.Pod {
@@ -402,21 +346,17 @@ func TestConstrainedImpersonationIsEnough(t *testing.T) {
 	testenv.Eventually(t, waitTimeout, "the manager creates a pod as source-x", func() error {
 		return asX.Create(ctx, pod("as-x"))
 	})
-	if err := asY.Create(ctx, pod("as-y")); !apierrors.IsForbidden(err) {
-		t.Errorf("creating as source-y: %v, want Forbidden", err)
-	}
-	if err := asX.Get(ctx, types.NamespacedName{Namespace: ns, Name: "as-x"}, &corev1.Pod{}); !apierrors.IsForbidden(err) {
-		t.Errorf("reading as source-x: %v, want Forbidden (only create is allowed)", err)
-	}
+	err = asY.Create(ctx, pod("as-y"))
+	assert.Truef(t, apierrors.IsForbidden(err), "creating as source-y: %v, want Forbidden", err)
+	err = asX.Get(ctx, types.NamespacedName{Namespace: ns, Name: "as-x"}, &corev1.Pod{})
+	assert.Truef(t, apierrors.IsForbidden(err), "reading as source-x: %v, want Forbidden (only create is allowed)", err)
 }
 
 // newNamespace creates a namespace for one test.
 func newNamespace(t *testing.T, labels map[string]string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "chaperon-", Labels: labels}}
-	if err := k8sClient.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(t.Context(), ns))
 	return ns.Name
 }
 
@@ -425,9 +365,7 @@ func newNamespace(t *testing.T, labels map[string]string) string {
 func provisionSource(t *testing.T, namespace, name string) string {
 	t.Helper()
 	src := &v1alpha1.Source{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{labelProvisioned: "true"}}}
-	if err := k8sClient.Create(t.Context(), src); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(t.Context(), src))
 	testenv.Eventually(t, waitTimeout, fmt.Sprintf("Source %s/%s Ready", namespace, name), func() error {
 		if err := k8sClient.Get(t.Context(), client.ObjectKeyFromObject(src), src); err != nil {
 			return err
@@ -446,14 +384,10 @@ func provisionSource(t *testing.T, namespace, name string) string {
 func provisionSourceByHand(t *testing.T, namespace, name, serviceAccount string) types.NamespacedName {
 	t.Helper()
 	ctx := t.Context()
-	if err := k8sClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: serviceAccount}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: serviceAccount}}))
 	src := &v1alpha1.Source{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: v1alpha1.SourceSpec{ServiceAccountName: serviceAccount}}
-	if err := k8sClient.Create(ctx, src); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, src))
 	src.Status = v1alpha1.SourceStatus{
 		ObservedGeneration: src.Generation,
 		ServiceAccountName: serviceAccount,
@@ -462,9 +396,7 @@ func provisionSourceByHand(t *testing.T, namespace, name, serviceAccount string)
 			Message: "provisioned by the test", ObservedGeneration: src.Generation, LastTransitionTime: metav1.Now(),
 		}},
 	}
-	if err := k8sClient.Status().Update(ctx, src); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Status().Update(ctx, src))
 	return types.NamespacedName{Namespace: namespace, Name: serviceAccount}
 }
 
@@ -476,9 +408,7 @@ func grantPodCreate(t *testing.T, namespace string, sa types.NamespacedName) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRoleSourcePods},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}},
 	}
-	if err := k8sClient.Create(t.Context(), rb); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(t.Context(), rb))
 }
 
 // bindRole creates a Role with rules in namespace and binds sa to it.
@@ -491,9 +421,7 @@ func bindRole(t *testing.T, namespace, name string, sa types.NamespacedName, rul
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}},
 	}
 	for _, obj := range []client.Object{role, rb} {
-		if err := k8sClient.Create(t.Context(), obj); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, k8sClient.Create(t.Context(), obj))
 	}
 }
 
@@ -504,9 +432,7 @@ func tokenConfig(t *testing.T, namespace, name string) *rest.Config {
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(t.Context(), name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptrTo(int64(3600))}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return &rest.Config{Host: env.Config.Host, BearerToken: tr.Status.Token,
 		TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}
 }
@@ -534,26 +460,20 @@ func waitCreatorPolicy(t *testing.T, namespace string) {
 
 func create(t *testing.T, obj client.Object) {
 	t.Helper()
-	if err := k8sClient.Create(t.Context(), obj); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(t.Context(), obj))
 }
 
 // patchChaperon changes a chaperon's metadata as a source would.
 func patchChaperon(t *testing.T, ch *v1alpha1.PodChaperon, change func(*v1alpha1.PodChaperon)) {
 	t.Helper()
 	var cur v1alpha1.PodChaperon
-	if err := k8sClient.Get(t.Context(), client.ObjectKeyFromObject(ch), &cur); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(t.Context(), client.ObjectKeyFromObject(ch), &cur))
 	orig := cur.DeepCopy()
 	if cur.Annotations == nil {
 		cur.Annotations = map[string]string{}
 	}
 	change(&cur)
-	if err := k8sClient.Patch(t.Context(), &cur, client.MergeFrom(orig)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Patch(t.Context(), &cur, client.MergeFrom(orig)))
 }
 
 // waitChaperon waits until check passes on the chaperon and returns it.
@@ -614,9 +534,7 @@ func waitEvent(t *testing.T, ch *v1alpha1.PodChaperon, reason, text string) {
 func assertNoPod(t *testing.T, ch *v1alpha1.PodChaperon) {
 	t.Helper()
 	err := k8sClient.Get(t.Context(), client.ObjectKeyFromObject(ch), &corev1.Pod{})
-	if !apierrors.IsNotFound(err) {
-		t.Errorf("pod %s: %v, want NotFound", klogKey(ch), err)
-	}
+	assert.Truef(t, apierrors.IsNotFound(err), "pod %s: %v, want NotFound", klogKey(ch), err)
 }
 
 func expect(what, got, want string) error {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -132,18 +133,12 @@ func TestBuildPod(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			orig := tt.chaperon.DeepCopy()
 			got := BuildPod(tt.chaperon)
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("BuildPod() (-want,+got):\n%s", diff)
-			}
-			if diff := cmp.Diff(orig, tt.chaperon); diff != "" {
-				t.Errorf("BuildPod changed the chaperon (-before,+after):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tt.want, got), "BuildPod() (-want,+got)")
+			assert.Empty(t, cmp.Diff(orig, tt.chaperon), "BuildPod changed the chaperon (-before,+after)")
 			// The pod shares nothing with the chaperon.
 			got.Labels["mutated"] = "x"
 			got.Spec.Containers[0].Image = "mutated"
-			if diff := cmp.Diff(orig, tt.chaperon); diff != "" {
-				t.Errorf("the pod aliases the chaperon (-before,+after):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(orig, tt.chaperon), "the pod aliases the chaperon (-before,+after)")
 		})
 	}
 }
@@ -161,9 +156,7 @@ func TestCheckLabels(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := checkLabels(&v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Labels: tt.labels}})
-			if (err != nil) != tt.wantErr {
-				t.Errorf("checkLabels() = %v, want error %v", err, tt.wantErr)
-			}
+			assert.Equalf(t, tt.wantErr, err != nil, "checkLabels() = %v, want error %v", err, tt.wantErr)
 		})
 	}
 }
@@ -189,14 +182,11 @@ func TestIsHeldByNeedsTheParentLabels(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := BuildPod(ch)
 			p.Labels = tc.labels
-			if got := isHeldBy(p, ch); got != tc.want {
-				t.Errorf("isHeldBy = %v, want %v", got, tc.want)
-			}
+			got := isHeldBy(p, ch)
+			assert.Equal(t, tc.want, got, "isHeldBy")
 		})
 	}
 	plain := BuildPod(ch)
 	plain.OwnerReferences = nil
-	if isHeldBy(plain, ch) {
-		t.Error("a pod without the controller reference is held")
-	}
+	assert.False(t, isHeldBy(plain, ch), "a pod without the controller reference is held")
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -396,9 +398,7 @@ func runReconcileCase(t *testing.T, tt reconcileCase) {
 			// Stale: the resourceVersion before the record was written.
 			sc.chaperon = tt.staleChaperon.DeepCopy()
 			var cur v1alpha1.PodChaperon
-			if err := api.Get(ctx, client.ObjectKeyFromObject(tt.chaperon), &cur); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, api.Get(ctx, client.ObjectKeyFromObject(tt.chaperon), &cur))
 			sc.chaperon.ResourceVersion = "1"
 			sc.chaperon.UID = cur.UID
 		}
@@ -425,63 +425,40 @@ func runReconcileCase(t *testing.T, tt reconcileCase) {
 	for range max(tt.times, 1) {
 		res, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
 	}
-	if (err != nil) != tt.wantErr {
-		t.Fatalf("Reconcile() error = %v, want error %v", err, tt.wantErr)
-	}
-	if diff := cmp.Diff(tt.wantResult, res); diff != "" {
-		t.Errorf("Reconcile() result (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff(tt.wantCreates, imp.creates); diff != "" {
-		t.Errorf("impersonated creates (-want,+got):\n%s", diff)
-	}
+	require.Equalf(t, tt.wantErr, err != nil, "Reconcile() error = %v, want error %v", err, tt.wantErr)
+	assert.Empty(t, cmp.Diff(tt.wantResult, res), "Reconcile() result (-want,+got)")
+	assert.Empty(t, cmp.Diff(tt.wantCreates, imp.creates), "impersonated creates (-want,+got)")
 
 	var got v1alpha1.PodChaperon
-	if err := api.Get(ctx, key, &got); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, api.Get(ctx, key, &got))
 	cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionPodCreated)
 	switch {
 	case tt.wantStatus == "" && cond != nil && !tt.wantErr:
-		t.Errorf("PodCreated = %+v, want none", cond)
+		assert.Failf(t, "unexpected PodCreated condition", "PodCreated = %+v, want none", cond)
 	case tt.wantStatus != "" && cond == nil:
-		t.Errorf("no PodCreated condition, want %s %s", tt.wantStatus, tt.wantReason)
+		assert.Failf(t, "no PodCreated condition", "no PodCreated condition, want %s %s", tt.wantStatus, tt.wantReason)
 	case cond != nil && tt.wantStatus != "":
-		if cond.Status != tt.wantStatus || cond.Reason != tt.wantReason {
-			t.Errorf("PodCreated = %s %s (%s), want %s %s", cond.Status, cond.Reason, cond.Message, tt.wantStatus, tt.wantReason)
-		}
-		if !strings.Contains(cond.Message, tt.wantMessage) {
-			t.Errorf("PodCreated message %q does not contain %q", cond.Message, tt.wantMessage)
-		}
-		if cond.ObservedGeneration != got.Generation || got.Status.ObservedGeneration != got.Generation {
-			t.Errorf("observedGeneration: condition %d, status %d, want %d", cond.ObservedGeneration, got.Status.ObservedGeneration, got.Generation)
-		}
+		assert.Falsef(t, cond.Status != tt.wantStatus || cond.Reason != tt.wantReason, "PodCreated = %s %s (%s), want %s %s", cond.Status, cond.Reason, cond.Message, tt.wantStatus, tt.wantReason)
+		assert.Containsf(t, cond.Message, tt.wantMessage, "PodCreated message %q does not contain %q", cond.Message, tt.wantMessage)
+		assert.Falsef(t, cond.ObservedGeneration != got.Generation || got.Status.ObservedGeneration != got.Generation, "observedGeneration: condition %d, status %d, want %d", cond.ObservedGeneration, got.Status.ObservedGeneration, got.Generation)
 	}
 	if tt.wantPodStatus != nil {
-		if diff := cmp.Diff(*tt.wantPodStatus, got.Status.PodStatus); diff != "" {
-			t.Errorf("status.podStatus (-want,+got):\n%s", diff)
-		}
+		assert.Empty(t, cmp.Diff(*tt.wantPodStatus, got.Status.PodStatus), "status.podStatus (-want,+got)")
 	}
-	if got.Status.NodeName != tt.wantNodeName {
-		t.Errorf("status.nodeName = %q, want %q", got.Status.NodeName, tt.wantNodeName)
-	}
+	assert.Equal(t, tt.wantNodeName, got.Status.NodeName, "status.nodeName")
 
 	if tt.wantPods != nil {
 		var pods corev1.PodList
-		if err := api.List(ctx, &pods); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, api.List(ctx, &pods))
 		gotPods := map[string]types.UID{}
 		for _, p := range pods.Items {
 			gotPods[p.Name] = p.UID
 		}
-		if diff := cmp.Diff(tt.wantPods, gotPods); diff != "" {
-			t.Errorf("pods (-want,+got):\n%s", diff)
-		}
+		assert.Empty(t, cmp.Diff(tt.wantPods, gotPods), "pods (-want,+got)")
 		for _, p := range pods.Items {
 			if p.UID == "foreign-uid" {
-				if diff := cmp.Diff(foreignPod(testNS, testName).Labels, p.Labels); diff != "" || len(p.OwnerReferences) != 0 {
-					t.Errorf("the foreign pod was changed: labels (-want,+got) %s, owners %v", diff, p.OwnerReferences)
-				}
+				diff := cmp.Diff(foreignPod(testNS, testName).Labels, p.Labels)
+				assert.Falsef(t, diff != "" || len(p.OwnerReferences) != 0, "the foreign pod was changed: labels (-want,+got) %s, owners %v", diff, p.OwnerReferences)
 			}
 		}
 	}
@@ -491,9 +468,7 @@ func runReconcileCase(t *testing.T, tt reconcileCase) {
 	for e := range rec.Events {
 		reasons = append(reasons, strings.Fields(e)[1])
 	}
-	if diff := cmp.Diff(tt.wantEvents, reasons); diff != "" {
-		t.Errorf("Event reasons (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(tt.wantEvents, reasons), "Event reasons (-want,+got)")
 }
 
 // A created pod's status is written with the chaperon's generation, and a
@@ -516,23 +491,14 @@ func TestReconcileWritesOnlyChanges(t *testing.T) {
 	r := &PodChaperonReconciler{Client: api, APIReader: api, Impersonator: &fakeImpersonator{c: api}}
 	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ch)}
 	for i := range 3 {
-		if _, err := r.Reconcile(ctx, req); err != nil {
-			t.Fatalf("pass %d: %v", i, err)
-		}
+		_, err := r.Reconcile(ctx, req)
+		require.NoErrorf(t, err, "pass %d", i)
 	}
-	if writes != 1 {
-		t.Errorf("status written %d times, want 1", writes)
-	}
+	assert.Equalf(t, 1, writes, "status written %d times, want 1", writes)
 	var got v1alpha1.PodChaperon
-	if err := api.Get(ctx, req.NamespacedName, &got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Status.ObservedGeneration != 3 || got.Status.Conditions[0].ObservedGeneration != 3 {
-		t.Errorf("observedGeneration = %d / condition %d, want 3", got.Status.ObservedGeneration, got.Status.Conditions[0].ObservedGeneration)
-	}
-	if !got.Status.Conditions[0].LastTransitionTime.Equal(&metav1.Time{Time: time.Unix(1000, 0)}) {
-		t.Errorf("lastTransitionTime changed to %v although the status did not", got.Status.Conditions[0].LastTransitionTime)
-	}
+	require.NoError(t, api.Get(ctx, req.NamespacedName, &got))
+	assert.Falsef(t, got.Status.ObservedGeneration != 3 || got.Status.Conditions[0].ObservedGeneration != 3, "observedGeneration = %d / condition %d, want 3", got.Status.ObservedGeneration, got.Status.Conditions[0].ObservedGeneration)
+	assert.Truef(t, got.Status.Conditions[0].LastTransitionTime.Equal(&metav1.Time{Time: time.Unix(1000, 0)}), "lastTransitionTime changed to %v although the status did not", got.Status.Conditions[0].LastTransitionTime)
 }
 
 // The impersonator's clients send the user name, and nothing else, as the
@@ -560,41 +526,25 @@ func TestImpersonator(t *testing.T) {
 	// source's user replaces it.
 	cfg := &rest.Config{Host: srv.URL, Impersonate: rest.ImpersonationConfig{UserName: "admin", Groups: []string{"system:masters"}}}
 	imp, err := NewImpersonator(cfg, client.Options{Scheme: scheme, Mapper: mapper})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	a1, err := imp.ClientFor("system:serviceaccount:ns:a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	a2, _ := imp.ClientFor("system:serviceaccount:ns:a")
 	b, _ := imp.ClientFor("system:serviceaccount:ns:b")
-	if a1 != a2 {
-		t.Error("two clients for the same user")
-	}
-	if a1 == b {
-		t.Error("one client for two users")
-	}
+	assert.False(t, a1 != a2, "two clients for the same user")
+	assert.False(t, a1 == b, "one client for two users")
 	pod := func() *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
 	}
-	if err := a1.Create(context.Background(), pod()); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Create(context.Background(), pod()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a1.Create(context.Background(), pod()))
+	require.NoError(t, b.Create(context.Background(), pod()))
 	want := []string{
 		"POST /api/v1/namespaces/ns/pods user=[system:serviceaccount:ns:a] groups=[] uid=[]",
 		"POST /api/v1/namespaces/ns/pods user=[system:serviceaccount:ns:b] groups=[] uid=[]",
 	}
-	if diff := cmp.Diff(want, seen); diff != "" {
-		t.Errorf("requests (-want,+got):\n%s", diff)
-	}
-	if _, err := imp.ClientFor(""); err == nil {
-		t.Error("a client for no user")
-	}
-	if _, err := NewImpersonator(cfg, client.Options{HTTPClient: srv.Client()}); err == nil {
-		t.Error("NewImpersonator accepted an HTTP client, which would bypass impersonation")
-	}
+	assert.Empty(t, cmp.Diff(want, seen), "requests (-want,+got)")
+	_, err = imp.ClientFor("")
+	assert.Error(t, err, "a client for no user")
+	_, err = NewImpersonator(cfg, client.Options{HTTPClient: srv.Client()})
+	assert.Error(t, err, "NewImpersonator accepted an HTTP client, which would bypass impersonation")
 }

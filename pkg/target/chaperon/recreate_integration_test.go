@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,25 +60,18 @@ func TestDelegateRecreatedWhileSourceUnreachable(t *testing.T) {
 
 	// The delegate of the unreachable source comes back, after the delay.
 	got := waitCondition(t, delegate, metav1.ConditionTrue, ReasonDelegateRecreated)
-	if msg := podCreated(got).Message; !strings.Contains(msg, ns+"/fleetlet-source-cluster-r") {
-		t.Errorf("DelegateRecreated message %q does not name the heartbeat Lease", msg)
-	}
+	msg := podCreated(got).Message
+	assert.Containsf(t, msg, ns+"/fleetlet-source-cluster-r", "DelegateRecreated message %q does not name the heartbeat Lease", msg)
 	var pod corev1.Pod
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(delegate), &pod); err != nil {
-		t.Fatal(err)
-	}
-	if pod.UID == firstUID[delegate.Name] {
-		t.Fatalf("pod %s has the deleted pod's uid %s", pod.Name, pod.UID)
-	}
-	if !metav1.IsControlledBy(&pod, got) {
-		t.Errorf("recreated pod owners %v, want the chaperon %s", pod.OwnerReferences, got.UID)
-	}
+	require.NoError(t, k8sClient.Get(ctx, client.ObjectKeyFromObject(delegate), &pod))
+	require.Falsef(t, pod.UID == firstUID[delegate.Name], "pod %s has the deleted pod's uid %s", pod.Name, pod.UID)
+	assert.Truef(t, metav1.IsControlledBy(&pod, got), "recreated pod owners %v, want the chaperon %s", pod.OwnerReferences, got.UID)
 	// The deletion was seen no earlier than the second it began, and the
 	// pod was created at least the delay after that.
-	if earliest := deletedBy.Add(-time.Second).Truncate(time.Second).Add(testRecreateDelay); pod.CreationTimestamp.Before(&metav1.Time{Time: earliest}) {
-		t.Errorf("pod created again at %s, before the delay had passed (deleted by %s, delay %s)",
-			pod.CreationTimestamp.UTC(), deletedBy.UTC(), testRecreateDelay)
-	}
+	earliest := deletedBy.Add(-time.Second).Truncate(time.Second).Add(testRecreateDelay)
+	assert.Falsef(t, pod.CreationTimestamp.Before(&metav1.Time{Time: earliest}),
+		"pod created again at %s, before the delay had passed (deleted by %s, delay %s)",
+		pod.CreationTimestamp.UTC(), deletedBy.UTC(), testRecreateDelay)
 	waitEvent(t, delegate, ReasonPodDeleted, "fleetlet creates it again at")
 	waitEvent(t, delegate, ReasonDelegateRecreated, "was unreachable")
 
@@ -102,33 +97,26 @@ func TestDelegateRecreatedWhileSourceUnreachable(t *testing.T) {
 	// The source comes back: its heartbeat is renewed. There is still one
 	// delegate, the recreated one, and the controller has looked at it.
 	var lease coordinationv1.Lease
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(unreachable), &lease); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(ctx, client.ObjectKeyFromObject(unreachable), &lease))
 	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
 	lease.Spec.LeaseDurationSeconds = ptrTo(int32(3600))
-	if err := k8sClient.Update(ctx, &lease); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Update(ctx, &lease))
 	patchChaperon(t, delegate, func(c *v1alpha1.PodChaperon) { c.Annotations[v1alpha1.AnnotationReserved] = "node-back" })
 	waitChaperon(t, delegate, "status.nodeName node-back", func(c *v1alpha1.PodChaperon) error {
 		return expect("status.nodeName", c.Status.NodeName, "node-back")
 	})
 	var pods corev1.PodList
-	if err := k8sClient.List(ctx, &pods, client.InNamespace(ns),
-		client.MatchingLabels{v1alpha1.LabelParentUID: delegate.Labels[v1alpha1.LabelParentUID]}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.List(ctx, &pods, client.InNamespace(ns),
+		client.MatchingLabels{v1alpha1.LabelParentUID: delegate.Labels[v1alpha1.LabelParentUID]}))
 	if len(pods.Items) != 1 || pods.Items[0].UID != pod.UID {
 		var uids []types.UID
 		for _, p := range pods.Items {
 			uids = append(uids, p.UID)
 		}
-		t.Fatalf("delegates of the proxy: %v, want exactly the recreated one %s", uids, pod.UID)
+		require.FailNowf(t, "wrong delegates", "delegates of the proxy: %v, want exactly the recreated one %s", uids, pod.UID)
 	}
-	if c := podCreated(waitCondition(t, delegate, metav1.ConditionTrue, ReasonDelegateRecreated)); !strings.Contains(c.Message, string(pod.UID)) {
-		t.Errorf("DelegateRecreated message %q does not name pod uid %s", c.Message, pod.UID)
-	}
+	c := podCreated(waitCondition(t, delegate, metav1.ConditionTrue, ReasonDelegateRecreated))
+	assert.Containsf(t, c.Message, string(pod.UID), "DelegateRecreated message %q does not name pod uid %s", c.Message, pod.UID)
 
 	// With the source reachable again, deleting the delegate is the
 	// source's to answer: it is not created again.
@@ -146,12 +134,8 @@ func waitPast(instant time.Time) { time.Sleep(time.Until(instant)) }
 func deletePod(t *testing.T, ch *v1alpha1.PodChaperon) types.UID {
 	t.Helper()
 	var pod corev1.Pod
-	if err := k8sClient.Get(t.Context(), client.ObjectKeyFromObject(ch), &pod); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8sClient.Delete(t.Context(), &pod, client.GracePeriodSeconds(0)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(t.Context(), client.ObjectKeyFromObject(ch), &pod))
+	require.NoError(t, k8sClient.Delete(t.Context(), &pod, client.GracePeriodSeconds(0)))
 	return pod.UID
 }
 
@@ -164,8 +148,7 @@ func assertStaysDeleted(t *testing.T, ch *v1alpha1.PodChaperon, node string) {
 	c := waitChaperon(t, ch, "status.nodeName "+node, func(c *v1alpha1.PodChaperon) error {
 		return expect("status.nodeName", c.Status.NodeName, node)
 	})
-	if cond := podCreated(c); cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != ReasonPodDeleted {
-		t.Errorf("PodChaperon %s: PodCreated %+v, want it to stay False PodDeleted", klogKey(ch), cond)
-	}
+	cond := podCreated(c)
+	assert.Falsef(t, cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != ReasonPodDeleted, "PodChaperon %s: PodCreated %+v, want it to stay False PodDeleted", klogKey(ch), cond)
 	assertNoPod(t, ch)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -113,9 +114,7 @@ func TestDecideRecreate(t *testing.T) {
 			in := base()
 			tt.change(&in)
 			got := decideRecreate(in)
-			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(recreateVerdict{})); diff != "" {
-				t.Errorf("decideRecreate() (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tt.want, got, cmp.AllowUnexported(recreateVerdict{})), "decideRecreate() (-want,+got)")
 		})
 	}
 }
@@ -134,9 +133,8 @@ func TestVerdictRequeue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.verdict.requeue(now); got != tt.want {
-				t.Errorf("requeue() = %+v, want %+v", got, tt.want)
-			}
+			got := tt.verdict.requeue(now)
+			assert.Equal(t, tt.want, got, "requeue()")
 		})
 	}
 }
@@ -163,9 +161,7 @@ func TestHeartbeatOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, heartbeatOf(tt.lease), cmp.AllowUnexported(heartbeat{})); diff != "" {
-				t.Errorf("heartbeatOf() (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tt.want, heartbeatOf(tt.lease), cmp.AllowUnexported(heartbeat{})), "heartbeatOf() (-want,+got)")
 		})
 	}
 }
@@ -446,9 +442,7 @@ func TestChaperonsOfLease(t *testing.T) {
 	byKey := func(a, b reconcile.Request) int { return strings.Compare(a.String(), b.String()) }
 	slices.SortFunc(got, byKey)
 	slices.SortFunc(want, byKey)
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("chaperonsOfLease() (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, got), "chaperonsOfLease() (-want,+got)")
 }
 
 func TestLeasePredicates(t *testing.T) {
@@ -464,9 +458,8 @@ func TestLeasePredicates(t *testing.T) {
 		"kube-scheduler":            false,
 		"node-1":                    false,
 	} {
-		if got := isHeartbeatLease().Create(event.CreateEvent{Object: lease(name)}); got != want {
-			t.Errorf("isHeartbeatLease(%q) = %v, want %v", name, got, want)
-		}
+		got := isHeartbeatLease().Create(event.CreateEvent{Object: lease(name)})
+		assert.Equalf(t, want, got, "isHeartbeatLease(%q)", name)
 	}
 
 	old := heartbeatLease("ns", "x", testNow, time.Minute)
@@ -483,18 +476,13 @@ func TestLeasePredicates(t *testing.T) {
 		{"longer", longer, true},
 		{"only labels", relabelled, false},
 	} {
-		if got := heartbeatChanged().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: tt.new}); got != tt.want {
-			t.Errorf("heartbeatChanged(%s) = %v, want %v", tt.name, got, tt.want)
-		}
+		got := heartbeatChanged().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: tt.new})
+		assert.Equalf(t, tt.want, got, "heartbeatChanged(%s)", tt.name)
 	}
 }
 
 func TestHeartbeatLeaseCache(t *testing.T) {
 	sel := HeartbeatLeaseCache().Label
-	if !sel.Matches(labels.Set{v1alpha1.LabelParentCluster: "cluster-a"}) {
-		t.Errorf("%s does not select a heartbeat Lease", sel)
-	}
-	if sel.Matches(labels.Set{"other": "x"}) || sel.Matches(labels.Set{}) {
-		t.Errorf("%s selects Leases that are not heartbeats", sel)
-	}
+	assert.Truef(t, sel.Matches(labels.Set{v1alpha1.LabelParentCluster: "cluster-a"}), "%s does not select a heartbeat Lease", sel)
+	assert.Falsef(t, sel.Matches(labels.Set{"other": "x"}) || sel.Matches(labels.Set{}), "%s selects Leases that are not heartbeats", sel)
 }

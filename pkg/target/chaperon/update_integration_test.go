@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -32,14 +34,10 @@ func TestRunningPodGetsItsTemplateUpdates(t *testing.T) {
 	key := client.ObjectKeyFromObject(ch)
 	// This cluster's own admission, say, labelled the pod.
 	var pod corev1.Pod
-	if err := k8sClient.Get(ctx, key, &pod); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(ctx, key, &pod))
 	orig := pod.DeepCopy()
 	pod.Labels["injected"] = "by-the-target"
-	if err := k8sClient.Patch(ctx, &pod, client.MergeFrom(orig)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Patch(ctx, &pod, client.MergeFrom(orig)))
 
 	toleration := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
 	debug := corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
@@ -63,32 +61,19 @@ func TestRunningPodGetsItsTemplateUpdates(t *testing.T) {
 		}
 		return nil
 	})
-	if err := k8sClient.Get(ctx, key, &pod); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(ctx, key, &pod))
 	wantLabels := map[string]string{"app": "web", "new": "2", "injected": "by-the-target",
 		v1alpha1.LabelParentUID: got.Labels[v1alpha1.LabelParentUID], v1alpha1.LabelParentCluster: "cluster-a"}
-	if diff := cmp.Diff(wantLabels, pod.Labels); diff != "" {
-		t.Errorf("labels (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(wantLabels, pod.Labels), "labels (-want,+got)")
 	wantAnnotations := map[string]string{"note": "b",
 		v1alpha1.AnnotationParentName: got.Annotations[v1alpha1.AnnotationParentName], v1alpha1.AnnotationParentNamespace: "source-ns"}
-	if diff := cmp.Diff(wantAnnotations, pod.Annotations); diff != "" {
-		t.Errorf("annotations (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(wantAnnotations, pod.Annotations), "annotations (-want,+got)")
 	c := pod.Spec.Containers[0]
-	if c.Image != "registry.example/app:2" || c.Resources.Requests.Cpu().String() != "200m" || c.Resources.Limits.Cpu().String() != "200m" {
-		t.Errorf("container image %s, resources %v: want app:2 and 200m (resized); events: %s", c.Image, c.Resources, eventsOf(t, ch))
-	}
-	if d := pod.Spec.ActiveDeadlineSeconds; d == nil || *d != 600 {
-		t.Errorf("activeDeadlineSeconds %v, want 600", d)
-	}
-	if !hasToleration(pod.Spec.Tolerations, toleration) {
-		t.Errorf("tolerations %v lack %v", pod.Spec.Tolerations, toleration)
-	}
-	if len(pod.Spec.EphemeralContainers) != 1 || pod.Spec.EphemeralContainers[0].Name != "debugger" {
-		t.Errorf("ephemeral containers %v, want the debugger", pod.Spec.EphemeralContainers)
-	}
+	assert.Falsef(t, c.Image != "registry.example/app:2" || c.Resources.Requests.Cpu().String() != "200m" || c.Resources.Limits.Cpu().String() != "200m", "container image %s, resources %v: want app:2 and 200m (resized); events: %s", c.Image, c.Resources, eventsOf(t, ch))
+	d := pod.Spec.ActiveDeadlineSeconds
+	assert.Falsef(t, d == nil || *d != 600, "activeDeadlineSeconds %v, want 600", d)
+	assert.Truef(t, hasToleration(pod.Spec.Tolerations, toleration), "tolerations %v lack %v", pod.Spec.Tolerations, toleration)
+	assert.Falsef(t, len(pod.Spec.EphemeralContainers) != 1 || pod.Spec.EphemeralContainers[0].Name != "debugger", "ephemeral containers %v, want the debugger", pod.Spec.EphemeralContainers)
 }
 
 // resources are requests equal to limits (Guaranteed).
@@ -111,34 +96,22 @@ func runningChaperon(t *testing.T, ns, name, nodeName, cpus string) *v1alpha1.Po
 	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
 	// A resize is admitted against the pod's node.
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
-	if err := k8sClient.Create(ctx, node); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, node))
 	t.Cleanup(func() { _ = k8sClient.Delete(context.Background(), node) })
 	room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpus), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")}
 	node.Status.Capacity, node.Status.Allocatable = room, room
-	if err := k8sClient.Status().Update(ctx, node); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Status().Update(ctx, node))
 	key := client.ObjectKeyFromObject(ch)
 	var pod corev1.Pod
-	if err := k8sClient.Get(ctx, key, &pod); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(ctx, key, &pod))
 	cs := kubernetes.NewForConfigOrDie(env.Config)
-	if err := cs.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
+	require.NoError(t, cs.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, UID: pod.UID},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: nodeName},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8sClient.Get(ctx, key, &pod); err != nil {
-		t.Fatal(err)
-	}
+	}, metav1.CreateOptions{}))
+	require.NoError(t, k8sClient.Get(ctx, key, &pod))
 	pod.Status.Phase = corev1.PodRunning
-	if err := k8sClient.Status().Update(ctx, &pod); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Status().Update(ctx, &pod))
 	return ch
 }
 
@@ -163,12 +136,8 @@ func TestRefusedUpdateIsAnEventAndTheRestApplies(t *testing.T) {
 		return nil
 	})
 	var pod corev1.Pod
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod); err != nil {
-		t.Fatal(err)
-	}
-	if pod.Labels["tier"] != "db" || pod.Spec.Containers[0].Resources.Requests.Cpu().String() != "100m" {
-		t.Errorf("labels %v, cpu %s: want tier=db applied and the resize refused", pod.Labels, pod.Spec.Containers[0].Resources.Requests.Cpu())
-	}
+	require.NoError(t, k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod))
+	assert.Falsef(t, pod.Labels["tier"] != "db" || pod.Spec.Containers[0].Resources.Requests.Cpu().String() != "100m", "labels %v, cpu %s: want tier=db applied and the resize refused", pod.Labels, pod.Spec.Containers[0].Resources.Requests.Cpu())
 	testenv.Eventually(t, waitTimeout, "an UpdateRejected Event", func() error {
 		if ev := eventsOf(t, ch); !strings.Contains(ev, "Warning "+ReasonUpdateRejected+": The target refused the resources") ||
 			!strings.Contains(ev, "enough allocatable") {

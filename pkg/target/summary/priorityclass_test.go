@@ -2,10 +2,11 @@ package summary
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/utils/ptr"
@@ -26,9 +27,7 @@ type wantedPriorityClass struct {
 func getPriorityClass(t *testing.T, c client.Client) (*schedulingv1.PriorityClass, wantedPriorityClass) {
 	t.Helper()
 	pc := &schedulingv1.PriorityClass{}
-	if err := c.Get(t.Context(), client.ObjectKey{Name: v1alpha1.PriorityClassCandidate}, pc); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Get(t.Context(), client.ObjectKey{Name: v1alpha1.PriorityClassCandidate}, pc))
 	return pc, wantedPriorityClass{
 		Value:            pc.Value,
 		PreemptionPolicy: ptr.Deref(pc.PreemptionPolicy, ""),
@@ -50,31 +49,22 @@ func TestEnsurePriorityClass(t *testing.T) {
 		t.Helper()
 		pc := &schedulingv1.PriorityClass{}
 		pc.Name = v1alpha1.PriorityClassCandidate
-		if err := c.Delete(ctx, pc); client.IgnoreNotFound(err) != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, client.IgnoreNotFound(c.Delete(ctx, pc)))
 	}
 	t.Cleanup(func() { deleteIt(context.Background(), t) })
 
 	t.Run("created when missing", func(t *testing.T) {
 		deleteIt(ctx, t)
-		if err := EnsurePriorityClass(ctx, c); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, EnsurePriorityClass(ctx, c))
 		_, got := getPriorityClass(t, c)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("PriorityClass (-want,+got):\n%s", diff)
-		}
+		assert.Empty(t, cmp.Diff(want, got), "PriorityClass (-want,+got)")
 	})
 
 	t.Run("left alone when right", func(t *testing.T) {
 		before, _ := getPriorityClass(t, c)
-		if err := EnsurePriorityClass(ctx, c); err != nil {
-			t.Fatal(err)
-		}
-		if after, _ := getPriorityClass(t, c); after.ResourceVersion != before.ResourceVersion {
-			t.Errorf("resourceVersion went from %s to %s: EnsurePriorityClass wrote an object that was right", before.ResourceVersion, after.ResourceVersion)
-		}
+		require.NoError(t, EnsurePriorityClass(ctx, c))
+		after, _ := getPriorityClass(t, c)
+		assert.Equal(t, before.ResourceVersion, after.ResourceVersion, "resourceVersion changed: EnsurePriorityClass wrote an object that was right")
 	})
 
 	t.Run("mutable fields corrected, others' labels kept", func(t *testing.T) {
@@ -83,19 +73,11 @@ func TestEnsurePriorityClass(t *testing.T) {
 		pc.Description = "changed by hand"
 		pc.GlobalDefault = true
 		pc.Labels = map[string]string{"team": "platform"}
-		if err := c.Patch(ctx, pc, patch); err != nil {
-			t.Fatal(err)
-		}
-		if err := EnsurePriorityClass(ctx, c); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Patch(ctx, pc, patch))
+		require.NoError(t, EnsurePriorityClass(ctx, c))
 		got, gotFields := getPriorityClass(t, c)
-		if diff := cmp.Diff(want, gotFields); diff != "" {
-			t.Errorf("PriorityClass (-want,+got):\n%s", diff)
-		}
-		if got.Labels["team"] != "platform" {
-			t.Errorf("labels = %v, want team=platform kept", got.Labels)
-		}
+		assert.Empty(t, cmp.Diff(want, gotFields), "PriorityClass (-want,+got)")
+		assert.Equalf(t, "platform", got.Labels["team"], "labels = %v, want team=platform kept", got.Labels)
 	})
 
 	for _, tc := range []struct {
@@ -117,23 +99,16 @@ func TestEnsurePriorityClass(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			deleteIt(ctx, t)
 			tc.pc.Name = v1alpha1.PriorityClassCandidate
-			if err := c.Create(ctx, tc.pc); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, c.Create(ctx, tc.pc))
 			before, beforeFields := getPriorityClass(t, c)
 			err := EnsurePriorityClass(ctx, c)
-			if err == nil {
-				t.Fatal("EnsurePriorityClass succeeded with a wrong immutable field")
-			}
+			require.Error(t, err, "EnsurePriorityClass succeeded with a wrong immutable field")
 			for _, s := range tc.errHas {
-				if !strings.Contains(err.Error(), s) {
-					t.Errorf("error %q does not say %q", err, s)
-				}
+				assert.Containsf(t, err.Error(), s, "error %q does not say %q", err, s)
 			}
 			after, afterFields := getPriorityClass(t, c)
-			if after.UID != before.UID || after.ResourceVersion != before.ResourceVersion {
-				t.Errorf("the PriorityClass was changed or recreated: %+v -> %+v", beforeFields, afterFields)
-			}
+			assert.Falsef(t, after.UID != before.UID || after.ResourceVersion != before.ResourceVersion,
+				"the PriorityClass was changed or recreated: %+v -> %+v", beforeFields, afterFields)
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
@@ -27,9 +28,7 @@ func TestIsSchedulableNode(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := IsSchedulableNode(tc.node); got != tc.want {
-				t.Errorf("IsSchedulableNode() = %v, want %v", got, tc.want)
-			}
+			assert.Equal(t, tc.want, IsSchedulableNode(tc.node), "IsSchedulableNode()")
 		})
 	}
 }
@@ -49,16 +48,12 @@ func TestIsActivePod(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := IsActivePod(tc.pod); got != tc.want {
-				t.Errorf("IsActivePod() = %v, want %v", got, tc.want)
-			}
+			assert.Equal(t, tc.want, IsActivePod(tc.pod), "IsActivePod()")
 			wantIndex := []string(nil)
 			if tc.want {
 				wantIndex = []string{tc.pod.Spec.NodeName}
 			}
-			if diff := cmp.Diff(wantIndex, indexer.ActivePodNodeName.Extract(tc.pod)); diff != "" {
-				t.Errorf("indexer.ActivePodNodeName (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(wantIndex, indexer.ActivePodNodeName.Extract(tc.pod)), "indexer.ActivePodNodeName (-want,+got)")
 		})
 	}
 }
@@ -109,9 +104,7 @@ func TestPodRequests(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, proxy.PodRequests(tc.pod), quantityEqual); diff != "" {
-				t.Errorf("PodRequests() (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tc.want, proxy.PodRequests(tc.pod), quantityEqual), "PodRequests() (-want,+got)")
 		})
 	}
 }
@@ -164,9 +157,7 @@ func TestSharedLabels(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, SharedLabels(tc.nodes)); diff != "" {
-				t.Errorf("SharedLabels() (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tc.want, SharedLabels(tc.nodes)), "SharedLabels() (-want,+got)")
 		})
 	}
 }
@@ -176,9 +167,7 @@ func TestSharedLabelsLeavesNodesAlone(t *testing.T) {
 	a := makeNode("a").label("zone", "z1").obj()
 	b := makeNode("b").label("zone", "z2").obj()
 	SharedLabels([]*corev1.Node{a, b})
-	if diff := cmp.Diff(makeNode("a").label("zone", "z1").obj().Labels, a.Labels); diff != "" {
-		t.Errorf("labels of node a changed (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(makeNode("a").label("zone", "z1").obj().Labels, a.Labels), "labels of node a changed (-want,+got)")
 }
 
 func TestSummarize(t *testing.T) {
@@ -294,9 +283,7 @@ func TestSummarize(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Summarize(tc.nodes, tc.pods)
-			if diff := cmp.Diff(tc.want, got, quantityEqual); diff != "" {
-				t.Errorf("Summarize() (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tc.want, got, quantityEqual), "Summarize() (-want,+got)")
 		})
 	}
 }
@@ -315,13 +302,9 @@ func TestSummarizeLeavesInputsAlone(t *testing.T) {
 		{"a", a, makeNode("a").capacity("cpu", "1").obj()},
 		{"b", b, makeNode("b").capacity("cpu", "2").obj()},
 	} {
-		if diff := cmp.Diff(tc.want.Status, tc.got.Status, quantityEqual); diff != "" {
-			t.Errorf("node %s changed (-want,+got):\n%s", tc.name, diff)
-		}
+		assert.Emptyf(t, cmp.Diff(tc.want.Status, tc.got.Status, quantityEqual), "node %s changed (-want,+got)", tc.name)
 	}
-	if diff := cmp.Diff(makePod("p", "a").container("cpu", "1").obj(), p, quantityEqual); diff != "" {
-		t.Errorf("pod changed (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(makePod("p", "a").container("cpu", "1").obj(), p, quantityEqual), "pod changed (-want,+got)")
 }
 
 func TestNodeChanged(t *testing.T) {
@@ -349,9 +332,7 @@ func TestNodeChanged(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := nodeChanged(tc.old, tc.new); got != tc.want {
-				t.Errorf("nodeChanged() = %v, want %v", got, tc.want)
-			}
+			assert.Equal(t, tc.want, nodeChanged(tc.old, tc.new), "nodeChanged()")
 		})
 	}
 }
@@ -381,9 +362,7 @@ func TestPodChanged(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := podChanged(tc.old, tc.new); got != tc.want {
-				t.Errorf("podChanged() = %v, want %v", got, tc.want)
-			}
+			assert.Equal(t, tc.want, podChanged(tc.old, tc.new), "podChanged()")
 		})
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
@@ -31,22 +33,15 @@ var crdDir = filepath.Join("..", "..", "..", "..", "config", "crd", "bases")
 func loadCRDs(t *testing.T) map[string]*apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(crdDir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	crds := map[string]*apiextensionsv1.CustomResourceDefinition{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(data, crd); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		if want := crd.Spec.Group + "_" + crd.Spec.Names.Plural + ".yaml"; filepath.Base(f) != want {
-			t.Errorf("%s holds the CRD of %s, want it in %s", f, crd.Name, want)
-		}
+		require.NoErrorf(t, yaml.UnmarshalStrict(data, crd), "%s", f)
+		want := crd.Spec.Group + "_" + crd.Spec.Names.Plural + ".yaml"
+		assert.Equalf(t, want, filepath.Base(f), "%s holds the CRD of %s, want it in %s", f, crd.Name, want)
 		crds[crd.Spec.Names.Kind] = crd
 	}
 	return crds
@@ -58,9 +53,7 @@ func toInternal(t *testing.T, in *apiextensionsv1.CustomResourceDefinition) *api
 	in = in.DeepCopy()
 	apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(in)
 	out := &apiextensions.CustomResourceDefinition{}
-	if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(in, out, nil); err != nil {
-		t.Fatalf("converting %s: %v", in.Name, err)
-	}
+	require.NoErrorf(t, apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(in, out, nil), "converting %s", in.Name)
 	return out
 }
 
@@ -94,9 +87,7 @@ func TestCRDs(t *testing.T) {
 	}
 	slices.Sort(gotKinds)
 	slices.Sort(wantKinds)
-	if diff := cmp.Diff(wantKinds, gotKinds); diff != "" {
-		t.Errorf("CRD kinds in %s (-want,+got):\n%s", crdDir, diff)
-	}
+	assert.Emptyf(t, cmp.Diff(wantKinds, gotKinds), "CRD kinds in %s (-want,+got)", crdDir)
 
 	for _, k := range kinds {
 		t.Run(k.kind, func(t *testing.T) {
@@ -104,61 +95,38 @@ func TestCRDs(t *testing.T) {
 			if !ok {
 				t.Skipf("no CRD for %s", k.kind)
 			}
-			if crd.Spec.Group != v1alpha1.GroupName {
-				t.Errorf("group = %q, want %q", crd.Spec.Group, v1alpha1.GroupName)
-			}
+			assert.Equal(t, v1alpha1.GroupName, crd.Spec.Group, "group")
 			wantScope := apiextensionsv1.ClusterScoped
 			if k.namespaced {
 				wantScope = apiextensionsv1.NamespaceScoped
 			}
-			if crd.Spec.Scope != wantScope {
-				t.Errorf("scope = %q, want %q", crd.Spec.Scope, wantScope)
-			}
-			if crd.Spec.Names.ListKind != k.kind+"List" {
-				t.Errorf("listKind = %q, want %q", crd.Spec.Names.ListKind, k.kind+"List")
-			}
-			if diff := cmp.Diff(wantShortNames[k.kind], crd.Spec.Names.ShortNames); diff != "" {
-				t.Errorf("short names (-want,+got):\n%s", diff)
-			}
-			if !slices.Contains(crd.Spec.Names.Categories, "fleetlet") {
-				t.Errorf("categories = %v, want fleetlet among them", crd.Spec.Names.Categories)
-			}
-			if len(crd.Spec.Versions) != 1 {
-				t.Fatalf("got %d versions, want 1", len(crd.Spec.Versions))
-			}
+			assert.Equal(t, wantScope, crd.Spec.Scope, "scope")
+			assert.Equal(t, k.kind+"List", crd.Spec.Names.ListKind, "listKind")
+			assert.Empty(t, cmp.Diff(wantShortNames[k.kind], crd.Spec.Names.ShortNames), "short names (-want,+got)")
+			assert.Truef(t, slices.Contains(crd.Spec.Names.Categories, "fleetlet"), "categories = %v, want fleetlet among them", crd.Spec.Names.Categories)
+			require.Lenf(t, crd.Spec.Versions, 1, "got %d versions, want 1", len(crd.Spec.Versions))
 			v := crd.Spec.Versions[0]
-			if v.Name != "v1alpha1" || !v.Served || !v.Storage {
-				t.Errorf("version %s served=%v storage=%v, want v1alpha1 served and stored", v.Name, v.Served, v.Storage)
-			}
-			if v.Subresources == nil || v.Subresources.Status == nil {
-				t.Errorf("no status subresource")
-			}
+			assert.Falsef(t, v.Name != "v1alpha1" || !v.Served || !v.Storage, "version %s served=%v storage=%v, want v1alpha1 served and stored", v.Name, v.Served, v.Storage)
+			assert.False(t, v.Subresources == nil || v.Subresources.Status == nil, "no status subresource")
 
 			// Printer columns: Age last; every secondary column at
 			// priority 10.
 			cols := v.AdditionalPrinterColumns
-			if len(cols) < 2 || cols[len(cols)-1].Name != "Age" {
-				t.Errorf("printer columns %v: want at least two, Age last", cols)
-			}
+			assert.Falsef(t, len(cols) < 2 || cols[len(cols)-1].Name != "Age", "printer columns %v: want at least two, Age last", cols)
 			for _, c := range cols {
-				if c.Priority != 0 && c.Priority != 10 {
-					t.Errorf("printer column %s has priority %d, want 0 or 10", c.Name, c.Priority)
-				}
+				assert.Falsef(t, c.Priority != 0 && c.Priority != 10, "printer column %s has priority %d, want 0 or 10", c.Name, c.Priority)
 			}
 
 			var messages []string
 			collectRules(v.Schema.OpenAPIV3Schema, &messages)
 			for _, want := range wantRules[k.kind] {
-				if !slices.ContainsFunc(messages, func(m string) bool { return strings.HasPrefix(m, want) }) {
-					t.Errorf("no CEL rule with message %q; have %q", want, messages)
-				}
+				assert.Truef(t, slices.ContainsFunc(messages, func(m string) bool { return strings.HasPrefix(m, want) }), "no CEL rule with message %q; have %q", want, messages)
 			}
 
 			// The API server's own checks: structural schema, CEL rules
 			// compile within the cost budget, printer column paths.
-			if errs := crdvalidation.ValidateCustomResourceDefinition(context.Background(), toInternal(t, crd)); len(errs) > 0 {
-				t.Errorf("the API server would refuse the CRD: %v", errs.ToAggregate())
-			}
+			errs := crdvalidation.ValidateCustomResourceDefinition(context.Background(), toInternal(t, crd))
+			assert.Emptyf(t, errs, "the API server would refuse the CRD: %v", errs.ToAggregate())
 		})
 	}
 }
@@ -188,24 +156,16 @@ func collectRules(s *apiextensionsv1.JSONSchemaProps, messages *[]string) {
 func admit(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition, manifest string) (map[string]any, field.ErrorList) {
 	t.Helper()
 	obj := map[string]any{}
-	if err := yaml.Unmarshal([]byte(manifest), &obj); err != nil {
-		t.Fatalf("bad test manifest: %v", err)
-	}
+	require.NoError(t, yaml.Unmarshal([]byte(manifest), &obj), "bad test manifest")
 	schema := &apiextensions.JSONSchemaProps{}
-	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(crd.Spec.Versions[0].Schema.OpenAPIV3Schema, schema, nil); err != nil {
-		t.Fatalf("converting the schema: %v", err)
-	}
+	require.NoError(t, apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(crd.Spec.Versions[0].Schema.OpenAPIV3Schema, schema, nil), "converting the schema")
 	structural, err := structuralschema.NewStructural(schema)
-	if err != nil {
-		t.Fatalf("structural schema: %v", err)
-	}
+	require.NoError(t, err, "structural schema")
 	pruning.Prune(obj, structural, true)
 	defaulting.Default(obj, structural)
 
 	validator, _, err := crvalidation.NewSchemaValidator(schema)
-	if err != nil {
-		t.Fatalf("schema validator: %v", err)
-	}
+	require.NoError(t, err, "schema validator")
 	errs := crvalidation.ValidateCustomResource(nil, obj, validator)
 	celErrs, _ := cel.NewValidator(structural, true, celconfig.PerCallLimit).
 		Validate(context.Background(), nil, structural, obj, nil, celconfig.RuntimeCELCostBudget)
@@ -239,9 +199,7 @@ metadata: {name: t, namespace: ns}
 spec: {kubeconfigSecret: {name: cluster-2}}`,
 			check: func(t *testing.T, obj map[string]any) {
 				secret := obj["spec"].(map[string]any)["kubeconfigSecret"].(map[string]any)
-				if secret["key"] != v1alpha1.DefaultKubeconfigKey {
-					t.Errorf("kubeconfigSecret.key = %v, want %q", secret["key"], v1alpha1.DefaultKubeconfigKey)
-				}
+				assert.Equal(t, v1alpha1.DefaultKubeconfigKey, secret["key"], "kubeconfigSecret.key")
 			},
 		},
 		{
@@ -406,14 +364,11 @@ status:
 			check: func(t *testing.T, obj map[string]any) {
 				spec := obj["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
 				for _, f := range []string{"schedulerName", "priorityClassName", "containers", "affinity"} {
-					if _, ok := spec[f]; !ok {
-						t.Errorf("spec.template.spec.%s was pruned", f)
-					}
+					_, ok := spec[f]
+					assert.Truef(t, ok, "spec.template.spec.%s was pruned", f)
 				}
 				podStatus := obj["status"].(map[string]any)["podStatus"].(map[string]any)
-				if podStatus["podIP"] != "10.0.0.1" {
-					t.Errorf("status.podStatus.podIP was pruned: %v", podStatus)
-				}
+				assert.Equalf(t, "10.0.0.1", podStatus["podIP"], "status.podStatus.podIP was pruned: %v", podStatus)
 			},
 		},
 		{
@@ -428,18 +383,13 @@ spec: {}`,
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			crd, ok := crds[tc.kind]
-			if !ok {
-				t.Fatalf("no CRD for %s", tc.kind)
-			}
+			require.Truef(t, ok, "no CRD for %s", tc.kind)
 			manifest := "apiVersion: multicluster.fleetlet.io/v1alpha1\nkind: " + tc.kind + "\n" + strings.TrimPrefix(tc.manifest, "\n")
 			obj, errs := admit(t, crd, manifest)
-			switch {
-			case tc.wantErr == "" && len(errs) > 0:
-				t.Errorf("refused: %v", errs.ToAggregate())
-			case tc.wantErr != "" && len(errs) == 0:
-				t.Errorf("accepted, want an error containing %q", tc.wantErr)
-			case tc.wantErr != "" && !strings.Contains(errs.ToAggregate().Error(), tc.wantErr):
-				t.Errorf("errors %v, want one containing %q", errs.ToAggregate(), tc.wantErr)
+			if tc.wantErr == "" {
+				assert.Emptyf(t, errs, "refused: %v", errs.ToAggregate())
+			} else if assert.NotEmptyf(t, errs, "accepted, want an error containing %q", tc.wantErr) {
+				assert.Containsf(t, errs.ToAggregate().Error(), tc.wantErr, "errors %v, want one containing %q", errs.ToAggregate(), tc.wantErr)
 			}
 			if tc.check != nil {
 				tc.check(t, obj)

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -29,9 +31,7 @@ var kinds = []struct {
 
 func TestAddToScheme(t *testing.T) {
 	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatalf("AddToScheme: %v", err)
-	}
+	require.NoError(t, v1alpha1.AddToScheme(scheme), "AddToScheme")
 
 	want := map[string]bool{}
 	for _, k := range kinds {
@@ -39,23 +39,16 @@ func TestAddToScheme(t *testing.T) {
 			for kind, obj := range map[string]runtime.Object{k.kind: k.obj, k.kind + "List": k.list} {
 				want[kind] = true
 				gvks, _, err := scheme.ObjectKinds(obj)
-				if err != nil {
-					t.Fatalf("ObjectKinds(%T): %v", obj, err)
-				}
+				require.NoErrorf(t, err, "ObjectKinds(%T)", obj)
 				wantGVK := schema.GroupVersionKind{Group: "multicluster.fleetlet.io", Version: "v1alpha1", Kind: kind}
-				if diff := cmp.Diff([]schema.GroupVersionKind{wantGVK}, gvks); diff != "" {
-					t.Errorf("ObjectKinds(%T) (-want,+got):\n%s", obj, diff)
-				}
-				if _, err := scheme.New(wantGVK); err != nil {
-					t.Errorf("scheme.New(%v): %v", wantGVK, err)
-				}
+				assert.Emptyf(t, cmp.Diff([]schema.GroupVersionKind{wantGVK}, gvks), "ObjectKinds(%T) (-want,+got)", obj)
+				_, err = scheme.New(wantGVK)
+				assert.NoErrorf(t, err, "scheme.New(%v)", wantGVK)
 			}
-			if _, ok := k.list.(metav1.ListInterface); !ok {
-				t.Errorf("%T is not a list", k.list)
-			}
-			if _, ok := k.obj.(metav1.Object); !ok {
-				t.Errorf("%T has no object metadata", k.obj)
-			}
+			_, ok := k.list.(metav1.ListInterface)
+			assert.Truef(t, ok, "%T is not a list", k.list)
+			_, ok = k.obj.(metav1.Object)
+			assert.Truef(t, ok, "%T has no object metadata", k.obj)
 		})
 	}
 
@@ -63,9 +56,7 @@ func TestAddToScheme(t *testing.T) {
 	// (ListOptions, WatchEvent…) that metav1.AddToGroupVersion adds.
 	metaPkg := reflect.TypeFor[metav1.ObjectMeta]().PkgPath()
 	for gvk, typ := range scheme.AllKnownTypes() {
-		if gvk.GroupVersion() == v1alpha1.GroupVersion && !want[gvk.Kind] && typ.PkgPath() != metaPkg {
-			t.Errorf("unexpected kind %v registered", gvk)
-		}
+		assert.Falsef(t, gvk.GroupVersion() == v1alpha1.GroupVersion && !want[gvk.Kind] && typ.PkgPath() != metaPkg, "unexpected kind %v registered", gvk)
 	}
 }
 
@@ -80,13 +71,9 @@ func TestDeepCopy(t *testing.T) {
 		},
 	}
 	cp := orig.DeepCopy()
-	if diff := cmp.Diff(orig, cp); diff != "" {
-		t.Fatalf("DeepCopy differs (-orig,+copy):\n%s", diff)
-	}
+	require.Empty(t, cmp.Diff(orig, cp), "DeepCopy differs (-orig,+copy)")
 	cp.Spec.KubeconfigSecret.Name = "other"
 	cp.Labels["a"] = "c"
 	cp.Status.Conditions[0].Status = metav1.ConditionFalse
-	if orig.Spec.KubeconfigSecret.Name != "s" || orig.Labels["a"] != "b" || orig.Status.Conditions[0].Status != metav1.ConditionTrue {
-		t.Errorf("changing the copy changed the original: %+v", orig)
-	}
+	assert.Falsef(t, orig.Spec.KubeconfigSecret.Name != "s" || orig.Labels["a"] != "b" || orig.Status.Conditions[0].Status != metav1.ConditionTrue, "changing the copy changed the original: %+v", orig)
 }

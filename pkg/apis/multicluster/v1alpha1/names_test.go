@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
@@ -56,14 +57,11 @@ func TestNames(t *testing.T) {
 	}
 	for name, tc := range qualified {
 		t.Run(name, func(t *testing.T) {
-			if tc.got != tc.want {
-				t.Errorf("%s = %q, want %q", name, tc.got, tc.want)
-			}
+			assert.Equalf(t, tc.want, tc.got, "%s", name)
 			// Labels, annotations, finalizers, gates and condition types
 			// are all qualified names.
-			if errs := validation.IsQualifiedName(tc.got); len(errs) > 0 {
-				t.Errorf("%s = %q is not a qualified name: %v", name, tc.got, errs)
-			}
+			errs := validation.IsQualifiedName(tc.got)
+			assert.Emptyf(t, errs, "%s = %q is not a qualified name: %v", name, tc.got, errs)
 		})
 	}
 
@@ -76,17 +74,14 @@ func TestNames(t *testing.T) {
 	}
 	for name, key := range prefixed {
 		t.Run(name, func(t *testing.T) {
-			if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-				t.Errorf("%s gives invalid label key %q: %v", name, key, errs)
-			}
+			errs := validation.IsQualifiedName(key)
+			assert.Emptyf(t, errs, "%s gives invalid label key %q: %v", name, key, errs)
 		})
 	}
-	if got, want := v1alpha1.TargetLabelPrefix, "target.multicluster.fleetlet.io/"; got != want {
-		t.Errorf("TargetLabelPrefix = %q, want %q", got, want)
-	}
-	if got, want := v1alpha1.DelegateLabelPrefix, "delegate.multicluster.fleetlet.io/"; got != want {
-		t.Errorf("DelegateLabelPrefix = %q, want %q", got, want)
-	}
+	got, want := v1alpha1.TargetLabelPrefix, "target.multicluster.fleetlet.io/"
+	assert.Equal(t, want, got, "TargetLabelPrefix")
+	got, want = v1alpha1.DelegateLabelPrefix, "delegate.multicluster.fleetlet.io/"
+	assert.Equal(t, want, got, "DelegateLabelPrefix")
 
 	values := map[string]string{
 		"LabelEnabledValue":      v1alpha1.LabelEnabledValue,
@@ -95,9 +90,8 @@ func TestNames(t *testing.T) {
 		"TaintValueProvider":     v1alpha1.TaintValueProvider,
 	}
 	for name, v := range values {
-		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
-			t.Errorf("%s = %q is not a valid label value: %v", name, v, errs)
-		}
+		errs := validation.IsValidLabelValue(v)
+		assert.Emptyf(t, errs, "%s = %q is not a valid label value: %v", name, v, errs)
 	}
 
 	for name, v := range map[string]string{
@@ -105,23 +99,18 @@ func TestNames(t *testing.T) {
 		"SchedulerNameCandidate": v1alpha1.SchedulerNameCandidate,
 		"ClusterRoleSource":      v1alpha1.ClusterRoleSource,
 	} {
-		if v != "fleetlet-candidate" && v != "fleetlet-source" {
-			t.Errorf("%s = %q, want the name docs/design.md gives", name, v)
-		}
-		if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
-			t.Errorf("%s = %q is not a valid object name: %v", name, v, errs)
-		}
+		assert.Falsef(t, v != "fleetlet-candidate" && v != "fleetlet-source", "%s = %q, want the name docs/design.md gives", name, v)
+		errs := validation.IsDNS1123Subdomain(v)
+		assert.Emptyf(t, errs, "%s = %q is not a valid object name: %v", name, v, errs)
 	}
 	// A Source's name fits in 63 characters, so its default ServiceAccount
 	// name is always a valid object name.
-	if sa := v1alpha1.SourceServiceAccountPrefix + strings.Repeat("a", 63); len(validation.IsDNS1123Subdomain(sa)) > 0 {
-		t.Errorf("default ServiceAccount name %q is not a valid object name", sa)
-	}
+	sa := v1alpha1.SourceServiceAccountPrefix + strings.Repeat("a", 63)
+	assert.Emptyf(t, validation.IsDNS1123Subdomain(sa), "default ServiceAccount name %q is not a valid object name", sa)
 
 	taint := v1alpha1.VirtualNodeTaint()
-	if got, want := taint.ToString(), "virtual-kubelet.io/provider=fleetlet:NoSchedule"; got != want {
-		t.Errorf("VirtualNodeTaint() = %q, want %q", got, want)
-	}
+	got, want = taint.ToString(), "virtual-kubelet.io/provider=fleetlet:NoSchedule"
+	assert.Equal(t, want, got, "VirtualNodeTaint()")
 }
 
 func TestIsFleetletKey(t *testing.T) {
@@ -135,8 +124,7 @@ func TestIsFleetletKey(t *testing.T) {
 		"multicluster.fleetlet.io":              false,
 		"team":                                  false,
 	} {
-		if got := v1alpha1.IsFleetletKey(key); got != want {
-			t.Errorf("IsFleetletKey(%q) = %v, want %v", key, got, want)
-		}
+		got := v1alpha1.IsFleetletKey(key)
+		assert.Equalf(t, want, got, "IsFleetletKey(%q)", key)
 	}
 }
