@@ -48,7 +48,7 @@ func TestCountersNeverGoBackwards(t *testing.T) {
 	assert.NotContains(t, c.m, counterKey{uid: "u2", container: "main"}, "the counter of a proxy gone from the node was kept")
 	assert.Contains(t, c.m, nodeKey, "the node's counter was dropped")
 	got := c.add(k, 0, t0.Add(80*time.Second), 0)
-	assert.Falsef(t, got != 100, "a kept counter restarted: %g, want 100", got)
+	assert.Equal(t, 100.0, got, "a kept counter restarted")
 }
 
 func running(p *corev1.Pod, uid types.UID, started time.Time) *corev1.Pod {
@@ -159,11 +159,11 @@ func TestResourceMetricsText(t *testing.T) {
 		assert.Falsef(t, len(s) != 1 || s[0].value != v, "%s = %v, want one sample of %g", name, s, v)
 	}
 	for _, name := range []string{"container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "container_start_time_seconds", "pod_cpu_usage_seconds_total", "pod_memory_working_set_bytes"} {
-		assert.Falsef(t, len(first[name]) != 2, "%s: %d samples, want one per fresh proxy (2)", name, len(first[name]))
+		assert.Len(t, first[name], 2, "%s: want one sample per fresh proxy (2)", name)
 	}
 	c := first["container_cpu_usage_seconds_total"][0]
 	assert.Falsef(t, c.labels["container"] != "main" || c.labels["namespace"] != "apps" || c.labels["pod"] != "web-1" || c.value != 5, "web-1's CPU sample %v, want container=main namespace=apps pod=web-1 5 (500m over 10 s)", c)
-	assert.Falsef(t, c.ms != t0.Add(20*time.Second).UnixMilli(), "web-1's CPU sample stamped %d, want its delegate's sample time", c.ms)
+	assert.Equal(t, t0.Add(20*time.Second).UnixMilli(), c.ms, "web-1's CPU sample stamp, want its delegate's sample time")
 	assert.Equal(t, float64(t0.Add(-time.Hour).Unix()), first["container_start_time_seconds"][0].value, "web-1's start, want the proxy's container start")
 
 	// 10 s later both samples are newer: the counts grow by rate × 10 s.
@@ -192,7 +192,7 @@ func TestStatsSummary(t *testing.T) {
 	s := summary(h.node, t0.Add(-2*time.Hour), h.usage(context.Background(), t0.Add(30*time.Second)))
 	assert.Falsef(t, s.Node.NodeName != "fleetlet-cluster-2" || *s.Node.CPU.UsageNanoCores != 1.5e9 || *s.Node.Memory.WorkingSetBytes != 192<<20, "node %s: %d nanocores, %d bytes; want fleetlet-cluster-2, 1.5e9, 192Mi", s.Node.NodeName, *s.Node.CPU.UsageNanoCores, *s.Node.Memory.WorkingSetBytes)
 	assert.Truef(t, s.Node.StartTime.Time.Equal(t0.Add(-2*time.Hour)), "node start %s, want its kubelet API's", s.Node.StartTime)
-	require.Falsef(t, len(s.Pods) != 2, "%d pods, want the two with fresh samples", len(s.Pods))
+	require.Len(t, s.Pods, 2, "pods, want the two with fresh samples")
 	p := s.Pods[0]
 	assert.Falsef(t, p.PodRef.Name != "web-1" || p.PodRef.UID != "u1" || len(p.Containers) != 1 || *p.Containers[0].CPU.UsageCoreNanoSeconds != 5e9 ||
 		!p.CPU.Time.Time.Equal(t0.Add(20*time.Second)) || !p.StartTime.Time.Equal(t0.Add(-time.Hour)),

@@ -555,7 +555,7 @@ func TestNodeNameConflict(t *testing.T) {
 	require.NoError(t, err)
 	first := proxy.TargetKey{Name: "a-b"}
 	second := proxy.TargetKey{Namespace: "a", Name: "b"}
-	require.Falsef(t, NodeName(first) != NodeName(second), "test premise: %q != %q", NodeName(first), NodeName(second))
+	require.Equal(t, NodeName(first), NodeName(second), "test premise")
 	c.Upsert(context.Background(), TargetState{Key: first, Ready: true})
 	c.Upsert(context.Background(), TargetState{Key: second, Ready: true})
 	assert.NotContains(t, c.nodes, second, "the second target was accepted")
@@ -585,7 +585,7 @@ func TestConfigValidation(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewController(tc.cfg)
-			assert.Falsef(t, (err != nil) != tc.wantErr, "NewController error = %v, want error: %v", err, tc.wantErr)
+			assert.Equal(t, tc.wantErr, err != nil, "NewController error = %v, want error", err)
 		})
 	}
 	c, err := NewController(Config{Client: cs})
@@ -605,7 +605,7 @@ func TestRemoveLeavesAnotherTargetsNode(t *testing.T) {
 	holder := proxy.TargetKey{Namespace: "p" + suffix, Name: "q"}
 	other := proxy.TargetKey{Name: "p" + suffix + "-q"}
 	name := NodeName(holder)
-	require.Falsef(t, NodeName(other) != name, "NodeName(%v) = %q, NodeName(%v) = %q: not a collision", holder, name, other, NodeName(other))
+	require.Equal(t, name, NodeName(other), "NodeName(%v) and NodeName(%v): not a collision", holder, other)
 
 	// The other target ran the node first, then gave it up.
 	f.c.Upsert(f.ctx, targetState(other))

@@ -73,7 +73,7 @@ func TestTargetLabels(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := TargetLabels(tc.shared, tc.excluded)
-			require.Falsef(t, (err != nil) != tc.wantErr, "error = %v, want error: %v", err, tc.wantErr)
+			require.Equal(t, tc.wantErr, err != nil, "error = %v, want error", err)
 			assert.Empty(t, cmp.Diff(tc.want, got), "TargetLabels (-want,+got)")
 		})
 	}
@@ -135,7 +135,7 @@ func TestNodeLabels(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := NodeLabels(NodeName(tc.key), tc.key, tc.shared, tc.excluded)
-			require.Falsef(t, (err != nil) != tc.wantErr, "error = %v, want error: %v", err, tc.wantErr)
+			require.Equal(t, tc.wantErr, err != nil, "error = %v, want error", err)
 			assert.Empty(t, cmp.Diff(tc.want, got), "NodeLabels (-want,+got)")
 		})
 	}

@@ -135,6 +135,6 @@ func TestStripPodKeepsRequests(t *testing.T) {
 	for _, bound := range []bool{false, true} {
 		assert.Empty(t, cmp.Diff(ProxyRequests([]*corev1.Pod{p}, bound), ProxyRequests([]*corev1.Pod{s}, bound), quantityEqual), "bound=%v: requests changed by stripping (-want,+got)", bound)
 	}
-	assert.Falsef(t, pinnedNode(s) != "fleetlet-c", "pinned node after stripping = %q", pinnedNode(s))
+	assert.Equal(t, "fleetlet-c", pinnedNode(s), "pinned node after stripping")
 	assert.Falsef(t, len(s.Annotations) != 0 || s.Spec.Containers[0].Env != nil || len(s.Spec.NodeSelector) != 1, "stripped pod keeps what it does not need: %+v", s)
 }

@@ -297,6 +297,6 @@ func TestAllocatableMinusBoundProxiesIsTheTruth(t *testing.T) {
 	for name, want := range map[corev1.ResourceName]string{"cpu": "5", "memory": "10Gi", "pods": "17"} {
 		free := alloc[name].DeepCopy()
 		free.Sub(delegates[name])
-		assert.Falsef(t, free.Cmp(resource.MustParse(want)) != 0, "%s the scheduler sees free = %s, the target has %s free", name, free.String(), want)
+		assert.Zerof(t, free.Cmp(resource.MustParse(want)), "%s the scheduler sees free = %s, the target has %s free", name, free.String(), want)
 	}
 }
