@@ -108,11 +108,9 @@ func (f *fixture) stop() {
 		f.cancel()
 		select {
 		case err := <-f.done:
-			if err != nil {
-				f.t.Errorf("Run: %v", err)
-			}
+			assert.NoError(f.t, err, "Run")
 		case <-time.After(waitTimeout):
-			f.t.Fatal("Run did not return after its context ended")
+			require.FailNow(f.t, "Run did not return after its context ended")
 		}
 	})
 }
@@ -337,12 +335,10 @@ func TestTargetNotReadyKeepsRenewingLease(t *testing.T) {
 func (f *fixture) ensureNamespace() string {
 	f.t.Helper()
 	ns, err := f.cs.CoreV1().Namespaces().Create(f.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "vnode-"}}, metav1.CreateOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	require.NoError(f.t, err)
 	_, err = f.cs.CoreV1().ServiceAccounts(ns.Name).Create(f.ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		f.t.Fatal(err)
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(f.t, err)
 	}
 	return ns.Name
 }
@@ -355,9 +351,7 @@ func (f *fixture) createPod(ns string, p *corev1.Pod) *corev1.Pod {
 		p.Spec.Containers[i].Image = "registry.k8s.io/pause:3.10"
 	}
 	got, err := f.cs.CoreV1().Pods(ns).Create(f.ctx, p, metav1.CreateOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	require.NoError(f.t, err)
 	return got
 }
 

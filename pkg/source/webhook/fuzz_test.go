@@ -35,9 +35,7 @@ import (
 func FuzzMutate(f *testing.F) {
 	for _, p := range fuzzSeedPods() {
 		b, err := json.Marshal(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+		require.NoError(f, err)
 		f.Add(b, []byte{})
 		f.Add(b, []byte("\x03\xff\x10fleetlet"))
 	}

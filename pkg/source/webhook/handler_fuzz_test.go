@@ -27,9 +27,7 @@ import (
 func FuzzHandle(f *testing.F) {
 	for _, p := range fuzzSeedPods() {
 		b, err := json.Marshal(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+		require.NoError(f, err)
 		f.Add(b, false)
 		f.Add(b, true)
 	}

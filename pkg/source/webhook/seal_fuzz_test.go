@@ -20,9 +20,7 @@ func FuzzUnseal(f *testing.F) {
 		NodeSelector: map[string]string{"disk": "ssd"}, SchedulerName: "custom", TerminationGracePeriodSeconds: &grace,
 		Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}},
 	}, "team", key)
-	if err != nil {
-		f.Fatal(err)
-	}
+	require.NoError(f, err)
 	for _, seed := range []struct{ value, namespace string }{
 		{good, "team"},
 		{good, "other"},
