@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -21,23 +22,13 @@ func TestRemoteName(t *testing.T) {
 	}
 	for _, tc := range tests {
 		got := RemoteName(tc.name, types.UID(tc.uid))
-		if got != tc.want {
-			t.Errorf("RemoteName(%q, %q) = %q, want %q", tc.name, tc.uid, got, tc.want)
-		}
-		if errs := validation.IsDNS1123Label(got); len(errs) > 0 {
-			t.Errorf("RemoteName(%q) = %q is not a DNS label: %v", tc.name, got, errs)
-		}
+		assert.Equal(t, tc.want, got, "RemoteName(%q, %q)", tc.name, tc.uid)
+		assert.Empty(t, validation.IsDNS1123Label(got), "RemoteName(%q) = %q is not a DNS label", tc.name, got)
 	}
 	// Same name, another pod (a StatefulSet pod recreated): another name.
-	if RemoteName("db-0", "uid-a") == RemoteName("db-0", "uid-b") {
-		t.Error("two pods with the same name but different UIDs share a remote name")
-	}
+	assert.NotEqual(t, RemoteName("db-0", "uid-a"), RemoteName("db-0", "uid-b"), "two pods with the same name but different UIDs share a remote name")
 	// Stable: the same pod always gets the same name.
 	first, again := RemoteName("db-0", "uid-a"), RemoteName("db-0", types.UID("uid-a"))
-	if first != again {
-		t.Error("RemoteName is not deterministic")
-	}
-	if len(UIDHash("x")) != 8 {
-		t.Errorf("UIDHash length = %d", len(UIDHash("x")))
-	}
+	assert.Equal(t, first, again, "RemoteName is not deterministic")
+	assert.Len(t, UIDHash("x"), 8, "UIDHash length")
 }

@@ -1,6 +1,10 @@
 package proxy
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 func TestRemovedKeys(t *testing.T) {
 	for _, tc := range []struct {
@@ -14,8 +18,6 @@ func TestRemovedKeys(t *testing.T) {
 		{name: "set again", prev: "b,c", old: map[string]string{"a": "1"}, now: map[string]string{"a": "1", "c": "x"}, want: "b"},
 		{name: "blanks ignored", prev: " ,b,", old: nil, now: nil, want: "b"},
 	} {
-		if got := RemovedKeys(tc.prev, tc.old, tc.now); got != tc.want {
-			t.Errorf("%s: RemovedKeys(%q) = %q, want %q", tc.name, tc.prev, got, tc.want)
-		}
+		assert.Equal(t, tc.want, RemovedKeys(tc.prev, tc.old, tc.now), "%s: RemovedKeys(%q)", tc.name, tc.prev)
 	}
 }

@@ -132,28 +132,14 @@ func TestEscapeJSONPointer(t *testing.T) {
 
 func TestWrites(t *testing.T) {
 	var w proxy.Writes
-	if w.Stale("a", "1") {
-		t.Fatal("stale before any write")
-	}
+	require.False(t, w.Stale("a", "1"), "stale before any write")
 	w.Wrote("a", "1")
-	if !w.Stale("a", "1") {
-		t.Fatal("the version our write replaced is not stale")
-	}
-	if !w.Stale("a", "1") {
-		t.Fatal("the version our write replaced is no longer stale at the second look")
-	}
-	if w.Stale("b", "1") {
-		t.Fatal("another object is stale")
-	}
-	if w.Stale("a", "2") {
-		t.Fatal("the version after our write is stale")
-	}
-	if w.Stale("a", "1") {
-		t.Fatal("still stale once the cache moved past the write")
-	}
+	require.True(t, w.Stale("a", "1"), "the version our write replaced is not stale")
+	require.True(t, w.Stale("a", "1"), "the version our write replaced is no longer stale at the second look")
+	require.False(t, w.Stale("b", "1"), "another object is stale")
+	require.False(t, w.Stale("a", "2"), "the version after our write is stale")
+	require.False(t, w.Stale("a", "1"), "still stale once the cache moved past the write")
 	w.Wrote("a", "3")
 	w.Forget("a")
-	if w.Stale("a", "3") {
-		t.Fatal("stale after Forget")
-	}
+	require.False(t, w.Stale("a", "3"), "stale after Forget")
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,12 +92,8 @@ func TestUpdatedTemplate(t *testing.T) {
 				tc.want(want)
 			}
 			got, what := UpdatedTemplate(base, p, tc.self)
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("template (-want,+got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.what, what); diff != "" {
-				t.Errorf("what changed (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(want, got), "template (-want,+got)")
+			assert.Empty(t, cmp.Diff(tc.what, what), "what changed (-want,+got)")
 		})
 	}
 }
@@ -119,19 +116,11 @@ func TestUpdatedTemplateKeepsResourceClaims(t *testing.T) {
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
 
 	got, what := UpdatedTemplate(tmpl, p, false)
-	if len(what) != 0 {
-		t.Errorf("an unchanged proxy changed %v", what)
-	}
-	if diff := cmp.Diff(tmpl, got); diff != "" {
-		t.Errorf("template (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, what, "an unchanged proxy changed %v", what)
+	assert.Empty(t, cmp.Diff(tmpl, got), "template (-want,+got)")
 
 	p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("2")
 	got, what = UpdatedTemplate(tmpl, p, false)
-	if diff := cmp.Diff([]string{"resources"}, what); diff != "" {
-		t.Errorf("what changed (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff(withClaims("2"), got.Spec.Containers[0].Resources); diff != "" {
-		t.Errorf("resized resources (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff([]string{"resources"}, what), "what changed (-want,+got)")
+	assert.Empty(t, cmp.Diff(withClaims("2"), got.Spec.Containers[0].Resources), "resized resources (-want,+got)")
 }

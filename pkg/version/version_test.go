@@ -8,6 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestUnstampedBuild(t *testing.T) {
@@ -15,9 +17,8 @@ func TestUnstampedBuild(t *testing.T) {
 		t.Skip("this test binary was stamped")
 	}
 	info := Get()
-	if info.Version != Unversioned || info.Commit == "" || info.GoVersion == "" || !strings.Contains(info.Platform, "/") {
-		t.Fatalf("unstamped build = %+v", info)
-	}
+	require.Falsef(t, info.Version != Unversioned || info.Commit == "" || info.GoVersion == "" || !strings.Contains(info.Platform, "/"),
+		"unstamped build = %+v", info)
 }
 
 // TestCommandAnswersVersion: --version and `version [-o json]` print the
@@ -43,12 +44,8 @@ func TestCommandAnswersVersion(t *testing.T) {
 		var out bytes.Buffer
 		root.SetOut(&out)
 		root.SetArgs(tc.args)
-		if err := root.Execute(); err != nil {
-			t.Fatalf("%v: %v", tc.args, err)
-		}
-		if !strings.HasPrefix(out.String(), tc.want) {
-			t.Errorf("%v printed %q, want %q…", tc.args, out.String(), tc.want)
-		}
+		require.NoError(t, root.Execute(), "%v", tc.args)
+		assert.Truef(t, strings.HasPrefix(out.String(), tc.want), "%v printed %q, want %q…", tc.args, out.String(), tc.want)
 	}
 
 	root := &cobra.Command{Use: "app"}
@@ -56,11 +53,9 @@ func TestCommandAnswersVersion(t *testing.T) {
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetArgs([]string{"version", "-o", "json"})
-	if err := root.Execute(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, root.Execute())
 	var info Info
-	if err := json.Unmarshal(out.Bytes(), &info); err != nil || info.Version != "1.2.3-test" || info.Commit != "abc123" {
-		t.Fatalf("version -o json = %q (%v)", out.String(), err)
-	}
+	err := json.Unmarshal(out.Bytes(), &info)
+	require.Falsef(t, err != nil || info.Version != "1.2.3-test" || info.Commit != "abc123",
+		"version -o json = %q (%v)", out.String(), err)
 }

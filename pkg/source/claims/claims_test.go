@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -41,12 +43,8 @@ func TestNames(t *testing.T) {
 		{Name: "a", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0"}}},
 		{Name: "c", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-0", ReadOnly: true}}},
 	}}
-	if diff := cmp.Diff([]string{"data-0", "data-1"}, Names(spec)); diff != "" {
-		t.Errorf("Names (-want,+got):\n%s", diff)
-	}
-	if Names(&corev1.PodSpec{}) != nil || Names(nil) != nil {
-		t.Error("a spec without claims has names")
-	}
+	assert.Empty(t, cmp.Diff([]string{"data-0", "data-1"}, Names(spec)), "Names (-want,+got)")
+	assert.False(t, Names(&corev1.PodSpec{}) != nil || Names(nil) != nil, "a spec without claims has names")
 }
 
 func TestRead(t *testing.T) {
@@ -58,23 +56,13 @@ func TestRead(t *testing.T) {
 	c := fake.NewClientBuilder().WithObjects(claim("a", "west"), claim("b", ""), claim("c", "east"), deleting).Build()
 
 	p, err := Read(ctx, c, "ns", []string{"a", "b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Target != "west" || p.Probing() || len(p.Unplaced()) != 1 || p.Unplaced()[0].Name != "b" {
-		t.Errorf("a placed in west, b not: target %q, probing %v, unplaced %v", p.Target, p.Probing(), p.Unplaced())
-	}
-	if why := p.Why("east"); !strings.Contains(why, "claim a is kept in target west") {
-		t.Errorf("Why(east) = %q", why)
-	}
-	if why := p.Why("west"); why != "" {
-		t.Errorf("Why(west) = %q, want nothing", why)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, p.Target != "west" || p.Probing() || len(p.Unplaced()) != 1 || p.Unplaced()[0].Name != "b", "a placed in west, b not: target %q, probing %v, unplaced %v", p.Target, p.Probing(), p.Unplaced())
+	assert.Contains(t, p.Why("east"), "claim a is kept in target west", "Why(east)")
+	assert.Empty(t, p.Why("west"), "Why(west), want nothing")
 
 	p, err = Read(ctx, c, "ns", []string{"b"})
-	if err != nil || !p.Probing() || p.Target != "" {
-		t.Errorf("b alone: probing %v, target %q, %v; want probing", p.Probing(), p.Target, err)
-	}
+	assert.Falsef(t, err != nil || !p.Probing() || p.Target != "", "b alone: probing %v, target %q, %v; want probing", p.Probing(), p.Target, err)
 	for _, tc := range []struct {
 		names  []string
 		reason string
@@ -85,9 +73,7 @@ func TestRead(t *testing.T) {
 	} {
 		_, err := Read(ctx, c, "ns", tc.names)
 		var problem *Problem
-		if !errors.As(err, &problem) || problem.Reason != tc.reason {
-			t.Errorf("Read(%v) = %v, want a %s problem", tc.names, err, tc.reason)
-		}
+		assert.Falsef(t, !errors.As(err, &problem) || problem.Reason != tc.reason, "Read(%v) = %v, want a %s problem", tc.names, err, tc.reason)
 	}
 }
 
@@ -96,25 +82,16 @@ func TestPlace(t *testing.T) {
 	c := fake.NewClientBuilder().WithObjects(claim("a", ""), claim("b", "west")).Build()
 	read := func(name string) *corev1.PersistentVolumeClaim {
 		var got corev1.PersistentVolumeClaim
-		if err := c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: name}, &got); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: name}, &got))
 		return &got
 	}
 	stale := read("a")
-	if err := Place(ctx, c, []*corev1.PersistentVolumeClaim{read("a"), read("b")}, "west"); err != nil {
-		t.Fatal(err)
-	}
-	if got := TargetOf(read("a")); got != "west" {
-		t.Errorf("a placed in %q, want west", got)
-	}
+	require.NoError(t, Place(ctx, c, []*corev1.PersistentVolumeClaim{read("a"), read("b")}, "west"))
+	assert.Equal(t, "west", TargetOf(read("a")), "a placed in")
 	// Another pod read a before it was placed: its placement fails.
-	if err := Place(ctx, c, []*corev1.PersistentVolumeClaim{stale}, "east"); !apierrors.IsConflict(err) {
-		t.Errorf("placing from a stale read: %v, want a conflict", err)
-	}
-	if err := Place(ctx, c, []*corev1.PersistentVolumeClaim{read("b")}, "east"); err == nil {
-		t.Error("placing b, kept in west, in east succeeded")
-	}
+	err := Place(ctx, c, []*corev1.PersistentVolumeClaim{stale}, "east")
+	assert.Truef(t, apierrors.IsConflict(err), "placing from a stale read: %v, want a conflict", err)
+	assert.Error(t, Place(ctx, c, []*corev1.PersistentVolumeClaim{read("b")}, "east"), "placing b, kept in west, in east succeeded")
 }
 
 func TestCopy(t *testing.T) {
@@ -139,9 +116,7 @@ func TestCopy(t *testing.T) {
 			StorageClassName: ptr.To("standard"),
 		},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Copy (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, got), "Copy (-want,+got)")
 }
 
 // A Target's storageClasses map a class named otherwise there; "" leaves
@@ -151,15 +126,13 @@ func TestCopyMapsStorageClasses(t *testing.T) {
 	for class, want := range map[string]*string{"standard": ptr.To("gp3"), "fast": nil, "other": ptr.To("other")} {
 		src := claim("data", "west")
 		src.Spec.StorageClassName = ptr.To(class)
-		if got := Copy(src, "east", classes).Spec.StorageClassName; !cmp.Equal(got, want) {
-			t.Errorf("class %q: copy's %v, want %v", class, ptr.Deref(got, "<nil>"), ptr.Deref(want, "<nil>"))
-		}
+		got := Copy(src, "east", classes).Spec.StorageClassName
+		assert.Truef(t, cmp.Equal(got, want), "class %q: copy's %v, want %v", class, ptr.Deref(got, "<nil>"), ptr.Deref(want, "<nil>"))
 	}
 	src := claim("data", "west")
 	src.Spec.StorageClassName = nil
-	if got := Copy(src, "east", classes).Spec.StorageClassName; got != nil {
-		t.Errorf("a claim with no class: copy's %q, want none", *got)
-	}
+	got := Copy(src, "east", classes).Spec.StorageClassName
+	assert.Nilf(t, got, "a claim with no class: copy's %q, want none", ptr.Deref(got, ""))
 }
 
 func TestEnsure(t *testing.T) {
@@ -171,33 +144,24 @@ func TestEnsure(t *testing.T) {
 	src2 := claim("old", "west")
 	target := fake.NewClientBuilder().WithObjects(foreign, earlier).Build()
 
-	if why, err := Ensure(ctx, target, src, "east", nil); why != "" || err != nil {
-		t.Fatalf("first Ensure: %q, %v", why, err)
-	}
+	why, err := Ensure(ctx, target, src, "east", nil)
+	require.Falsef(t, why != "" || err != nil, "first Ensure: %q, %v", why, err)
 	var got corev1.PersistentVolumeClaim
-	if err := target.Get(ctx, client.ObjectKeyFromObject(src), &got); err != nil || got.Labels[v1alpha1.LabelParentUID] != "uid-data" {
-		t.Fatalf("the copy: %v, %v", got.Labels, err)
-	}
-	if why, err := Ensure(ctx, target, src, "east", nil); why != "" || err != nil {
-		t.Errorf("Ensure of an existing copy: %q, %v", why, err)
-	}
+	err = target.Get(ctx, client.ObjectKeyFromObject(src), &got)
+	require.Falsef(t, err != nil || got.Labels[v1alpha1.LabelParentUID] != "uid-data", "the copy: %v, %v", got.Labels, err)
+	why, err = Ensure(ctx, target, src, "east", nil)
+	assert.Falsef(t, why != "" || err != nil, "Ensure of an existing copy: %q, %v", why, err)
 	// Another source's claim, or the target's own: a clash, left alone.
-	if why, err := Ensure(ctx, target, claim("other", ""), "east", nil); err != nil || !strings.Contains(why, "did not create") {
-		t.Errorf("Ensure over a foreign claim: %q, %v; want a clash", why, err)
-	}
-	if err := target.Get(ctx, client.ObjectKeyFromObject(foreign), &got); err != nil {
-		t.Errorf("the foreign claim: %v", err)
-	}
+	why, err = Ensure(ctx, target, claim("other", ""), "east", nil)
+	assert.Falsef(t, err != nil || !strings.Contains(why, "did not create"), "Ensure over a foreign claim: %q, %v; want a clash", why, err)
+	assert.NoError(t, target.Get(ctx, client.ObjectKeyFromObject(foreign), &got), "the foreign claim")
 	// This source's copy of an earlier claim of that name goes first.
-	if why, err := Ensure(ctx, target, src2, "east", nil); err != nil || !strings.Contains(why, "earlier claim") {
-		t.Errorf("Ensure over an earlier copy: %q, %v", why, err)
-	}
-	if err := target.Get(ctx, client.ObjectKeyFromObject(earlier), &got); !apierrors.IsNotFound(err) {
-		t.Errorf("the earlier copy: %v, want it deleted", err)
-	}
-	if why, err := Ensure(ctx, target, src2, "east", nil); why != "" || err != nil {
-		t.Errorf("Ensure once the earlier copy is gone: %q, %v", why, err)
-	}
+	why, err = Ensure(ctx, target, src2, "east", nil)
+	assert.Falsef(t, err != nil || !strings.Contains(why, "earlier claim"), "Ensure over an earlier copy: %q, %v", why, err)
+	err = target.Get(ctx, client.ObjectKeyFromObject(earlier), &got)
+	assert.Truef(t, apierrors.IsNotFound(err), "the earlier copy: %v, want it deleted", err)
+	why, err = Ensure(ctx, target, src2, "east", nil)
+	assert.Falsef(t, why != "" || err != nil, "Ensure once the earlier copy is gone: %q, %v", why, err)
 }
 
 // A copy an earlier fleetlet made through the follow annotation (this
@@ -208,16 +172,11 @@ func TestEnsureAdoptsAFollowedCopy(t *testing.T) {
 	delete(followed.Labels, v1alpha1.LabelParentUID)
 	followed.Spec.VolumeName = "pvc-with-data"
 	target := fake.NewClientBuilder().WithObjects(followed).Build()
-	if why, err := Ensure(ctx, target, claim("data", "west"), "east", nil); why != "" || err != nil {
-		t.Fatalf("Ensure over a followed copy: %q, %v", why, err)
-	}
+	why, err := Ensure(ctx, target, claim("data", "west"), "east", nil)
+	require.Falsef(t, why != "" || err != nil, "Ensure over a followed copy: %q, %v", why, err)
 	var got corev1.PersistentVolumeClaim
-	if err := target.Get(ctx, client.ObjectKeyFromObject(followed), &got); err != nil {
-		t.Fatalf("the followed copy: %v, want it kept", err)
-	}
-	if got.Labels[v1alpha1.LabelParentUID] != "uid-data" || got.Spec.VolumeName != "pvc-with-data" {
-		t.Errorf("adopted copy: parent-uid %q, volume %q; want uid-data on its own volume", got.Labels[v1alpha1.LabelParentUID], got.Spec.VolumeName)
-	}
+	require.NoError(t, target.Get(ctx, client.ObjectKeyFromObject(followed), &got), "the followed copy, want it kept")
+	assert.Falsef(t, got.Labels[v1alpha1.LabelParentUID] != "uid-data" || got.Spec.VolumeName != "pvc-with-data", "adopted copy: parent-uid %q, volume %q; want uid-data on its own volume", got.Labels[v1alpha1.LabelParentUID], got.Spec.VolumeName)
 }
 
 func TestBindMirror(t *testing.T) {
@@ -225,40 +184,27 @@ func TestBindMirror(t *testing.T) {
 	c := fake.NewClientBuilder().WithObjects(claim("data", "west")).Build()
 	var pvc corev1.PersistentVolumeClaim
 	get := func() *corev1.PersistentVolumeClaim {
-		if err := c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "data"}, &pvc); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Get(ctx, types.NamespacedName{Namespace: "ns", Name: "data"}, &pvc))
 		return &pvc
 	}
 	bound, err := BindMirror(ctx, c, get(), "fleetlet-west", nil)
-	if err != nil || bound {
-		t.Fatalf("BindMirror: %v, %v; want not bound yet", bound, err)
-	}
+	require.Falsef(t, err != nil || bound, "BindMirror: %v, %v; want not bound yet", bound, err)
 	var pv corev1.PersistentVolume
-	if err := c.Get(ctx, types.NamespacedName{Name: "fleetlet-uid-data"}, &pv); err != nil {
-		t.Fatal(err)
-	}
-	if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != "uid-data" || pv.Spec.Local == nil ||
+	require.NoError(t, c.Get(ctx, types.NamespacedName{Name: "fleetlet-uid-data"}, &pv))
+	assert.Falsef(t, pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != "uid-data" || pv.Spec.Local == nil ||
 		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain || pv.Spec.StorageClassName != "standard" ||
 		pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "fleetlet-west" ||
-		pv.Annotations[v1alpha1.AnnotationTarget] != "west" || pv.Labels[v1alpha1.LabelClaimMirror] != "true" {
-		t.Errorf("mirror volume: %+v", pv)
-	}
-	if q := pv.Spec.Capacity[corev1.ResourceStorage]; q.Cmp(resource.MustParse("1Gi")) != 0 {
-		t.Errorf("mirror capacity %s, want the claim's request", q.String())
-	}
-	if got := get().Spec.VolumeName; got != pv.Name {
-		t.Errorf("claim volumeName %q, want %q", got, pv.Name)
-	}
+		pv.Annotations[v1alpha1.AnnotationTarget] != "west" || pv.Labels[v1alpha1.LabelClaimMirror] != "true",
+		"mirror volume: %+v", pv)
+	q := pv.Spec.Capacity[corev1.ResourceStorage]
+	assert.Zerof(t, q.Cmp(resource.MustParse("1Gi")), "mirror capacity %s, want the claim's request", q.String())
+	assert.Equal(t, pv.Name, get().Spec.VolumeName, "claim volumeName")
 	// The source's volume controller binds it.
 	claimNow := get()
 	claimNow.Status.Phase = corev1.ClaimBound
-	if err := c.Status().Update(ctx, claimNow); err != nil {
-		t.Fatal(err)
-	}
-	if bound, err := BindMirror(ctx, c, get(), "fleetlet-west", nil); err != nil || !bound {
-		t.Errorf("BindMirror once Bound: %v, %v", bound, err)
-	}
+	require.NoError(t, c.Status().Update(ctx, claimNow))
+	bound, err = BindMirror(ctx, c, get(), "fleetlet-west", nil)
+	assert.Falsef(t, err != nil || !bound, "BindMirror once Bound: %v, %v", bound, err)
 
 	// The target bound its copy to a larger volume: the mirror shows its
 	// size, the claim its volume.
@@ -266,18 +212,12 @@ func TestBindMirror(t *testing.T) {
 	held := claim("data", "")
 	held.Spec.VolumeName = "pvc-123"
 	held.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}
-	if _, err := BindMirror(ctx, c, get(), "fleetlet-west", held); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Get(ctx, types.NamespacedName{Name: "fleetlet-uid-data"}, &pv); err != nil {
-		t.Fatal(err)
-	}
-	if q := pv.Spec.Capacity[corev1.ResourceStorage]; q.Cmp(resource.MustParse("10Gi")) != 0 {
-		t.Errorf("mirror capacity %s, want its copy's 10Gi", q.String())
-	}
-	if got := get().Annotations[v1alpha1.AnnotationTargetVolume]; got != "pvc-123" {
-		t.Errorf("%s = %q, want the copy's volume pvc-123", v1alpha1.AnnotationTargetVolume, got)
-	}
+	_, err = BindMirror(ctx, c, get(), "fleetlet-west", held)
+	require.NoError(t, err)
+	require.NoError(t, c.Get(ctx, types.NamespacedName{Name: "fleetlet-uid-data"}, &pv))
+	q = pv.Spec.Capacity[corev1.ResourceStorage]
+	assert.Zerof(t, q.Cmp(resource.MustParse("10Gi")), "mirror capacity %s, want its copy's 10Gi", q.String())
+	assert.Equal(t, "pvc-123", get().Annotations[v1alpha1.AnnotationTargetVolume], "%s, want the copy's volume", v1alpha1.AnnotationTargetVolume)
 
 	// The source's volume controller bound the claim from the volume's
 	// claimRef before our write (which then failed): a later call still
@@ -286,24 +226,15 @@ func TestBindMirror(t *testing.T) {
 	c = fake.NewClientBuilder().WithObjects(claim("data", "west")).Build()
 	first := get()
 	first.Spec.VolumeName = MirrorName(first)
-	if err := c.Update(ctx, first); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Update(ctx, first))
 	first = get()
 	first.Status.Phase = corev1.ClaimBound
-	if err := c.Status().Update(ctx, first); err != nil {
-		t.Fatal(err)
-	}
-	if !NeedsHeld(get()) {
-		t.Error("NeedsHeld = false for a claim bound to its mirror that does not name its copy's volume")
-	}
-	if _, err := BindMirror(ctx, c, get(), "fleetlet-west", held); err != nil {
-		t.Fatal(err)
-	}
-	if got := get().Annotations[v1alpha1.AnnotationTargetVolume]; got != "pvc-123" || NeedsHeld(get()) {
-		t.Errorf("%s = %q after the volume controller bound it first, want pvc-123", v1alpha1.AnnotationTargetVolume, got)
-	}
-	if bound, err := BindMirror(ctx, c, get(), "fleetlet-west", held); !bound || err != nil {
-		t.Errorf("BindMirror of a claim bound and named: %v, %v", bound, err)
-	}
+	require.NoError(t, c.Status().Update(ctx, first))
+	assert.True(t, NeedsHeld(get()), "NeedsHeld = false for a claim bound to its mirror that does not name its copy's volume")
+	_, err = BindMirror(ctx, c, get(), "fleetlet-west", held)
+	require.NoError(t, err)
+	got := get().Annotations[v1alpha1.AnnotationTargetVolume]
+	assert.Falsef(t, got != "pvc-123" || NeedsHeld(get()), "%s = %q after the volume controller bound it first, want pvc-123", v1alpha1.AnnotationTargetVolume, got)
+	bound, err = BindMirror(ctx, c, get(), "fleetlet-west", held)
+	assert.Falsef(t, !bound || err != nil, "BindMirror of a claim bound and named: %v, %v", bound, err)
 }

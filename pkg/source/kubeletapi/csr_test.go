@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,14 +29,10 @@ import (
 func csrFor(t *testing.T, username, cn string, org []string, ips []net.IP, dns []string, usages []certificatesv1.KeyUsage) *certificatesv1.CertificateSigningRequest {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
 		Subject: pkix.Name{CommonName: cn, Organization: org}, IPAddresses: ips, DNSNames: dns}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return &certificatesv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "csr-"},
 		Spec: certificatesv1.CertificateSigningRequestSpec{
@@ -83,13 +81,9 @@ func TestApprovable(t *testing.T) {
 			return c
 		},
 	}
-	if err := approvable(ok(t), me, node, addr); err != nil {
-		t.Errorf("the manager's own CSR for its node: %v", err)
-	}
+	assert.NoError(t, approvable(ok(t), me, node, addr), "the manager's own CSR for its node")
 	for name, build := range cases {
-		if err := approvable(build(t), me, node, addr); err == nil {
-			t.Errorf("%s: approvable", name)
-		}
+		assert.Error(t, approvable(build(t), me, node, addr), "%s: approvable", name)
 	}
 }
 
@@ -98,15 +92,11 @@ func TestApprovable(t *testing.T) {
 func signer(t *testing.T, ctx context.Context, cs kubernetes.Interface) *x509.CertPool {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test kubelet-serving CA"}, IsCA: true,
 		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour)}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ca, _ := x509.ParseCertificate(caDER)
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
@@ -156,31 +146,22 @@ func TestCSRFlow(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pool := signer(t, ctx, cs)
 
 	mallorys := rest.CopyConfig(env.Config)
 	mallorys.Impersonate = rest.ImpersonationConfig{UserName: "mallory", Groups: []string{"system:masters"}}
 	mallory, err := kubernetes.NewForConfig(mallorys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const node = "fleetlet-csr-target"
 	forged, err := mallory.CertificatesV1().CertificateSigningRequests().Create(ctx,
 		csrFor(t, "", "system:node:"+node, []string{"system:nodes"}, []net.IP{net.ParseIP("127.0.0.1")}, nil, servingUsages), metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 
 	certs, err := NewCSRCertificates(ctx, cs, "127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := certs.Certificate(node); err == nil {
-		t.Error("a certificate before Start")
-	}
+	require.NoError(t, err)
+	_, err = certs.Certificate(node)
+	assert.Error(t, err, "a certificate before Start")
 	nodeCtx, stopNode := context.WithCancel(ctx)
 	certs.Start(nodeCtx, node)
 	testenv.Eventually(t, 30*time.Second, "the node's serving certificate", func() error {
@@ -188,27 +169,18 @@ func TestCSRFlow(t *testing.T) {
 		return err
 	})
 	cert, _ := certs.Certificate(node)
-	if _, err := cert.Leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-		t.Errorf("the certificate does not verify against the signer's CA: %v", err)
-	}
-	if err := cert.Leaf.VerifyHostname("127.0.0.1"); err != nil || cert.Leaf.Subject.CommonName != "system:node:"+node {
-		t.Errorf("certificate for %q: %v", cert.Leaf.Subject.CommonName, err)
-	}
+	_, err = cert.Leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	assert.NoError(t, err, "the certificate does not verify against the signer's CA")
+	err = cert.Leaf.VerifyHostname("127.0.0.1")
+	assert.Falsef(t, err != nil || cert.Leaf.Subject.CommonName != "system:node:"+node, "certificate for %q: %v", cert.Leaf.Subject.CommonName, err)
 
 	list, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{LabelSelector: labelNode + "=" + node})
-	if err != nil || len(list.Items) != 1 {
-		t.Fatalf("the manager's CSRs for %s: %v, %v", node, len(list.Items), err)
-	}
-	if c := list.Items[0].Status.Conditions; len(c) == 0 || c[0].Type != certificatesv1.CertificateApproved || c[0].Reason != ReasonApproved {
-		t.Errorf("the manager's CSR: conditions %+v", c)
-	}
+	require.Falsef(t, err != nil || len(list.Items) != 1, "the manager's CSRs for %s: %v, %v", node, len(list.Items), err)
+	c := list.Items[0].Status.Conditions
+	assert.Falsef(t, len(c) == 0 || c[0].Type != certificatesv1.CertificateApproved || c[0].Reason != ReasonApproved, "the manager's CSR: conditions %+v", c)
 	got, err := cs.CertificatesV1().CertificateSigningRequests().Get(ctx, forged.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Status.Conditions) != 0 || len(got.Status.Certificate) != 0 {
-		t.Errorf("mallory's CSR for the virtual node was touched: %+v", got.Status)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, len(got.Status.Conditions) != 0 || len(got.Status.Certificate) != 0, "mallory's CSR for the virtual node was touched: %+v", got.Status)
 
 	stopNode()
 	testenv.Eventually(t, 10*time.Second, "the certificate to be dropped with the node", func() error {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,23 +55,18 @@ func TestDelegateOf(t *testing.T) {
 	)}
 	ctx := context.Background()
 	d, err := h.delegateOf(ctx, "apps", "web-1")
-	if err != nil || d.name != "web-1-abc" || d.namespace != "apps" || d.config.Host != "https://cluster-2" {
-		t.Errorf("web-1: %+v, %v", d, err)
-	}
+	assert.Falsef(t, err != nil || d.name != "web-1-abc" || d.namespace != "apps" || d.config.Host != "https://cluster-2", "web-1: %+v, %v", d, err)
 	for name, check := range map[string]func(error) bool{
 		"missing": errdefs.IsNotFound,
 		"web-2":   errdefs.IsNotFound, // bound to another node
 		"web-3":   errdefs.IsNotFound, // no election record
 		"web-4":   func(err error) bool { var u *unreachableError; return errors.As(err, &u) },
 	} {
-		if _, err := h.delegateOf(ctx, "apps", name); err == nil || !check(err) {
-			t.Errorf("%s: %v", name, err)
-		}
+		_, err := h.delegateOf(ctx, "apps", name)
+		assert.Falsef(t, err == nil || !check(err), "%s: %v", name, err)
 	}
 	pods, err := h.pods(ctx)
-	if err != nil || len(pods) != 3 {
-		t.Errorf("pods of the node: %d, %v; want web-1, web-3, web-4", len(pods), err)
-	}
+	assert.Falsef(t, err != nil || len(pods) != 3, "pods of the node: %d, %v; want web-1, web-3, web-4", len(pods), err)
 }
 
 // fakeAuthn authenticates a bearer token naming the user.
@@ -117,8 +113,6 @@ func TestFilter(t *testing.T) {
 		}
 		w := httptest.NewRecorder()
 		a.filter(tc.node, ok).ServeHTTP(w, r)
-		if w.Code != tc.want {
-			t.Errorf("%s as %q at %s: %d %s, want %d", tc.path, tc.user, tc.node, w.Code, w.Body, tc.want)
-		}
+		assert.Equal(t, tc.want, w.Code, "%s as %q at %s: %s", tc.path, tc.user, tc.node, w.Body)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -43,14 +45,11 @@ func TestRequestAttributes(t *testing.T) {
 		var subs []string
 		for _, a := range attrs {
 			subs = append(subs, a.GetSubresource())
-			if a.GetVerb() != tc.verb || a.GetResource() != "nodes" || a.GetName() != "fleetlet-cluster-2" || a.GetAPIGroup() != "" ||
-				!a.IsResourceRequest() || a.GetUser().GetName() != "alice" || a.GetNamespace() != "" {
-				t.Errorf("%s %s: attributes %+v", tc.method, tc.path, a)
-			}
+			assert.Falsef(t, a.GetVerb() != tc.verb || a.GetResource() != "nodes" || a.GetName() != "fleetlet-cluster-2" || a.GetAPIGroup() != "" ||
+				!a.IsResourceRequest() || a.GetUser().GetName() != "alice" || a.GetNamespace() != "",
+				"%s %s: attributes %+v", tc.method, tc.path, a)
 		}
-		if diff := cmp.Diff(tc.subs, subs); diff != "" {
-			t.Errorf("%s %s: subresources (-want,+got):\n%s", tc.method, tc.path, diff)
-		}
+		assert.Empty(t, cmp.Diff(tc.subs, subs), "%s %s: subresources (-want,+got)", tc.method, tc.path)
 	}
 }
 
@@ -76,18 +75,14 @@ func TestParseLogQuery(t *testing.T) {
 	}
 	for _, tc := range cases {
 		q, err := url.ParseQuery(tc.query)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		got, err := parseLogQuery(q)
 		if (err != nil) != tc.wantErr {
-			t.Errorf("%q: err = %v, want error %t", tc.query, err, tc.wantErr)
+			assert.Failf(t, "error or not", "%q: err = %v, want error %t", tc.query, err, tc.wantErr)
 			continue
 		}
 		if err == nil {
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("%q (-want,+got):\n%s", tc.query, diff)
-			}
+			assert.Empty(t, cmp.Diff(tc.want, got), "%q (-want,+got)", tc.query)
 		}
 	}
 }
@@ -109,8 +104,6 @@ func TestParsePortRange(t *testing.T) {
 	}
 	for _, tc := range cases {
 		got, err := ParsePortRange(tc.in)
-		if (err != nil) != tc.wantErr || (err == nil && got != tc.want) {
-			t.Errorf("%q: %+v, %v", tc.in, got, err)
-		}
+		assert.Falsef(t, (err != nil) != tc.wantErr || (err == nil && got != tc.want), "%q: %+v, %v", tc.in, got, err)
 	}
 }

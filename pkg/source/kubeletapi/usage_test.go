@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,22 +40,15 @@ func TestCountersNeverGoBackwards(t *testing.T) {
 		{"a replaced delegate's first sample continues the proxy's count", 1, t0.Add(75 * time.Second), 20 * time.Second, 100},
 	}
 	for _, s := range steps {
-		if got := c.add(k, s.rate, s.at, s.window); got != s.want {
-			t.Errorf("%s: %g, want %g", s.name, got, s.want)
-		}
+		assert.Equal(t, s.want, c.add(k, s.rate, s.at, s.window), s.name)
 	}
 	c.add(counterKey{uid: "u2", container: "main"}, 1, t0, time.Second)
 	c.add(nodeKey, 1, t0, 0)
 	c.keep(map[types.UID]bool{"u1": true})
-	if _, ok := c.m[counterKey{uid: "u2", container: "main"}]; ok {
-		t.Error("the counter of a proxy gone from the node was kept")
-	}
-	if _, ok := c.m[nodeKey]; !ok {
-		t.Error("the node's counter was dropped")
-	}
-	if got := c.add(k, 0, t0.Add(80*time.Second), 0); got != 100 {
-		t.Errorf("a kept counter restarted: %g, want 100", got)
-	}
+	assert.NotContains(t, c.m, counterKey{uid: "u2", container: "main"}, "the counter of a proxy gone from the node was kept")
+	assert.Contains(t, c.m, nodeKey, "the node's counter was dropped")
+	got := c.add(k, 0, t0.Add(80*time.Second), 0)
+	assert.Equal(t, 100.0, got, "a kept counter restarted")
 }
 
 func running(p *corev1.Pod, uid types.UID, started time.Time) *corev1.Pod {
@@ -115,21 +110,14 @@ func TestUsageLeavesOutWhatIsNotFresh(t *testing.T) {
 	for _, p := range u.pods {
 		names = append(names, p.name)
 	}
-	if strings.Join(names, ",") != "web-1,web-2" {
-		t.Errorf("pods reported %v, want web-1 and web-2 only (web-3 stale, web-4 Pending, web-5 unreadable)", names)
-	}
-	if err := errors.Join(u.errs...); len(u.errs) != 2 || !strings.Contains(err.Error(), "target cluster-3") || !strings.Contains(err.Error(), "cluster-9, which is not connected") {
-		t.Errorf("errors %v, want two, naming target cluster-3 and the unconnected cluster-9", u.errs)
-	}
-	if u.cpuCores != 1.25 || u.memory != (64+128)<<20 {
-		t.Errorf("node totals %g cores, %d bytes; want 1.25 cores and 192Mi", u.cpuCores, u.memory)
-	}
-	if !u.at.Equal(t0.Add(25 * time.Second)) {
-		t.Errorf("node sample time %s, want the newest delegate sample's", u.at)
-	}
-	if c := u.pods[0].containers[0]; c.cpuSeconds != 2.5 || !c.start.Equal(t0.Add(-time.Hour)) {
-		t.Errorf("web-1 main: %g s since %s, want 2.5 s (250m over its 10 s window) since the proxy's start", c.cpuSeconds, c.start)
-	}
+	assert.Equal(t, "web-1,web-2", strings.Join(names, ","), "pods reported, want web-1 and web-2 only (web-3 stale, web-4 Pending, web-5 unreadable)")
+	err := errors.Join(u.errs...)
+	assert.Falsef(t, len(u.errs) != 2 || !strings.Contains(err.Error(), "target cluster-3") || !strings.Contains(err.Error(), "cluster-9, which is not connected"),
+		"errors %v, want two, naming target cluster-3 and the unconnected cluster-9", u.errs)
+	assert.Falsef(t, u.cpuCores != 1.25 || u.memory != (64+128)<<20, "node totals %g cores, %d bytes; want 1.25 cores and 192Mi", u.cpuCores, u.memory)
+	assert.Truef(t, u.at.Equal(t0.Add(25*time.Second)), "node sample time %s, want the newest delegate sample's", u.at)
+	c := u.pods[0].containers[0]
+	assert.Falsef(t, c.cpuSeconds != 2.5 || !c.start.Equal(t0.Add(-time.Hour)), "web-1 main: %g s since %s, want 2.5 s (250m over its 10 s window) since the proxy's start", c.cpuSeconds, c.start)
 }
 
 func TestResourceMetricsText(t *testing.T) {
@@ -143,9 +131,7 @@ func TestResourceMetricsText(t *testing.T) {
 		writeResourceMetrics(rec, httptest.NewRequest("GET", "/metrics/resource", nil), h.usage(context.Background(), now))
 		p := expfmt.NewTextParser(model.UTF8Validation)
 		fams, err := p.TextToMetricFamilies(rec.Body)
-		if err != nil {
-			t.Fatalf("parsing /metrics/resource: %v", err)
-		}
+		require.NoError(t, err, "parsing /metrics/resource")
 		out := map[string][]textSample{}
 		for name, f := range fams {
 			for _, m := range f.Metric {
@@ -169,42 +155,27 @@ func TestResourceMetricsText(t *testing.T) {
 		"node_cpu_usage_seconds_total": 0, "node_memory_working_set_bytes": (64 + 128) << 20, "scrape_error": 1,
 	}
 	for name, v := range want {
-		if s := first[name]; len(s) != 1 || s[0].value != v {
-			t.Errorf("%s = %v, want one sample of %g", name, s, v)
-		}
+		s := first[name]
+		assert.Falsef(t, len(s) != 1 || s[0].value != v, "%s = %v, want one sample of %g", name, s, v)
 	}
 	for _, name := range []string{"container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "container_start_time_seconds", "pod_cpu_usage_seconds_total", "pod_memory_working_set_bytes"} {
-		if len(first[name]) != 2 {
-			t.Errorf("%s: %d samples, want one per fresh proxy (2)", name, len(first[name]))
-		}
+		assert.Len(t, first[name], 2, "%s: want one sample per fresh proxy (2)", name)
 	}
 	c := first["container_cpu_usage_seconds_total"][0]
-	if c.labels["container"] != "main" || c.labels["namespace"] != "apps" || c.labels["pod"] != "web-1" || c.value != 5 {
-		t.Errorf("web-1's CPU sample %v, want container=main namespace=apps pod=web-1 5 (500m over 10 s)", c)
-	}
-	if c.ms != t0.Add(20*time.Second).UnixMilli() {
-		t.Errorf("web-1's CPU sample stamped %d, want its delegate's sample time", c.ms)
-	}
-	if s := first["container_start_time_seconds"][0]; s.value != float64(t0.Add(-time.Hour).Unix()) {
-		t.Errorf("web-1's start %v, want the proxy's container start", s.value)
-	}
+	assert.Falsef(t, c.labels["container"] != "main" || c.labels["namespace"] != "apps" || c.labels["pod"] != "web-1" || c.value != 5, "web-1's CPU sample %v, want container=main namespace=apps pod=web-1 5 (500m over 10 s)", c)
+	assert.Equal(t, t0.Add(20*time.Second).UnixMilli(), c.ms, "web-1's CPU sample stamp, want its delegate's sample time")
+	assert.Equal(t, float64(t0.Add(-time.Hour).Unix()), first["container_start_time_seconds"][0].value, "web-1's start, want the proxy's container start")
 
 	// 10 s later both samples are newer: the counts grow by rate × 10 s.
 	h.podMetrics = func(_ context.Context, d delegate, _ string) ([]metricsv1beta1.PodMetrics, error) {
 		return []metricsv1beta1.PodMetrics{sample("web-1-d", t0.Add(30*time.Second), "500m", "64Mi"), sample("web-2-d", t0.Add(30*time.Second), "1", "100Mi")}, nil
 	}
 	second := scrape(t0.Add(40 * time.Second))
-	if v := second["node_cpu_usage_seconds_total"][0].value; v != 15 {
-		t.Errorf("node CPU after 10 s at 1.5 cores: %g, want 15", v)
-	}
-	if v := second["container_cpu_usage_seconds_total"][0].value; v != 10 {
-		t.Errorf("web-1 CPU after 10 s more at 500m: %g, want 10", v)
-	}
+	assert.Equal(t, 15.0, second["node_cpu_usage_seconds_total"][0].value, "node CPU after 10 s at 1.5 cores")
+	assert.Equal(t, 10.0, second["container_cpu_usage_seconds_total"][0].value, "web-1 CPU after 10 s more at 500m")
 	h.source = sourceWith(running(proxyPod("web-1", h.node, &proxy.Record{TargetName: "cluster-2", Chaperon: "web-1-d"}), "u1", t0.Add(-time.Hour)),
 		running(proxyPod("web-2", h.node, &proxy.Record{TargetName: "cluster-2", Chaperon: "web-2-d"}), "u2", t0.Add(-time.Hour)))
-	if v := scrape(t0.Add(40 * time.Second))["scrape_error"][0].value; v != 0 {
-		t.Errorf("scrape_error %g with every target read, want 0", v)
-	}
+	assert.Equal(t, 0.0, scrape(t0.Add(40 * time.Second))["scrape_error"][0].value, "scrape_error with every target read, want 0")
 }
 
 type textSample struct {
@@ -219,18 +190,11 @@ func TestStatsSummary(t *testing.T) {
 		sample("web-2-d", t0.Add(10*time.Second), "1", "128Mi"),
 	}})
 	s := summary(h.node, t0.Add(-2*time.Hour), h.usage(context.Background(), t0.Add(30*time.Second)))
-	if s.Node.NodeName != "fleetlet-cluster-2" || *s.Node.CPU.UsageNanoCores != 1.5e9 || *s.Node.Memory.WorkingSetBytes != 192<<20 {
-		t.Errorf("node %s: %d nanocores, %d bytes; want fleetlet-cluster-2, 1.5e9, 192Mi", s.Node.NodeName, *s.Node.CPU.UsageNanoCores, *s.Node.Memory.WorkingSetBytes)
-	}
-	if !s.Node.StartTime.Time.Equal(t0.Add(-2 * time.Hour)) {
-		t.Errorf("node start %s, want its kubelet API's", s.Node.StartTime)
-	}
-	if len(s.Pods) != 2 {
-		t.Fatalf("%d pods, want the two with fresh samples", len(s.Pods))
-	}
+	assert.Falsef(t, s.Node.NodeName != "fleetlet-cluster-2" || *s.Node.CPU.UsageNanoCores != 1.5e9 || *s.Node.Memory.WorkingSetBytes != 192<<20, "node %s: %d nanocores, %d bytes; want fleetlet-cluster-2, 1.5e9, 192Mi", s.Node.NodeName, *s.Node.CPU.UsageNanoCores, *s.Node.Memory.WorkingSetBytes)
+	assert.Truef(t, s.Node.StartTime.Time.Equal(t0.Add(-2*time.Hour)), "node start %s, want its kubelet API's", s.Node.StartTime)
+	require.Len(t, s.Pods, 2, "pods, want the two with fresh samples")
 	p := s.Pods[0]
-	if p.PodRef.Name != "web-1" || p.PodRef.UID != "u1" || len(p.Containers) != 1 || *p.Containers[0].CPU.UsageCoreNanoSeconds != 5e9 ||
-		!p.CPU.Time.Time.Equal(t0.Add(20*time.Second)) || !p.StartTime.Time.Equal(t0.Add(-time.Hour)) {
-		t.Errorf("web-1: %+v", p)
-	}
+	assert.Falsef(t, p.PodRef.Name != "web-1" || p.PodRef.UID != "u1" || len(p.Containers) != 1 || *p.Containers[0].CPU.UsageCoreNanoSeconds != 5e9 ||
+		!p.CPU.Time.Time.Equal(t0.Add(20*time.Second)) || !p.StartTime.Time.Equal(t0.Add(-time.Hour)),
+		"web-1: %+v", p)
 }

@@ -1,9 +1,10 @@
 package placement_test
 
 import (
-	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -105,18 +106,13 @@ func TestFits(t *testing.T) {
 			peers := peersOf(tc.counts)
 			ok2, why2 := p.Fits(c2, domains, peers)
 			ok3, why3 := p.Fits(c3, domains, peers)
-			if ok2 != tc.fits2 || ok3 != tc.fits3 {
-				t.Errorf("fits cluster-2 %t (%s), cluster-3 %t (%s); want %t, %t", ok2, why2, ok3, why3, tc.fits2, tc.fits3)
+			assert.Falsef(t, ok2 != tc.fits2 || ok3 != tc.fits3,
+				"fits cluster-2 %t (%s), cluster-3 %t (%s); want %t, %t", ok2, why2, ok3, why3, tc.fits2, tc.fits3)
+			if !ok2 {
+				assert.Contains(t, why2, tc.reason, "refusal")
 			}
-			if !ok2 && !strings.Contains(why2, tc.reason) {
-				t.Errorf("refusal %q, want one with %q", why2, tc.reason)
-			}
-			if c := p.Crowding(c2, peers); c != tc.crowd2 {
-				t.Errorf("crowding of cluster-2 = %d, want %d", c, tc.crowd2)
-			}
-			if c := p.Crowding(c3, peers); c != tc.crowd3 {
-				t.Errorf("crowding of cluster-3 = %d, want %d", c, tc.crowd3)
-			}
+			assert.Equal(t, tc.crowd2, p.Crowding(c2, peers), "crowding of cluster-2")
+			assert.Equal(t, tc.crowd3, p.Crowding(c3, peers), "crowding of cluster-3")
 		})
 	}
 }
@@ -136,32 +132,19 @@ func TestNodeSpecDropsPeerConstraintsOverClusters(t *testing.T) {
 		},
 	}
 	p := placement.Split(spec, nil)
-	if !p.CountsPeers() {
-		t.Fatal("CountsPeers = false")
-	}
+	require.True(t, p.CountsPeers(), "CountsPeers = false")
 	got := p.NodeSpec(spec, eu)
-	if len(got.TopologySpreadConstraints) != 1 || got.TopologySpreadConstraints[0].TopologyKey != zoneKey {
-		t.Errorf("candidate's spread %+v, want the zone's only", got.TopologySpreadConstraints)
-	}
+	assert.Falsef(t, len(got.TopologySpreadConstraints) != 1 || got.TopologySpreadConstraints[0].TopologyKey != zoneKey,
+		"candidate's spread %+v, want the zone's only", got.TopologySpreadConstraints)
 	terms := got.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
-	if len(terms) != 1 || terms[0].TopologyKey != host.TopologyKey {
-		t.Errorf("candidate's anti-affinity %+v, want the host's only", terms)
-	}
-	if got.Affinity.PodAffinity != nil {
-		t.Errorf("candidate's pod affinity %+v, want none (it was over clusters only)", got.Affinity.PodAffinity)
-	}
-	if spec.Affinity.PodAffinity == nil {
-		t.Error("the user's pod affinity was removed from its spec")
-	}
-	if len(spec.TopologySpreadConstraints) != 2 {
-		t.Error("the user's spec was changed")
-	}
+	assert.Falsef(t, len(terms) != 1 || terms[0].TopologyKey != host.TopologyKey,
+		"candidate's anti-affinity %+v, want the host's only", terms)
+	assert.Nil(t, got.Affinity.PodAffinity, "candidate's pod affinity, want none (it was over clusters only)")
+	assert.NotNil(t, spec.Affinity.PodAffinity, "the user's pod affinity was removed from its spec")
+	assert.Len(t, spec.TopologySpreadConstraints, 2, "the user's spec was changed")
 	onlyAffinity := &corev1.PodSpec{Affinity: &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{LabelSelector: web, TopologyKey: clusterKey}}}}}
-	if !placement.Split(onlyAffinity, nil).CountsPeers() {
-		t.Error("a pod affinity over clusters does not count peers")
-	}
-	if placement.Split(&corev1.PodSpec{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{zone}}, nil).CountsPeers() {
-		t.Error("a zone spread counts peers over clusters")
-	}
+	assert.True(t, placement.Split(onlyAffinity, nil).CountsPeers(), "a pod affinity over clusters does not count peers")
+	assert.False(t, placement.Split(&corev1.PodSpec{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{zone}}, nil).CountsPeers(),
+		"a zone spread counts peers over clusters")
 }

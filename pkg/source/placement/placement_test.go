@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
@@ -58,9 +59,7 @@ func TestIsClusterRequirement(t *testing.T) {
 		{req(regionKey, corev1.NodeSelectorOpIn, "eu"), false},
 		{req("multicluster.fleetlet.io/other", corev1.NodeSelectorOpExists), false},
 	} {
-		if got := placement.IsClusterRequirement(tc.r); got != tc.want {
-			t.Errorf("IsClusterRequirement(%v) = %t, want %t", tc.r, got, tc.want)
-		}
+		assert.Equal(t, tc.want, placement.IsClusterRequirement(tc.r), "IsClusterRequirement(%v)", tc.r)
 	}
 }
 
@@ -147,26 +146,19 @@ func TestAdmitsAndNodeSpec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tc.spec.DeepCopy()
 			p := placement.Split(tc.spec, nil)
-			if ok, why := p.Admits(eu); ok != tc.admitsEU {
-				t.Errorf("admits cluster-2 = %t (%s), want %t", ok, why, tc.admitsEU)
-			}
+			okEU, whyEU := p.Admits(eu)
+			assert.Equal(t, tc.admitsEU, okEU, "admits cluster-2 (%s)", whyEU)
 			ok, why := p.Admits(mixed)
-			if ok != tc.admitsMix {
-				t.Errorf("admits cluster-3 = %t (%s), want %t", ok, why, tc.admitsMix)
-			}
-			if !ok && (tc.wantReason == "" || !strings.Contains(why, tc.wantReason)) {
-				t.Errorf("refusal of cluster-3 %q, want one with %q", why, tc.wantReason)
-			}
+			assert.Equal(t, tc.admitsMix, ok, "admits cluster-3 (%s)", why)
+			assert.Falsef(t, !ok && (tc.wantReason == "" || !strings.Contains(why, tc.wantReason)),
+				"refusal of cluster-3 %q, want one with %q", why, tc.wantReason)
 			want := tc.nodeSpecEU
 			if want == nil {
 				want = tc.spec
 			}
-			if got := p.NodeSpec(tc.spec, eu); !equality.Semantic.DeepEqual(got, want) {
-				t.Errorf("candidate spec in cluster-2:\n got %+v\nwant %+v", got, want)
-			}
-			if !equality.Semantic.DeepEqual(tc.spec, before) {
-				t.Error("NodeSpec changed the user's spec")
-			}
+			got := p.NodeSpec(tc.spec, eu)
+			assert.Truef(t, equality.Semantic.DeepEqual(got, want), "candidate spec in cluster-2:\n got %+v\nwant %+v", got, want)
+			assert.True(t, equality.Semantic.DeepEqual(tc.spec, before), "NodeSpec changed the user's spec")
 		})
 	}
 }
@@ -183,19 +175,12 @@ func TestScore(t *testing.T) {
 		corev1.PreferredSchedulingTerm{Weight: 3, Preference: corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{req("metadata.name", corev1.NodeSelectorOpIn, "n1")}}},
 	)
 	p := placement.Split(spec, nil)
-	if got := p.Score(eu); got != 85 {
-		t.Errorf("score of cluster-2 (region eu shared) = %d, want 85", got)
-	}
-	if got := p.Score(mixed); got != 20 {
-		t.Errorf("score of cluster-3 (no shared region) = %d, want 20", got)
-	}
+	assert.Equal(t, int64(85), p.Score(eu), "score of cluster-2 (region eu shared)")
+	assert.Equal(t, int64(20), p.Score(mixed), "score of cluster-3 (no shared region)")
 	// The bare region preference still applies inside the target.
 	got := p.NodeSpec(spec, eu)
 	terms := got.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
-	if len(terms) != 2 || terms[0].Weight != 80 || terms[0].Preference.MatchExpressions[0].Key != regionKey || terms[1].Weight != 3 {
-		t.Errorf("candidate's preferred terms %+v, want the region's (80) and the field's (3)", terms)
-	}
-	if got := placement.Split(&corev1.PodSpec{}, nil).Score(eu); got != 0 {
-		t.Errorf("score without preferences = %d", got)
-	}
+	assert.Falsef(t, len(terms) != 2 || terms[0].Weight != 80 || terms[0].Preference.MatchExpressions[0].Key != regionKey || terms[1].Weight != 3,
+		"candidate's preferred terms %+v, want the region's (80) and the field's (3)", terms)
+	assert.Equal(t, int64(0), placement.Split(&corev1.PodSpec{}, nil).Score(eu), "score without preferences")
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -52,9 +54,7 @@ func startController(t *testing.T) *fixture {
 	t.Helper()
 	testenv.Need(t, env)
 	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	kubelet := &fakeKubelet{next: 10250, served: map[string]context.Context{}}
 	c, err := NewController(Config{
 		Client:         cs,
@@ -65,9 +65,7 @@ func startController(t *testing.T) *fixture {
 		NodeAddress:    "10.1.2.3",
 		Logger:         testLogger(t),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fixture{t: t, ctx: context.Background(), cs: cs, c: c, kubelet: kubelet, cancel: cancel, done: make(chan error, 1)}
 	go func() { f.done <- c.Run(ctx) }()
@@ -110,11 +108,9 @@ func (f *fixture) stop() {
 		f.cancel()
 		select {
 		case err := <-f.done:
-			if err != nil {
-				f.t.Errorf("Run: %v", err)
-			}
+			assert.NoError(f.t, err, "Run")
 		case <-time.After(waitTimeout):
-			f.t.Fatal("Run did not return after its context ended")
+			require.FailNow(f.t, "Run did not return after its context ended")
 		}
 	})
 }
@@ -160,9 +156,7 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 		last = why
 		return ok, nil
 	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
-	}
+	require.NoError(t, err, "waiting for %s (last: %s)", what, last)
 }
 
 func (f *fixture) node(name string) (*corev1.Node, error) {
@@ -280,41 +274,25 @@ func TestUpsertCreatesReadyNodeWithRenewedLease(t *testing.T) {
 		"target.multicluster.fleetlet.io/topology.kubernetes.io.region": "eu-1",
 		"target.multicluster.fleetlet.io/tier":                          "gold",
 	}
-	if diff := cmp.Diff(wantLabels, n.Labels); diff != "" {
-		t.Errorf("labels (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(wantLabels, n.Labels), "labels (-want,+got)")
 	// Admission adds node.kubernetes.io/not-ready at creation, and the node
 	// lifecycle controller (not running here) would remove it.
-	if !hasTaint(n, v1alpha1.VirtualNodeTaint()) {
-		t.Errorf("taints = %v, want %v among them", n.Spec.Taints, v1alpha1.VirtualNodeTaint())
-	}
+	assert.Truef(t, hasTaint(n, v1alpha1.VirtualNodeTaint()), "taints = %v, want %v among them", n.Spec.Taints, v1alpha1.VirtualNodeTaint())
 	// No proxies yet: 4 - 1.5 = 2.5 cpu, 8Gi - 2Gi = 6Gi, 110 - 10 = 100 pods.
-	if diff := cmp.Diff(rl("cpu", "2500m", "memory", "6Gi", "pods", "100"), n.Status.Allocatable, quantityEqual); diff != "" {
-		t.Errorf("allocatable (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff(rl("cpu", "8", "memory", "16Gi", "pods", "110"), n.Status.Capacity, quantityEqual); diff != "" {
-		t.Errorf("capacity (-want,+got):\n%s", diff)
-	}
-	if got := n.Status.DaemonEndpoints.KubeletEndpoint.Port; got != 10250 {
-		t.Errorf("kubelet port = %d, want 10250", got)
-	}
+	assert.Empty(t, cmp.Diff(rl("cpu", "2500m", "memory", "6Gi", "pods", "100"), n.Status.Allocatable, quantityEqual), "allocatable (-want,+got)")
+	assert.Empty(t, cmp.Diff(rl("cpu", "8", "memory", "16Gi", "pods", "110"), n.Status.Capacity, quantityEqual), "capacity (-want,+got)")
+	assert.Equal(t, int32(10250), n.Status.DaemonEndpoints.KubeletEndpoint.Port, "kubelet port")
 	wantAddrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.1.2.3"}}
-	if diff := cmp.Diff(wantAddrs, n.Status.Addresses); diff != "" {
-		t.Errorf("addresses (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(wantAddrs, n.Status.Addresses), "addresses (-want,+got)")
 	for _, typ := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure, corev1.NodeNetworkUnavailable} {
 		found := false
 		for _, c := range n.Status.Conditions {
 			if c.Type == typ {
 				found = true
-				if c.Status != corev1.ConditionFalse {
-					t.Errorf("%s = %s, want False", typ, c.Status)
-				}
+				assert.Equal(t, corev1.ConditionFalse, c.Status, "%s", typ)
 			}
 		}
-		if !found {
-			t.Errorf("condition %s missing", typ)
-		}
+		assert.Truef(t, found, "condition %s missing", typ)
 	}
 
 	var l *coordinationv1.Lease
@@ -323,20 +301,12 @@ func TestUpsertCreatesReadyNodeWithRenewedLease(t *testing.T) {
 		l, err = f.lease(name)
 		return err == nil, fmt.Sprint(err)
 	})
-	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != name {
-		t.Errorf("lease holder = %v, want %s", l.Spec.HolderIdentity, name)
-	}
-	if l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds != 2 {
-		t.Errorf("lease duration = %v, want 2", l.Spec.LeaseDurationSeconds)
-	}
+	assert.Falsef(t, l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != name, "lease holder = %v, want %s", l.Spec.HolderIdentity, name)
+	assert.Falsef(t, l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds != 2, "lease duration = %v, want 2", l.Spec.LeaseDurationSeconds)
 	f.waitLeaseRenewed(name)
 	l, err := f.lease(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != n.UID {
-		t.Errorf("lease owner references = %+v, want the node %s", l.OwnerReferences, n.UID)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != n.UID, "lease owner references = %+v, want the node %s", l.OwnerReferences, n.UID)
 }
 
 func TestTargetNotReadyKeepsRenewingLease(t *testing.T) {
@@ -350,14 +320,10 @@ func TestTargetNotReadyKeepsRenewingLease(t *testing.T) {
 	s.Ready, s.Partitioned, s.Reason, s.Message = false, true, v1alpha1.ReasonUnreachable, "dial tcp 10.9.9.9:6443: connect: connection refused"
 	f.c.Upsert(f.ctx, s)
 	n := f.waitNode(name, "Ready=False", isReady(corev1.ConditionFalse, v1alpha1.ReasonUnreachable))
-	if c := readyCondition(n); c.Message != s.Message {
-		t.Errorf("Ready message = %q, want %q", c.Message, s.Message)
-	}
+	assert.Equal(t, s.Message, readyCondition(n).Message, "Ready message")
 	// The lease tells that fleetlet runs: it goes on while the target is down.
 	f.waitLeaseRenewed(name)
-	if c := readyCondition(n); c.Status != corev1.ConditionFalse {
-		t.Errorf("Ready = %s while the target is down", c.Status)
-	}
+	assert.Equal(t, corev1.ConditionFalse, readyCondition(n).Status, "Ready while the target is down")
 
 	s.Ready, s.Partitioned, s.Reason, s.Message = true, false, v1alpha1.ReasonConnected, ""
 	f.c.Upsert(f.ctx, s)
@@ -369,12 +335,10 @@ func TestTargetNotReadyKeepsRenewingLease(t *testing.T) {
 func (f *fixture) ensureNamespace() string {
 	f.t.Helper()
 	ns, err := f.cs.CoreV1().Namespaces().Create(f.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "vnode-"}}, metav1.CreateOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	require.NoError(f.t, err)
 	_, err = f.cs.CoreV1().ServiceAccounts(ns.Name).Create(f.ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		f.t.Fatal(err)
+	if !apierrors.IsAlreadyExists(err) {
+		require.NoError(f.t, err)
 	}
 	return ns.Name
 }
@@ -387,9 +351,7 @@ func (f *fixture) createPod(ns string, p *corev1.Pod) *corev1.Pod {
 		p.Spec.Containers[i].Image = "registry.k8s.io/pause:3.10"
 	}
 	got, err := f.cs.CoreV1().Pods(ns).Create(f.ctx, p, metav1.CreateOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	require.NoError(f.t, err)
 	return got
 }
 
@@ -417,9 +379,8 @@ func TestProxiesRaiseAllocatable(t *testing.T) {
 	pinned = f.createPod(ns, pinned)
 	f.waitNode(name, "pinned proxy counted", allocatableIs(corev1.ResourceCPU, "1500m"))
 	n := f.waitNode(name, "pinned proxy counted", allocatableIs(corev1.ResourcePods, "1"))
-	if got := n.Status.Allocatable[corev1.ResourceMemory]; got.Cmp(resource.MustParse("1Gi")) != 0 {
-		t.Errorf("allocatable memory = %s, want 1Gi", got.String())
-	}
+	mem := n.Status.Allocatable[corev1.ResourceMemory]
+	assert.Zerof(t, mem.Cmp(resource.MustParse("1Gi")), "allocatable memory = %s, want 1Gi", mem.String())
 	// A pod pinned elsewhere or not a proxy does not count.
 	notProxy := newPod("not-a-proxy").container("c", rl("cpu", "4")).obj()
 	notProxy.Spec.NodeSelector = map[string]string{v1alpha1.LabelHostname: name}
@@ -434,20 +395,15 @@ func TestProxiesRaiseAllocatable(t *testing.T) {
 	// Binding the pinned proxy moves it from one watch to the other: the
 	// node never shows less than both pods in between.
 	w, err := f.cs.CoreV1().Nodes().Watch(f.ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer w.Stop()
-	if _, err := f.cs.CoreV1().Pods(ns).Patch(f.ctx, pinned.Name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/spec/schedulingGates"}]`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = f.cs.CoreV1().Pods(ns).Patch(f.ctx, pinned.Name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/spec/schedulingGates"}]`), metav1.PatchOptions{})
+	require.NoError(t, err)
 	err = f.cs.CoreV1().Pods(ns).Bind(f.ctx, &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pinned.Name},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: name},
 	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	deadline := time.After(time.Second)
 	two := resource.MustParse("2")
 watching:
@@ -458,9 +414,7 @@ watching:
 				continue
 			}
 			got := ev.Object.(*corev1.Node).Status.Allocatable[corev1.ResourceCPU]
-			if got.Cmp(two) < 0 {
-				t.Errorf("allocatable cpu dropped to %s while the pinned proxy was being bound", got.String())
-			}
+			assert.Falsef(t, got.Cmp(two) < 0, "allocatable cpu dropped to %s while the pinned proxy was being bound", got.String())
 		case <-deadline:
 			break watching
 		}
@@ -468,13 +422,10 @@ watching:
 
 	// A finished pod stops counting.
 	bound, err := f.cs.CoreV1().Pods(ns).Get(f.ctx, pinned.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	bound.Status.Phase = corev1.PodSucceeded
-	if _, err := f.cs.CoreV1().Pods(ns).UpdateStatus(f.ctx, bound, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = f.cs.CoreV1().Pods(ns).UpdateStatus(f.ctx, bound, metav1.UpdateOptions{})
+	require.NoError(t, err)
 	f.waitNode(name, "finished pod not counted", allocatableIs(corev1.ResourceCPU, "500m"))
 	f.waitNode(name, "finished pod not counted", allocatableIs(corev1.ResourcePods, "1"))
 }
@@ -494,9 +445,8 @@ func TestOwnedLabelsFollowTargetOthersStay(t *testing.T) {
 	// (taints are replaced as a whole, as kubectl taint does)
 	patch := `{"metadata":{"labels":{"team":"blue"}},"spec":{"unschedulable":true,"taints":[` +
 		`{"key":"virtual-kubelet.io/provider","value":"fleetlet","effect":"NoSchedule"},{"key":"maintenance","effect":"NoSchedule"}]}}`
-	if _, err := f.cs.CoreV1().Nodes().Patch(f.ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := f.cs.CoreV1().Nodes().Patch(f.ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
 
 	// The target stops sharing tier and moves region.
 	s.Summary.Labels = map[string]string{"topology.kubernetes.io/region": "us-2"}
@@ -505,21 +455,13 @@ func TestOwnedLabelsFollowTargetOthersStay(t *testing.T) {
 		_, tier := n.Labels["target.multicluster.fleetlet.io/tier"]
 		return !tier && n.Labels["target.multicluster.fleetlet.io/topology.kubernetes.io.region"] == "us-2", fmt.Sprint(n.Labels)
 	})
-	if n.Labels["team"] != "blue" {
-		t.Errorf("the user's label is gone: %v", n.Labels)
-	}
-	if !n.Spec.Unschedulable || !hasTaint(n, maintenance) || !hasTaint(n, v1alpha1.VirtualNodeTaint()) {
-		t.Errorf("the user's cordon or taint, or ours, is gone: unschedulable=%v taints=%v", n.Spec.Unschedulable, n.Spec.Taints)
-	}
+	assert.Equal(t, "blue", n.Labels["team"], "the user's label is gone: %v", n.Labels)
+	assert.Falsef(t, !n.Spec.Unschedulable || !hasTaint(n, maintenance) || !hasTaint(n, v1alpha1.VirtualNodeTaint()), "the user's cordon or taint, or ours, is gone: unschedulable=%v taints=%v", n.Spec.Unschedulable, n.Spec.Taints)
 	// A status rewrite later changes nothing of that.
 	time.Sleep(2 * testStatusInterval)
-	n, err := f.node(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n.Labels["team"] != "blue" || !n.Spec.Unschedulable || !hasTaint(n, maintenance) {
-		t.Errorf("the user's changes did not survive a status update: labels=%v unschedulable=%v taints=%v", n.Labels, n.Spec.Unschedulable, n.Spec.Taints)
-	}
+	n, err = f.node(name)
+	require.NoError(t, err)
+	assert.Falsef(t, n.Labels["team"] != "blue" || !n.Spec.Unschedulable || !hasTaint(n, maintenance), "the user's changes did not survive a status update: labels=%v unschedulable=%v taints=%v", n.Labels, n.Spec.Unschedulable, n.Spec.Taints)
 }
 
 func TestRemoveDeletesNodeAndLease(t *testing.T) {
@@ -533,27 +475,19 @@ func TestRemoveDeletesNodeAndLease(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 
-	if err := f.c.Remove(f.ctx, key); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.node(name); !apierrors.IsNotFound(err) {
-		t.Errorf("node after Remove: %v, want NotFound", err)
-	}
-	if _, err := f.lease(name); !apierrors.IsNotFound(err) {
-		t.Errorf("lease after Remove: %v, want NotFound", err)
-	}
+	require.NoError(t, f.c.Remove(f.ctx, key))
+	_, err := f.node(name)
+	assert.Truef(t, apierrors.IsNotFound(err), "node after Remove: %v, want NotFound", err)
+	_, err = f.lease(name)
+	assert.Truef(t, apierrors.IsNotFound(err), "lease after Remove: %v, want NotFound", err)
 	// Nothing brings them back: the node controller is stopped.
 	time.Sleep(3 * testRenewInterval)
-	if _, err := f.node(name); !apierrors.IsNotFound(err) {
-		t.Errorf("node some time after Remove: %v, want NotFound", err)
-	}
-	if _, err := f.lease(name); !apierrors.IsNotFound(err) {
-		t.Errorf("lease some time after Remove: %v, want NotFound", err)
-	}
+	_, err = f.node(name)
+	assert.Truef(t, apierrors.IsNotFound(err), "node some time after Remove: %v, want NotFound", err)
+	_, err = f.lease(name)
+	assert.Truef(t, apierrors.IsNotFound(err), "lease some time after Remove: %v, want NotFound", err)
 	// Removing again is fine.
-	if err := f.c.Remove(f.ctx, key); err != nil {
-		t.Errorf("second Remove: %v", err)
-	}
+	assert.NoError(t, f.c.Remove(f.ctx, key), "second Remove")
 }
 
 func TestStoppingLeavesNodesAndLetsLeasesLapse(t *testing.T) {
@@ -565,28 +499,16 @@ func TestStoppingLeavesNodesAndLetsLeasesLapse(t *testing.T) {
 	f.waitLeaseRenewed(name)
 
 	f.stop()
-	if f.c.Run(context.Background()) == nil {
-		t.Error("Run ran a second time")
-	}
+	assert.Error(t, f.c.Run(context.Background()), "Run ran a second time")
 	last, err := f.renewTime(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	time.Sleep(4 * testRenewInterval)
 	n, err := f.node(name)
-	if err != nil {
-		t.Fatalf("node after Run stopped: %v", err)
-	}
-	if c := readyCondition(n); c.Status != corev1.ConditionTrue {
-		t.Errorf("Ready = %s after Run stopped; fleetlet must not report its own outage as the target's", c.Status)
-	}
+	require.NoError(t, err, "node after Run stopped")
+	assert.Equal(t, corev1.ConditionTrue, readyCondition(n).Status, "Ready after Run stopped; fleetlet must not report its own outage as the target's")
 	now, err := f.renewTime(name)
-	if err != nil {
-		t.Fatalf("lease after Run stopped: %v", err)
-	}
-	if !now.Equal(last) {
-		t.Errorf("lease renewed after Run stopped: %s, then %s", last, now)
-	}
+	require.NoError(t, err, "lease after Run stopped")
+	assert.Truef(t, now.Equal(last), "lease renewed after Run stopped: %s, then %s", last, now)
 }
 
 // A node deleted by someone while its target is still there comes back.
@@ -596,9 +518,7 @@ func TestDeletedNodeIsCreatedAgain(t *testing.T) {
 	name := NodeName(key)
 	f.c.Upsert(f.ctx, targetState(key))
 	old := f.waitNode(name, "Ready", isReady(corev1.ConditionTrue, ""))
-	if err := f.cs.CoreV1().Nodes().Delete(f.ctx, name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.cs.CoreV1().Nodes().Delete(f.ctx, name, metav1.DeleteOptions{}))
 	f.waitNode(name, "created again", func(n *corev1.Node) (bool, string) {
 		return n.UID != old.UID && readyCondition(n).Status == corev1.ConditionTrue, string(n.UID)
 	})
@@ -608,13 +528,9 @@ func TestDeletedNodeIsCreatedAgain(t *testing.T) {
 func TestUpsertBeforeRun(t *testing.T) {
 	testenv.Need(t, env)
 	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c, err := NewController(Config{Client: cs, LeaseDuration: testLeaseDuration, RenewInterval: testRenewInterval, StatusInterval: testStatusInterval, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	key := uniqueKey("early")
 	c.Upsert(context.Background(), targetState(key))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -630,34 +546,21 @@ func TestUpsertBeforeRun(t *testing.T) {
 func TestNodeNameConflict(t *testing.T) {
 	cs := fake.NewClientset()
 	c, err := NewController(Config{Client: cs, Logger: logr.Discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	first := proxy.TargetKey{Name: "a-b"}
 	second := proxy.TargetKey{Namespace: "a", Name: "b"}
-	if NodeName(first) != NodeName(second) {
-		t.Fatalf("test premise: %q != %q", NodeName(first), NodeName(second))
-	}
+	require.Equal(t, NodeName(first), NodeName(second), "test premise")
 	c.Upsert(context.Background(), TargetState{Key: first, Ready: true})
 	c.Upsert(context.Background(), TargetState{Key: second, Ready: true})
-	if _, ok := c.nodes[second]; ok {
-		t.Error("the second target was accepted")
-	}
-	if _, err := cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName(first)}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Remove(context.Background(), second); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.CoreV1().Nodes().Get(context.Background(), NodeName(first), metav1.GetOptions{}); err != nil {
-		t.Errorf("removing the refused target deleted the first one's node: %v", err)
-	}
-	if err := c.Remove(context.Background(), first); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.CoreV1().Nodes().Get(context.Background(), NodeName(first), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("node after removing its target: %v, want NotFound", err)
-	}
+	assert.NotContains(t, c.nodes, second, "the second target was accepted")
+	_, err = cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName(first)}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, c.Remove(context.Background(), second))
+	_, err = cs.CoreV1().Nodes().Get(context.Background(), NodeName(first), metav1.GetOptions{})
+	assert.NoError(t, err, "removing the refused target deleted the first one's node")
+	require.NoError(t, c.Remove(context.Background(), first))
+	_, err = cs.CoreV1().Nodes().Get(context.Background(), NodeName(first), metav1.GetOptions{})
+	assert.Truef(t, apierrors.IsNotFound(err), "node after removing its target: %v, want NotFound", err)
 }
 
 func TestConfigValidation(t *testing.T) {
@@ -676,18 +579,12 @@ func TestConfigValidation(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewController(tc.cfg)
-			if (err != nil) != tc.wantErr {
-				t.Errorf("NewController error = %v, want error: %v", err, tc.wantErr)
-			}
+			assert.Equal(t, tc.wantErr, err != nil, "NewController error = %v, want error", err)
 		})
 	}
 	c, err := NewController(Config{Client: cs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.cfg.LeaseDuration != DefaultLeaseDuration || c.cfg.RenewInterval != DefaultLeaseDuration/4 || c.cfg.StatusInterval != DefaultStatusInterval || c.cfg.NodeAddress != DefaultNodeAddress {
-		t.Errorf("defaults not applied: %+v", c.cfg)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, c.cfg.LeaseDuration != DefaultLeaseDuration || c.cfg.RenewInterval != DefaultLeaseDuration/4 || c.cfg.StatusInterval != DefaultStatusInterval || c.cfg.NodeAddress != DefaultNodeAddress, "defaults not applied: %+v", c.cfg)
 }
 
 // A ClusterTarget p-q and a Target q in namespace p share a node name. A
@@ -702,9 +599,7 @@ func TestRemoveLeavesAnotherTargetsNode(t *testing.T) {
 	holder := proxy.TargetKey{Namespace: "p" + suffix, Name: "q"}
 	other := proxy.TargetKey{Name: "p" + suffix + "-q"}
 	name := NodeName(holder)
-	if NodeName(other) != name {
-		t.Fatalf("NodeName(%v) = %q, NodeName(%v) = %q: not a collision", holder, name, other, NodeName(other))
-	}
+	require.Equal(t, name, NodeName(other), "NodeName(%v) and NodeName(%v): not a collision", holder, other)
 
 	// The other target ran the node first, then gave it up.
 	f.c.Upsert(f.ctx, targetState(other))
@@ -719,21 +614,13 @@ func TestRemoveLeavesAnotherTargetsNode(t *testing.T) {
 
 	f.stop() // the node stays; a restarted process has not run it yet
 	fresh, err := NewController(Config{Client: f.cs, NodeAddress: "10.1.2.3", Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fresh.Remove(f.ctx, other); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.node(name); err != nil {
-		t.Fatalf("the holder's node after Remove of the other target: %v", err)
-	}
-	if err := fresh.Remove(f.ctx, holder); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.node(name); !apierrors.IsNotFound(err) {
-		t.Errorf("the holder's node after its own Remove: %v, want NotFound", err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, fresh.Remove(f.ctx, other))
+	_, err = f.node(name)
+	require.NoError(t, err, "the holder's node after Remove of the other target")
+	require.NoError(t, fresh.Remove(f.ctx, holder))
+	_, err = f.node(name)
+	assert.Truef(t, apierrors.IsNotFound(err), "the holder's node after its own Remove: %v, want NotFound", err)
 }
 
 func TestEachNodeAdvertisesItsOwnKubeletPort(t *testing.T) {
@@ -748,29 +635,20 @@ func TestEachNodeAdvertisesItsOwnKubeletPort(t *testing.T) {
 			return n.Status.DaemonEndpoints.KubeletEndpoint.Port != 0, fmt.Sprint(n.Status.DaemonEndpoints)
 		})
 		ctx, served := f.kubelet.servedCtx(name)
-		if ctx == nil {
-			t.Fatalf("node %s: no kubelet API served", name)
-		}
-		if got := n.Status.DaemonEndpoints.KubeletEndpoint.Port; got != served {
-			t.Errorf("node %s advertises port %d, its kubelet API serves %d", name, got, served)
-		}
+		require.Falsef(t, ctx == nil, "node %s: no kubelet API served", name)
+		assert.Equal(t, served, n.Status.DaemonEndpoints.KubeletEndpoint.Port, "node %s advertises a port its kubelet API does not serve", name)
 		ports[served] = name
 	}
-	if len(ports) != 2 {
-		t.Errorf("two nodes share a kubelet port: %v", ports)
-	}
-	if err := f.c.Remove(f.ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	assert.Lenf(t, ports, 2, "two nodes share a kubelet port: %v", ports)
+	require.NoError(t, f.c.Remove(f.ctx, a))
 	ctx, _ := f.kubelet.servedCtx(NodeName(a))
 	select {
 	case <-ctx.Done():
 	case <-time.After(waitTimeout):
-		t.Errorf("the kubelet API of removed node %s still serves", NodeName(a))
+		assert.Failf(t, "still served", "the kubelet API of removed node %s still serves", NodeName(a))
 	}
-	if ctx, _ := f.kubelet.servedCtx(NodeName(b)); ctx.Err() != nil {
-		t.Errorf("the kubelet API of node %s stopped with another node's removal", NodeName(b))
-	}
+	ctxB, _ := f.kubelet.servedCtx(NodeName(b))
+	assert.NoError(t, ctxB.Err(), "the kubelet API of node %s stopped with another node's removal", NodeName(b))
 }
 
 // An elected proxy counts on its node from its election record on, before
@@ -789,13 +667,10 @@ func TestElectedProxyRaisesAllocatable(t *testing.T) {
 	setElected := func(status corev1.ConditionStatus, message string) {
 		t.Helper()
 		cur, err := f.cs.CoreV1().Pods(ns).Get(f.ctx, p.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		cur.Status.Conditions = []corev1.PodCondition{{Type: v1alpha1.ConditionElected, Status: status, Reason: "Test", Message: message}}
-		if _, err := f.cs.CoreV1().Pods(ns).UpdateStatus(f.ctx, cur, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err = f.cs.CoreV1().Pods(ns).UpdateStatus(f.ctx, cur, metav1.UpdateOptions{})
+		require.NoError(t, err)
 	}
 	setElected(corev1.ConditionTrue, proxy.Record{TargetName: key.Name, Chaperon: "elected-0a1b2c3d"}.Message())
 	f.waitNode(name, "elected proxy counted", allocatableIs(corev1.ResourceCPU, "700m"))

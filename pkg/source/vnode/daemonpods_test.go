@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,9 +56,7 @@ func TestTrackerCountsDaemonPodsHeadedToTheNode(t *testing.T) {
 	require.NoError(t, tr.pinned.GetIndexer().Add(stripped(t, newPod("kube-proxy-x").container("c", rl("cpu", "100m", "memory", "50Mi")).daemonFor(node).obj())))
 	require.NoError(t, tr.pinned.GetIndexer().Add(stripped(t, newPod("kube-proxy-y").container("c", rl("cpu", "100m")).daemonFor("node-1").obj())))
 	tr.bound[node] = nil
-	if diff := cmp.Diff(rl("cpu", "100m", "memory", "50Mi", "pods", "1"), tr.requests(node), quantityEqual); diff != "" {
-		t.Errorf("requests (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(rl("cpu", "100m", "memory", "50Mi", "pods", "1"), tr.requests(node), quantityEqual), "requests (-want,+got)")
 }
 
 // ackStatus: Running and Ready, so that the DaemonSet is available; the

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestLabelPatch(t *testing.T) {
@@ -44,9 +46,7 @@ func TestLabelPatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			patch := labelPatch(tc.current, tc.desired)
 			if tc.want == nil {
-				if patch != nil {
-					t.Fatalf("patch = %s, want none", patch)
-				}
+				require.Falsef(t, patch != nil, "patch = %s, want none", patch)
 				return
 			}
 			var got struct {
@@ -54,12 +54,8 @@ func TestLabelPatch(t *testing.T) {
 					Labels map[string]*string `json:"labels"`
 				} `json:"metadata"`
 			}
-			if err := json.Unmarshal(patch, &got); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, got.Metadata.Labels); diff != "" {
-				t.Errorf("patch labels (-want,+got):\n%s", diff)
-			}
+			require.NoError(t, json.Unmarshal(patch, &got))
+			assert.Empty(t, cmp.Diff(tc.want, got.Metadata.Labels), "patch labels (-want,+got)")
 		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
@@ -71,12 +73,8 @@ func TestTargetLabels(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := TargetLabels(tc.shared, tc.excluded)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("error = %v, want error: %v", err, tc.wantErr)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("TargetLabels (-want,+got):\n%s", diff)
-			}
+			require.Equal(t, tc.wantErr, err != nil, "error = %v, want error", err)
+			assert.Empty(t, cmp.Diff(tc.want, got), "TargetLabels (-want,+got)")
 		})
 	}
 }
@@ -137,12 +135,8 @@ func TestNodeLabels(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := NodeLabels(NodeName(tc.key), tc.key, tc.shared, tc.excluded)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("error = %v, want error: %v", err, tc.wantErr)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("NodeLabels (-want,+got):\n%s", diff)
-			}
+			require.Equal(t, tc.wantErr, err != nil, "error = %v, want error", err)
+			assert.Empty(t, cmp.Diff(tc.want, got), "NodeLabels (-want,+got)")
 		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetlet/fleetlet/pkg/proxy"
@@ -37,27 +39,15 @@ func TestNodeName(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := NodeName(tc.key)
-			if errs := validation.IsDNS1123Label(got); len(errs) > 0 {
-				t.Fatalf("NodeName(%v) = %q, not a DNS label: %v", tc.key, got, errs)
-			}
-			if errs := validation.IsValidLabelValue(got); len(errs) > 0 {
-				t.Fatalf("NodeName(%v) = %q, not a label value: %v", tc.key, got, errs)
-			}
-			if got != NodeName(tc.key) {
-				t.Fatalf("NodeName(%v) is not stable", tc.key)
-			}
+			require.Empty(t, validation.IsDNS1123Label(got), "NodeName(%v) = %q, not a DNS label", tc.key, got)
+			require.Empty(t, validation.IsValidLabelValue(got), "NodeName(%v) = %q, not a label value", tc.key, got)
+			require.Equal(t, got, NodeName(tc.key), "NodeName(%v) is not stable", tc.key)
 			if tc.want != "" {
-				if got != tc.want {
-					t.Errorf("NodeName(%v) = %q, want %q", tc.key, got, tc.want)
-				}
+				assert.Equal(t, tc.want, got, "NodeName(%v)", tc.key)
 				return
 			}
-			if !strings.HasPrefix(got, tc.wantPrefix) {
-				t.Errorf("NodeName(%v) = %q, want prefix %q", tc.key, got, tc.wantPrefix)
-			}
-			if !hashed.MatchString(got) {
-				t.Errorf("NodeName(%v) = %q does not end with -<%d hex digits>", tc.key, got, nameHashLen)
-			}
+			assert.Truef(t, strings.HasPrefix(got, tc.wantPrefix), "NodeName(%v) = %q, want prefix %q", tc.key, got, tc.wantPrefix)
+			assert.Truef(t, hashed.MatchString(got), "NodeName(%v) = %q does not end with -<%d hex digits>", tc.key, got, nameHashLen)
 		})
 	}
 }
@@ -81,9 +71,8 @@ func TestNodeNameDistinct(t *testing.T) {
 	seen := map[string]proxy.TargetKey{}
 	for _, k := range keys {
 		n := NodeName(k)
-		if other, ok := seen[n]; ok {
-			t.Errorf("NodeName(%v) = NodeName(%v) = %q", k, other, n)
-		}
+		other, ok := seen[n]
+		assert.Falsef(t, ok, "NodeName(%v) = NodeName(%v) = %q", k, other, n)
 		seen[n] = k
 	}
 }

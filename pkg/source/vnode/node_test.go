@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
@@ -30,56 +32,30 @@ func TestBuildNode(t *testing.T) {
 	s.Summary.Labels = map[string]string{"kubernetes.io/arch": "arm64", "topology.kubernetes.io/region": "eu"}
 
 	n, err := buildNode("fleetlet-cluster-2", s, rl("cpu", "500m", "pods", "1"), testParams, nil, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]corev1.Taint{{Key: "virtual-kubelet.io/provider", Value: "fleetlet", Effect: corev1.TaintEffectNoSchedule}}, n.Spec.Taints); diff != "" {
-		t.Errorf("taints (-want,+got):\n%s", diff)
-	}
-	if got := n.Labels["target.multicluster.fleetlet.io/topology.kubernetes.io.region"]; got != "eu" {
-		t.Errorf("region label = %q, want eu", got)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, cmp.Diff([]corev1.Taint{{Key: "virtual-kubelet.io/provider", Value: "fleetlet", Effect: corev1.TaintEffectNoSchedule}}, n.Spec.Taints), "taints (-want,+got)")
+	assert.Equal(t, "eu", n.Labels["target.multicluster.fleetlet.io/topology.kubernetes.io.region"], "region label")
 	// 7 - 3 + 0.5 = 4.5 cpu; 14Gi - 4Gi = 10Gi; 110 - 5 + 1 = 106 pods.
-	if diff := cmp.Diff(rl("cpu", "4500m", "memory", "10Gi", "pods", "106"), n.Status.Allocatable, quantityEqual); diff != "" {
-		t.Errorf("allocatable (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff(rl("cpu", "8", "memory", "16Gi", "pods", "110"), n.Status.Capacity, quantityEqual); diff != "" {
-		t.Errorf("capacity (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(rl("cpu", "4500m", "memory", "10Gi", "pods", "106"), n.Status.Allocatable, quantityEqual), "allocatable (-want,+got)")
+	assert.Empty(t, cmp.Diff(rl("cpu", "8", "memory", "16Gi", "pods", "110"), n.Status.Capacity, quantityEqual), "capacity (-want,+got)")
 	wantAddrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.7"}}
-	if diff := cmp.Diff(wantAddrs, n.Status.Addresses); diff != "" {
-		t.Errorf("addresses (-want,+got):\n%s", diff)
-	}
-	if n.Status.DaemonEndpoints.KubeletEndpoint.Port != 10250 {
-		t.Errorf("kubelet port = %d, want 10250", n.Status.DaemonEndpoints.KubeletEndpoint.Port)
-	}
+	assert.Empty(t, cmp.Diff(wantAddrs, n.Status.Addresses), "addresses (-want,+got)")
+	assert.Equal(t, int32(10250), n.Status.DaemonEndpoints.KubeletEndpoint.Port, "kubelet port")
 	wantInfo := corev1.NodeSystemInfo{KubeletVersion: "fleetlet", OperatingSystem: "linux", Architecture: "arm64"}
-	if diff := cmp.Diff(wantInfo, n.Status.NodeInfo); diff != "" {
-		t.Errorf("nodeInfo (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(wantInfo, n.Status.NodeInfo), "nodeInfo (-want,+got)")
 
 	s.Summary = nil
 	n, _ = buildNode("fleetlet-cluster-2", s, nil, testParams, nil, now)
-	if n.Status.NodeInfo.Architecture != DefaultArchitecture {
-		t.Errorf("architecture without a summary = %q, want %q", n.Status.NodeInfo.Architecture, DefaultArchitecture)
-	}
-	if diff := cmp.Diff(rl("cpu", "0", "memory", "0", "pods", "0"), n.Status.Allocatable, quantityEqual); diff != "" {
-		t.Errorf("allocatable without a summary (-want,+got):\n%s", diff)
-	}
+	assert.Equal(t, DefaultArchitecture, n.Status.NodeInfo.Architecture, "architecture without a summary")
+	assert.Empty(t, cmp.Diff(rl("cpu", "0", "memory", "0", "pods", "0"), n.Status.Allocatable, quantityEqual), "allocatable without a summary (-want,+got)")
 }
 
 func TestBuildNodeInvalidExclusion(t *testing.T) {
 	s := TargetState{Key: proxy.TargetKey{Name: "c"}, Ready: true, ExcludedLabelsRegexp: "(", Summary: &v1alpha1.ClusterSummaryStatus{Labels: map[string]string{"tier": "gold"}}}
 	n, err := buildNode("fleetlet-c", s, nil, testParams, nil, time.Now())
-	if err == nil {
-		t.Fatal("no error for an excludedLabelsRegexp that does not compile")
-	}
-	if _, ok := n.Labels["target.multicluster.fleetlet.io/tier"]; ok {
-		t.Error("target label kept although the exclusions cannot be applied")
-	}
-	if n.Labels["type"] != "virtual-kubelet" {
-		t.Error("conventions missing")
-	}
+	require.Error(t, err, "no error for an excludedLabelsRegexp that does not compile")
+	assert.NotContains(t, n.Labels, "target.multicluster.fleetlet.io/tier", "target label kept although the exclusions cannot be applied")
+	assert.Equal(t, "virtual-kubelet", n.Labels["type"], "conventions missing")
 }
 
 func TestNodeConditions(t *testing.T) {
@@ -99,25 +75,19 @@ func TestNodeConditions(t *testing.T) {
 
 	first := nodeConditions(ready, nil, t0)
 	got := byType(first)
-	if len(got) != 5 {
-		t.Fatalf("conditions = %v, want Ready and four others", first)
-	}
-	if c := got[corev1.NodeReady]; c.Status != corev1.ConditionTrue || c.Reason != ReasonTargetReady || !c.LastTransitionTime.Time.Equal(t0) {
-		t.Errorf("Ready = %+v, want True, %s, transition at t0", c, ReasonTargetReady)
-	}
+	require.Lenf(t, got, 5, "conditions = %v, want Ready and four others", first)
+	c := got[corev1.NodeReady]
+	assert.Falsef(t, c.Status != corev1.ConditionTrue || c.Reason != ReasonTargetReady || !c.LastTransitionTime.Time.Equal(t0), "Ready = %+v, want True, %s, transition at t0", c, ReasonTargetReady)
 	for _, typ := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure, corev1.NodeNetworkUnavailable} {
-		if c := got[typ]; c.Status != corev1.ConditionFalse || c.Reason == "" {
-			t.Errorf("%s = %+v, want False with a reason", typ, c)
-		}
+		c := got[typ]
+		assert.Falsef(t, c.Status != corev1.ConditionFalse || c.Reason == "", "%s = %+v, want False with a reason", typ, c)
 	}
 
 	second := byType(nodeConditions(down, first, t1))
-	if c := second[corev1.NodeReady]; c.Status != corev1.ConditionFalse || c.Reason != "Unreachable" || c.Message != down.Message || !c.LastTransitionTime.Time.Equal(t1) {
-		t.Errorf("Ready after the target went down = %+v, want False, Unreachable, its message, transition at t1", c)
-	}
-	if c := second[corev1.NodeMemoryPressure]; !c.LastTransitionTime.Time.Equal(t0) || !c.LastHeartbeatTime.Time.Equal(t1) {
-		t.Errorf("MemoryPressure = %+v, want transition kept at t0, heartbeat t1", c)
-	}
+	c = second[corev1.NodeReady]
+	assert.Falsef(t, c.Status != corev1.ConditionFalse || c.Reason != "Unreachable" || c.Message != down.Message || !c.LastTransitionTime.Time.Equal(t1), "Ready after the target went down = %+v, want False, Unreachable, its message, transition at t1", c)
+	c = second[corev1.NodeMemoryPressure]
+	assert.Falsef(t, !c.LastTransitionTime.Time.Equal(t0) || !c.LastHeartbeatTime.Time.Equal(t1), "MemoryPressure = %+v, want transition kept at t0, heartbeat t1", c)
 
 	// Credentials gone or refused are fleetlet's side: the node stays
 	// Ready, so that nothing running is evicted, and says why no new pod
@@ -126,30 +96,21 @@ func TestNodeConditions(t *testing.T) {
 	for _, reason := range []string{v1alpha1.ReasonKubeconfigSecretNotFound, v1alpha1.ReasonForbidden, v1alpha1.ReasonTLS, v1alpha1.ReasonFleetletMissing} {
 		lost := TargetState{Key: key, Reason: reason, Message: "the reason's message"}
 		c := byType(nodeConditions(lost, first, t1))[corev1.NodeReady]
-		if c.Status != corev1.ConditionTrue || c.Reason != reason || !strings.Contains(c.Message, "the reason's message") || !strings.Contains(c.Message, "no new pod") || !c.LastTransitionTime.Time.Equal(t0) {
-			t.Errorf("Ready for a target not usable (%s) = %+v, want True since t0, the reason, its message and what it means", reason, c)
-		}
+		assert.Falsef(t, c.Status != corev1.ConditionTrue || c.Reason != reason || !strings.Contains(c.Message, "the reason's message") || !strings.Contains(c.Message, "no new pod") || !c.LastTransitionTime.Time.Equal(t0), "Ready for a target not usable (%s) = %+v, want True since t0, the reason, its message and what it means", reason, c)
 	}
 
 	noReason := byType(nodeConditions(TargetState{Key: key, Partitioned: true}, nil, t1))
-	if c := noReason[corev1.NodeReady]; c.Reason != ReasonTargetNotReady || c.Message == "" {
-		t.Errorf("Ready without the target's reason = %+v, want %s and a message", c, ReasonTargetNotReady)
-	}
+	c = noReason[corev1.NodeReady]
+	assert.Falsef(t, c.Reason != ReasonTargetNotReady || c.Message == "", "Ready without the target's reason = %+v, want %s and a message", c, ReasonTargetNotReady)
 }
 
 func TestSameNode(t *testing.T) {
 	s := TargetState{Key: proxy.TargetKey{Name: "c"}, Ready: true}
 	a, _ := buildNode("fleetlet-c", s, nil, testParams, nil, time.Unix(100, 0))
 	b, _ := buildNode("fleetlet-c", s, nil, testParams, a.Status.Conditions, time.Unix(200, 0))
-	if !sameNode(a, b) {
-		t.Error("nodes that differ in heartbeat times only differ")
-	}
+	assert.True(t, sameNode(a, b), "nodes that differ in heartbeat times only differ")
 	b.Labels["tier"] = "gold"
-	if sameNode(a, b) {
-		t.Error("nodes with different labels are the same")
-	}
+	assert.False(t, sameNode(a, b), "nodes with different labels are the same")
 	c, _ := buildNode("fleetlet-c", s, rl("cpu", "1"), testParams, a.Status.Conditions, time.Unix(200, 0))
-	if sameNode(a, c) {
-		t.Error("nodes with different allocatable are the same")
-	}
+	assert.False(t, sameNode(a, c), "nodes with different allocatable are the same")
 }

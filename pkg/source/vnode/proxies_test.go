@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -18,18 +20,14 @@ func newTestTracker(t *testing.T, clk *clocktesting.FakeClock) (*proxyTracker, *
 	t.Helper()
 	var changed []string
 	tr, err := newProxyTracker(fake.NewClientset(), clk, func(n string) { changed = append(changed, n) }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return tr, &changed
 }
 
 func stripped(t *testing.T, p *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	out, err := stripPod(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return out.(*corev1.Pod)
 }
 
@@ -49,21 +47,15 @@ func TestTrackerRequests(t *testing.T) {
 		}(),
 		newPod("unpinned").container("c", rl("cpu", "8")).obj(),
 	} {
-		if err := unbound.Add(stripped(t, p)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, unbound.Add(stripped(t, p)))
 	}
 	bound := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	// Any pod bound to the node counts: the scheduler counts them all.
-	if err := bound.Add(stripped(t, newPod("bound").container("c", rl("cpu", "250m")).boundTo(node).obj())); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, bound.Add(stripped(t, newPod("bound").container("c", rl("cpu", "250m")).boundTo(node).obj())))
 
 	tr.bound[node] = bound
 	got := tr.requests(node)
-	if diff := cmp.Diff(rl("cpu", "1250m", "memory", "1Gi", "pods", "2"), got, quantityEqual); diff != "" {
-		t.Errorf("requests (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(rl("cpu", "1250m", "memory", "1Gi", "pods", "2"), got, quantityEqual), "requests (-want,+got)")
 }
 
 // A pinned proxy that leaves the unbound pods (it was bound) counts until
@@ -78,37 +70,25 @@ func TestTrackerHandoff(t *testing.T) {
 	want := rl("cpu", "1", "memory", "0", "pods", "1")
 
 	tr.unpinned(p)
-	if diff := cmp.Diff([]string{node}, *changed); diff != "" {
-		t.Errorf("nodes changed (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff(want, tr.requests(node), quantityEqual); diff != "" {
-		t.Errorf("requests between the watches (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff([]string{node}, *changed), "nodes changed (-want,+got)")
+	assert.Empty(t, cmp.Diff(want, tr.requests(node), quantityEqual), "requests between the watches (-want,+got)")
 	b := p.DeepCopy()
 	b.Spec.NodeName = node
-	if err := bound.Add(b); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want, tr.requests(node), quantityEqual); diff != "" {
-		t.Errorf("requests once bound (-want,+got), counted twice?\n%s", diff)
-	}
+	require.NoError(t, bound.Add(b))
+	assert.Empty(t, cmp.Diff(want, tr.requests(node), quantityEqual), "requests once bound (-want,+got), counted twice?")
 
 	// A pod that never shows up as bound (it finished first) stops counting
 	// after handoffTTL.
 	q := stripped(t, newPod("q").container("c", rl("cpu", "2")).pinnedTo(node).obj())
 	tr.unpinned(q)
 	clk.Step(handoffTTL + time.Second)
-	if diff := cmp.Diff(want, tr.requests(node), quantityEqual); diff != "" {
-		t.Errorf("requests after the handoff expired (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, tr.requests(node), quantityEqual), "requests after the handoff expired (-want,+got)")
 
 	// A pinned pod deleted while unbound is not handed off.
 	r := stripped(t, newPod("r").container("c", rl("cpu", "4")).pinnedTo(node).obj())
 	r.DeletionTimestamp = &metav1.Time{Time: clk.Now()}
 	tr.unpinned(cache.DeletedFinalStateUnknown{Key: "ns/r", Obj: r})
-	if diff := cmp.Diff(want, tr.requests(node), quantityEqual); diff != "" {
-		t.Errorf("requests after a pinned pod was deleted (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, tr.requests(node), quantityEqual), "requests after a pinned pod was deleted (-want,+got)")
 }
 
 // The bound pods' watch may also be first: then there is nothing to hand
@@ -124,18 +104,12 @@ func TestTrackerBoundFirst(t *testing.T) {
 	p := stripped(t, newPod("p").container("c", rl("cpu", "1")).pinnedTo(node).obj())
 	b := p.DeepCopy()
 	b.Spec.NodeName = node
-	if err := bound.Add(b); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, bound.Add(b))
 	tr.boundChanged(node, b)
 	tr.unpinned(p)
-	if err := bound.Delete(b); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, bound.Delete(b))
 	tr.boundChanged(node, b)
-	if diff := cmp.Diff(zero, tr.requests(node), quantityEqual); diff != "" {
-		t.Errorf("requests after the pod finished (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(zero, tr.requests(node), quantityEqual), "requests after the pod finished (-want,+got)")
 
 	// Handed off, then bound and finished: not counted either.
 	q := stripped(t, newPod("q").container("c", rl("cpu", "1")).pinnedTo(node).obj())
@@ -144,9 +118,7 @@ func TestTrackerBoundFirst(t *testing.T) {
 	bq.Spec.NodeName = node
 	tr.boundChanged(node, bq)
 	tr.boundChanged(node, cache.DeletedFinalStateUnknown{Key: "ns/q", Obj: bq})
-	if diff := cmp.Diff(zero, tr.requests(node), quantityEqual); diff != "" {
-		t.Errorf("requests after a handed-off pod finished (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(zero, tr.requests(node), quantityEqual), "requests after a handed-off pod finished (-want,+got)")
 }
 
 func TestStripPodKeepsRequests(t *testing.T) {
@@ -161,14 +133,8 @@ func TestStripPodKeepsRequests(t *testing.T) {
 	p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "A", Value: "b"}}
 	s := stripped(t, p)
 	for _, bound := range []bool{false, true} {
-		if diff := cmp.Diff(ProxyRequests([]*corev1.Pod{p}, bound), ProxyRequests([]*corev1.Pod{s}, bound), quantityEqual); diff != "" {
-			t.Errorf("bound=%v: requests changed by stripping (-want,+got):\n%s", bound, diff)
-		}
+		assert.Empty(t, cmp.Diff(ProxyRequests([]*corev1.Pod{p}, bound), ProxyRequests([]*corev1.Pod{s}, bound), quantityEqual), "bound=%v: requests changed by stripping (-want,+got)", bound)
 	}
-	if pinnedNode(s) != "fleetlet-c" {
-		t.Errorf("pinned node after stripping = %q", pinnedNode(s))
-	}
-	if len(s.Annotations) != 0 || s.Spec.Containers[0].Env != nil || len(s.Spec.NodeSelector) != 1 {
-		t.Errorf("stripped pod keeps what it does not need: %+v", s)
-	}
+	assert.Equal(t, "fleetlet-c", pinnedNode(s), "pinned node after stripping")
+	assert.Falsef(t, len(s.Annotations) != 0 || s.Spec.Containers[0].Env != nil || len(s.Spec.NodeSelector) != 1, "stripped pod keeps what it does not need: %+v", s)
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -116,9 +117,7 @@ func TestAllocatable(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Allocatable(tc.summary, tc.proxies)
-			if diff := cmp.Diff(tc.want, got, quantityEqual); diff != "" {
-				t.Errorf("Allocatable (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tc.want, got, quantityEqual), "Allocatable (-want,+got)")
 		})
 	}
 }
@@ -139,9 +138,7 @@ func TestAllocatableAlwaysFitsPinnedProxies(t *testing.T) {
 		for name, need := range pinned {
 			free := alloc[name].DeepCopy()
 			free.Sub(bound[name])
-			if free.Cmp(need) < 0 {
-				t.Errorf("summary %d: %s free for the scheduler %s < pinned %s", i, name, free.String(), need.String())
-			}
+			assert.Falsef(t, free.Cmp(need) < 0, "summary %d: %s free for the scheduler %s < pinned %s", i, name, free.String(), need.String())
 		}
 	}
 }
@@ -168,9 +165,7 @@ func TestCapacity(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Capacity(tc.summary, tc.allocatable)
-			if diff := cmp.Diff(tc.want, got, quantityEqual); diff != "" {
-				t.Errorf("Capacity (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tc.want, got, quantityEqual), "Capacity (-want,+got)")
 		})
 	}
 }
@@ -187,13 +182,9 @@ func TestWholeUnitsOnly(t *testing.T) {
 		requested(rl("cpu", "1", "pods", "10", "example.com/gpu", "1")).obj()
 	alloc := Allocatable(s, rl("pods", "2"))
 	want := rl("cpu", "14500m", "memory", "0", "pods", "92", "example.com/gpu", "6")
-	if diff := cmp.Diff(want, alloc, quantityEqual); diff != "" {
-		t.Errorf("Allocatable (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, alloc, quantityEqual), "Allocatable (-want,+got)")
 	wantCap := rl("cpu", "16", "memory", "0", "pods", "110", "example.com/gpu", "8")
-	if diff := cmp.Diff(wantCap, Capacity(s, alloc), quantityEqual); diff != "" {
-		t.Errorf("Capacity (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(wantCap, Capacity(s, alloc), quantityEqual), "Capacity (-want,+got)")
 }
 
 // pod builds a pod for request tests.
@@ -287,9 +278,7 @@ func TestProxyRequests(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := ProxyRequests(tc.pods, tc.bound)
-			if diff := cmp.Diff(tc.want, got, quantityEqual); diff != "" {
-				t.Errorf("ProxyRequests (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(tc.want, got, quantityEqual), "ProxyRequests (-want,+got)")
 		})
 	}
 }
@@ -308,8 +297,6 @@ func TestAllocatableMinusBoundProxiesIsTheTruth(t *testing.T) {
 	for name, want := range map[corev1.ResourceName]string{"cpu": "5", "memory": "10Gi", "pods": "17"} {
 		free := alloc[name].DeepCopy()
 		free.Sub(delegates[name])
-		if free.Cmp(resource.MustParse(want)) != 0 {
-			t.Errorf("%s the scheduler sees free = %s, the target has %s free", name, free.String(), want)
-		}
+		assert.Zerof(t, free.Cmp(resource.MustParse(want)), "%s the scheduler sees free = %s, the target has %s free", name, free.String(), want)
 	}
 }

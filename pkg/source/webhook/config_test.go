@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,35 +24,25 @@ func TestMutatingWebhookConfiguration(t *testing.T) {
 		FleetletNamespace: "fleetlet-system",
 		ClientConfig:      admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: []byte("ca")},
 	})
-	if mwc.Name != ConfigurationName || len(mwc.Webhooks) != 2 {
-		t.Fatalf("name %q, %d webhooks", mwc.Name, len(mwc.Webhooks))
-	}
+	require.Falsef(t, mwc.Name != ConfigurationName || len(mwc.Webhooks) != 2, "name %q, %d webhooks", mwc.Name, len(mwc.Webhooks))
 	wh := mwc.Webhooks[0]
-	if diff := cmp.Diff([]admissionregistrationv1.RuleWithOperations{{
+	assert.Empty(t, cmp.Diff([]admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}, Scope: wh.Rules[0].Scope},
-	}}, wh.Rules); diff != "" {
-		t.Errorf("rules (-want,+got):\n%s", diff)
-	}
+	}}, wh.Rules), "rules (-want,+got)")
 	// Evictions: their own webhook, failing open (fleetlet down never
 	// blocks a drain), on the same namespaces and handler.
 	ev := mwc.Webhooks[1]
-	if ev.Name != EvictionWebhookName || *ev.FailurePolicy != admissionregistrationv1.Ignore || len(ev.Rules) != 1 ||
-		!cmp.Equal(ev.Rules[0].Resources, []string{"pods/eviction"}) || *ev.ClientConfig.URL != url || !cmp.Equal(ev.NamespaceSelector, wh.NamespaceSelector) {
-		t.Errorf("eviction webhook: %s, failurePolicy %s, rules %+v, url %s", ev.Name, *ev.FailurePolicy, ev.Rules, *ev.ClientConfig.URL)
-	}
-	if *wh.FailurePolicy != admissionregistrationv1.Fail || *wh.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy ||
-		*wh.SideEffects != admissionregistrationv1.SideEffectClassNone || *wh.TimeoutSeconds != DefaultTimeoutSeconds {
-		t.Errorf("failurePolicy %s, reinvocation %s, sideEffects %s, timeout %d", *wh.FailurePolicy, *wh.ReinvocationPolicy, *wh.SideEffects, *wh.TimeoutSeconds)
-	}
-	if *wh.ClientConfig.URL != url || string(wh.ClientConfig.CABundle) != "ca" {
-		t.Errorf("client config %+v", wh.ClientConfig)
-	}
+	assert.Falsef(t, ev.Name != EvictionWebhookName || *ev.FailurePolicy != admissionregistrationv1.Ignore || len(ev.Rules) != 1 ||
+		!cmp.Equal(ev.Rules[0].Resources, []string{"pods/eviction"}) || *ev.ClientConfig.URL != url || !cmp.Equal(ev.NamespaceSelector, wh.NamespaceSelector),
+		"eviction webhook: %s, failurePolicy %s, rules %+v, url %s", ev.Name, *ev.FailurePolicy, ev.Rules, *ev.ClientConfig.URL)
+	assert.Falsef(t, *wh.FailurePolicy != admissionregistrationv1.Fail || *wh.ReinvocationPolicy != admissionregistrationv1.IfNeededReinvocationPolicy ||
+		*wh.SideEffects != admissionregistrationv1.SideEffectClassNone || *wh.TimeoutSeconds != DefaultTimeoutSeconds,
+		"failurePolicy %s, reinvocation %s, sideEffects %s, timeout %d", *wh.FailurePolicy, *wh.ReinvocationPolicy, *wh.SideEffects, *wh.TimeoutSeconds)
+	assert.Falsef(t, *wh.ClientConfig.URL != url || string(wh.ClientConfig.CABundle) != "ca", "client config %+v", wh.ClientConfig)
 
 	sel, err := metav1.LabelSelectorAsSelector(wh.NamespaceSelector)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ns := func(name string, enabled bool) labels.Set {
 		l := labels.Set{corev1.LabelMetadataName: name}
 		if enabled {
@@ -68,14 +60,10 @@ func TestMutatingWebhookConfiguration(t *testing.T) {
 		{ns("kube-system", true), false},
 		{ns("fleetlet-system", true), false},
 	} {
-		if got := sel.Matches(tc.ns); got != tc.want {
-			t.Errorf("namespace %v selected = %v, want %v", tc.ns, got, tc.want)
-		}
+		assert.Equal(t, tc.want, sel.Matches(tc.ns), "namespace %v selected", tc.ns)
 	}
 	for _, mc := range wh.MatchConditions {
-		if !strings.HasPrefix(mc.Expression, "!has(object.metadata.") {
-			t.Errorf("match condition %s does not tolerate missing metadata: %s", mc.Name, mc.Expression)
-		}
+		assert.Falsef(t, !strings.HasPrefix(mc.Expression, "!has(object.metadata."), "match condition %s does not tolerate missing metadata: %s", mc.Name, mc.Expression)
 	}
 }
 
@@ -83,9 +71,7 @@ func TestServerOptionsValidate(t *testing.T) {
 	ok := DefaultServerOptions()
 	ok.Namespace = "fleetlet-system"
 	ok.SealKeys = StaticKeys(testKeys)
-	if err := ok.Validate(); err != nil {
-		t.Fatalf("defaults: %v", err)
-	}
+	require.NoError(t, ok.Validate(), "defaults")
 	cases := map[string]func(o *ServerOptions){
 		"no namespace":              func(o *ServerOptions) { o.Namespace = "" },
 		"no seal keys":              func(o *ServerOptions) { o.SealKeys = nil },
@@ -100,9 +86,8 @@ func TestServerOptionsValidate(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			o := ok
 			change(&o)
-			if err := o.Validate(); err == nil {
-				t.Error("accepted")
-			}
+			err := o.Validate()
+			assert.Error(t, err, "accepted")
 		})
 	}
 }
@@ -110,36 +95,23 @@ func TestServerOptionsValidate(t *testing.T) {
 func TestLocalCA(t *testing.T) {
 	now := time.Now()
 	ca, err := newLocalCA(now, caValidity)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	certPEM, keyPEM, err := ca.issue([]string{"127.0.0.1"}, now, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var h certHolder
-	if _, err := h.GetCertificate(nil); err == nil {
-		t.Error("a certificate before any was set")
-	}
-	if err := h.set(certPEM, keyPEM); err != nil {
-		t.Fatal(err)
-	}
+	_, err = h.GetCertificate(nil)
+	assert.Error(t, err, "a certificate before any was set")
+	require.NoError(t, h.set(certPEM, keyPEM))
 	c, err := h.GetCertificate(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.certPEM)
-	if _, err := c.Leaf.Verify(x509.VerifyOptions{DNSName: "127.0.0.1", Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-		t.Errorf("the serving certificate does not verify for 127.0.0.1: %v", err)
-	}
-	if got := h.notAfter(); got.Before(now.Add(59*time.Minute)) || got.After(now.Add(61*time.Minute)) {
-		t.Errorf("notAfter %s, want in an hour", got)
-	}
-	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
-		t.Error(err)
-	}
-	if err := h.set(certPEM, []byte("junk")); err == nil {
-		t.Error("a broken pair was loaded")
-	}
+	_, err = c.Leaf.Verify(x509.VerifyOptions{DNSName: "127.0.0.1", Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	assert.NoError(t, err, "the serving certificate does not verify for 127.0.0.1")
+	notAfter := h.notAfter()
+	assert.Falsef(t, notAfter.Before(now.Add(59*time.Minute)) || notAfter.After(now.Add(61*time.Minute)), "notAfter %s, want in an hour", notAfter)
+	_, err = tls.X509KeyPair(certPEM, keyPEM)
+	assert.NoError(t, err)
+	err = h.set(certPEM, []byte("junk"))
+	assert.Error(t, err, "a broken pair was loaded")
 }

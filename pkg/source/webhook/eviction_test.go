@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,11 +55,7 @@ func TestEvictionOfAProxyThatKeepsAClaim(t *testing.T) {
 	h := newTestHandler(t, objs...)
 	for name, wantAllowed := range map[string]bool{"db-1": false, "db-2": true, "web": true, "other": true, "plain": true, "gone": true} {
 		resp := h.Handle(context.Background(), evictionRequest("ns", name))
-		if resp.Allowed != wantAllowed {
-			t.Errorf("evicting %s: allowed %v (%v), want %v", name, resp.Allowed, resp.Result, wantAllowed)
-		}
-		if !wantAllowed && (resp.Result == nil || !strings.Contains(resp.Result.Message, v1alpha1.AnnotationEvictWithClaims) || !strings.Contains(resp.Result.Message, "data-db-1")) {
-			t.Errorf("evicting %s: the refusal does not say which claim nor how to evict it anyway: %v", name, resp.Result)
-		}
+		assert.Equal(t, wantAllowed, resp.Allowed, "evicting %s: allowed (%v)", name, resp.Result)
+		assert.Falsef(t, !wantAllowed && (resp.Result == nil || !strings.Contains(resp.Result.Message, v1alpha1.AnnotationEvictWithClaims) || !strings.Contains(resp.Result.Message, "data-db-1")), "evicting %s: the refusal does not say which claim nor how to evict it anyway: %v", name, resp.Result)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -34,9 +35,7 @@ import (
 func FuzzMutate(f *testing.F) {
 	for _, p := range fuzzSeedPods() {
 		b, err := json.Marshal(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+		require.NoError(f, err)
 		f.Add(b, []byte{})
 		f.Add(b, []byte("\x03\xff\x10fleetlet"))
 	}
@@ -57,9 +56,7 @@ func FuzzMutate(f *testing.F) {
 			return // not a pod a client could send
 		}
 		pod = &corev1.Pod{}
-		if err := json.Unmarshal(b, pod); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal(b, pod))
 		normalize(pod)
 		checkMutate(t, pod, noise)
 	})
@@ -95,34 +92,24 @@ func checkMutate(t *testing.T, in *corev1.Pod, noise []byte) {
 	t.Helper()
 	before := in.DeepCopy()
 	res, err := Mutate(in, Options{Keys: testKeys, IsVirtualNode: virtualNodes("fleetlet-c2")})
-	if diff := cmp.Diff(before, in); diff != "" {
-		t.Fatalf("Mutate modified its input (-want,+got):\n%s", diff)
-	}
+	require.Empty(t, cmp.Diff(before, in), "Mutate modified its input (-want,+got)")
 	var refused *RefusedError
 	if errors.As(err, &refused) {
-		if in.Spec.NodeName != "fleetlet-c2" {
-			t.Fatalf("refused a pod on %q", in.Spec.NodeName)
-		}
+		require.Equal(t, "fleetlet-c2", in.Spec.NodeName, "refused a pod on another node")
 		return
 	}
 	if errors.Is(err, ErrUnverifiedPass) {
-		if _, openErr := Open(in, testKeys); openErr == nil || !proxy.Gated(in) {
-			t.Fatalf("refused as unverified a pod that is not gated with a seal that fails: %v", err)
-		}
+		_, openErr := Open(in, testKeys)
+		require.Falsef(t, openErr == nil || !proxy.Gated(in), "refused as unverified a pod that is not gated with a seal that fails: %v", err)
 		return
 	}
-	if err != nil {
-		t.Fatalf("Mutate: %v", err)
-	}
+	require.NoError(t, err, "Mutate")
 	switch res.Action {
 	case Skipped, Unchanged:
-		if diff := cmp.Diff(in, res.Pod); diff != "" {
-			t.Fatalf("%s changed the pod (-want,+got):\n%s", res.Action, diff)
-		}
+		require.Empty(t, cmp.Diff(in, res.Pod), "%s changed the pod (-want,+got)", res.Action)
 		if res.Action == Skipped {
-			if _, excl := excluded(in); !excl && in.Spec.NodeName == "" {
-				t.Fatalf("skipped a pod that is not excluded: %s", res.Reason)
-			}
+			_, excl := excluded(in)
+			require.Falsef(t, !excl && in.Spec.NodeName == "", "skipped a pod that is not excluded: %s", res.Reason)
 		}
 		return
 	}
@@ -143,25 +130,20 @@ func checkMutate(t *testing.T, in *corev1.Pod, noise []byte) {
 
 	// The seal.
 	s, err := Open(out, testKeys)
-	if err != nil {
-		t.Fatalf("Open on the mutated pod: %v", err)
-	}
+	require.NoError(t, err, "Open on the mutated pod")
 	value := out.Annotations[v1alpha1.AnnotationSourceSpec]
 	for _, altered := range alterations(value, noise) {
 		p := out.DeepCopy()
 		p.Annotations[v1alpha1.AnnotationSourceSpec] = altered
-		if _, err := Open(p, testKeys); err == nil {
-			t.Fatalf("an altered source spec was trusted:\n%s\nsealed:\n%s", altered, value)
-		}
+		_, err := Open(p, testKeys)
+		require.Error(t, err, "an altered source spec was trusted:\n%s\nsealed:\n%s", altered, value)
 	}
 	moved := out.DeepCopy()
 	moved.Namespace = out.Namespace + "x"
-	if _, err := Open(moved, testKeys); !errors.Is(err, ErrUntrusted) {
-		t.Fatalf("a source spec moved to another namespace: err = %v, want ErrUntrusted", err)
-	}
-	if _, err := Open(out, Keys{Seal: []byte(strings.Repeat("k", MinKeyLength))}); !errors.Is(err, ErrUntrusted) {
-		t.Fatalf("a source spec checked with another key: err = %v, want ErrUntrusted", err)
-	}
+	_, err = Open(moved, testKeys)
+	require.Truef(t, errors.Is(err, ErrUntrusted), "a source spec moved to another namespace: err = %v, want ErrUntrusted", err)
+	_, err = Open(out, Keys{Seal: []byte(strings.Repeat("k", MinKeyLength))})
+	require.Truef(t, errors.Is(err, ErrUntrusted), "a source spec checked with another key: err = %v, want ErrUntrusted", err)
 
 	// Restore(Open(Mutate(pod))) is the user's spec, for a first pass.
 	if res.Action == Mutated {
@@ -169,19 +151,15 @@ func checkMutate(t *testing.T, in *corev1.Pod, noise []byte) {
 		s.Restore(restored)
 		want := in.Spec.DeepCopy()
 		want.SchedulingGates = out.Spec.SchedulingGates
-		if diff := jsonDiff(want, restored); diff != "" {
-			t.Fatalf("restored spec differs from the user's:\n%s", diff)
-		}
+		require.Empty(t, jsonDiff(want, restored), "restored spec differs from the user's")
 	}
 
 	// A second pass changes nothing.
 	again, err := Mutate(out, Options{Keys: testKeys, IsVirtualNode: virtualNodes("fleetlet-c2")})
-	if err != nil {
-		t.Fatalf("second pass: %v", err)
-	}
+	require.NoError(t, err, "second pass")
 	if again.Action != Unchanged {
 		diff := jsonDiff(out, again.Pod)
-		t.Fatalf("second pass: action %s, want Unchanged:\n%s", again.Action, diff)
+		require.FailNowf(t, "a second pass changed the pod", "second pass: action %s, want Unchanged:\n%s", again.Action, diff)
 	}
 }
 
@@ -192,18 +170,14 @@ func checkOurs(t *testing.T, what string, in, out []string, name string) {
 	foreign := func(l []string) []string {
 		return slices.DeleteFunc(slices.Clone(l), func(s string) bool { return s == name })
 	}
-	if diff := cmp.Diff(foreign(in), foreign(out), cmpopts.EquateEmpty()); diff != "" {
-		t.Fatalf("foreign %s changed (-in,+out):\n%s", what, diff)
-	}
+	require.Empty(t, cmp.Diff(foreign(in), foreign(out), cmpopts.EquateEmpty()), "foreign %s changed (-in,+out)", what)
 	n := 0
 	for _, s := range out {
 		if s == name {
 			n++
 		}
 	}
-	if n != 1 {
-		t.Fatalf("%s: ours %d times in %q", what, n, out)
-	}
+	require.Equal(t, 1, n, "%s: ours so many times in %q", what, out)
 }
 
 // checkBindable checks that the proxy is what the source scheduler can
@@ -211,67 +185,41 @@ func checkOurs(t *testing.T, what string, in, out []string, name string) {
 func checkBindable(t *testing.T, in, out *corev1.Pod) {
 	t.Helper()
 	spec := &out.Spec
-	if diff := cmp.Diff(proxyNodeSelector(), spec.NodeSelector); diff != "" {
-		t.Fatalf("nodeSelector (-want,+got):\n%s", diff)
-	}
-	if spec.Affinity != nil || len(spec.TopologySpreadConstraints) > 0 || len(spec.ResourceClaims) > 0 {
-		t.Fatalf("constraints left: affinity %v, spread %v, claims %v", spec.Affinity, spec.TopologySpreadConstraints, spec.ResourceClaims)
-	}
-	if spec.SchedulerName != corev1.DefaultSchedulerName || !ptr.Equal(spec.TerminationGracePeriodSeconds, in.Spec.TerminationGracePeriodSeconds) {
-		t.Fatalf("scheduler %q, grace %v (the pod's: %v)", spec.SchedulerName, spec.TerminationGracePeriodSeconds, in.Spec.TerminationGracePeriodSeconds)
-	}
+	require.Empty(t, cmp.Diff(proxyNodeSelector(), spec.NodeSelector), "nodeSelector (-want,+got)")
+	require.Falsef(t, spec.Affinity != nil || len(spec.TopologySpreadConstraints) > 0 || len(spec.ResourceClaims) > 0, "constraints left: affinity %v, spread %v, claims %v", spec.Affinity, spec.TopologySpreadConstraints, spec.ResourceClaims)
+	require.Falsef(t, spec.SchedulerName != corev1.DefaultSchedulerName || !ptr.Equal(spec.TerminationGracePeriodSeconds, in.Spec.TerminationGracePeriodSeconds), "scheduler %q, grace %v (the pod's: %v)", spec.SchedulerName, spec.TerminationGracePeriodSeconds, in.Spec.TerminationGracePeriodSeconds)
 	for _, tol := range proxy.Tolerations() {
-		if !proxy.HasToleration(spec.Tolerations, tol) {
-			t.Fatalf("toleration %v missing", tol)
-		}
+		require.Truef(t, proxy.HasToleration(spec.Tolerations, tol), "toleration %v missing", tol)
 	}
 	for _, tol := range spec.Tolerations {
-		if boundedUnreachable(tol) {
-			t.Fatalf("bounded unreachable toleration %v", tol)
-		}
+		require.Falsef(t, boundedUnreachable(tol), "bounded unreachable toleration %v", tol)
 	}
-	if !ptrEqual(in.Spec.PreemptionPolicy, spec.PreemptionPolicy) {
-		t.Fatalf("preemptionPolicy changed: %v → %v", in.Spec.PreemptionPolicy, spec.PreemptionPolicy)
-	}
+	require.Truef(t, ptrEqual(in.Spec.PreemptionPolicy, spec.PreemptionPolicy), "preemptionPolicy changed: %v → %v", in.Spec.PreemptionPolicy, spec.PreemptionPolicy)
 	inVolumes, outVolumes := map[string]bool{}, map[string]bool{}
 	for _, v := range in.Spec.Volumes {
 		inVolumes[v.Name] = true
 	}
 	for _, v := range spec.Volumes {
-		if v.Ephemeral != nil {
-			t.Fatalf("ephemeral volume %q left", v.Name)
-		}
+		require.Falsef(t, v.Ephemeral != nil, "ephemeral volume %q left", v.Name)
 		outVolumes[v.Name] = true
 	}
 	for _, c := range eachContainer(spec) {
 		for _, m := range *c.mounts {
-			if inVolumes[m.Name] && !outVolumes[m.Name] {
-				t.Fatalf("container %q mounts stripped volume %q", c.name, m.Name)
-			}
+			require.Falsef(t, inVolumes[m.Name] && !outVolumes[m.Name], "container %q mounts stripped volume %q", c.name, m.Name)
 		}
 		for _, d := range *c.devices {
-			if inVolumes[d.Name] && !outVolumes[d.Name] {
-				t.Fatalf("container %q has a device of stripped volume %q", c.name, d.Name)
-			}
+			require.Falsef(t, inVolumes[d.Name] && !outVolumes[d.Name], "container %q has a device of stripped volume %q", c.name, d.Name)
 		}
-		if len(*c.claims) > 0 {
-			t.Fatalf("container %q keeps resource claims %v", c.name, *c.claims)
-		}
+		require.Falsef(t, len(*c.claims) > 0, "container %q keeps resource claims %v", c.name, *c.claims)
 		for _, p := range *c.ports {
-			if p.HostPort != 0 && (!c.regular || !spec.HostNetwork) {
-				t.Fatalf("container %q keeps hostPort %d", c.name, p.HostPort)
-			}
+			require.Falsef(t, p.HostPort != 0 && (!c.regular || !spec.HostNetwork), "container %q keeps hostPort %d", c.name, p.HostPort)
 		}
 	}
 	for k := range out.Labels {
-		if strings.HasPrefix(k, v1alpha1.Prefix) && !userLabels[k] {
-			t.Fatalf("label %q left", k)
-		}
+		require.Falsef(t, strings.HasPrefix(k, v1alpha1.Prefix) && !userLabels[k], "label %q left", k)
 	}
 	for k := range out.Annotations {
-		if strings.HasPrefix(k, v1alpha1.Prefix) && !userAnnotations[k] && k != v1alpha1.AnnotationSourceSpec {
-			t.Fatalf("annotation %q left", k)
-		}
+		require.Falsef(t, strings.HasPrefix(k, v1alpha1.Prefix) && !userAnnotations[k] && k != v1alpha1.AnnotationSourceSpec, "annotation %q left", k)
 	}
 }
 

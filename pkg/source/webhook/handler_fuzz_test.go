@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	sigsjson "sigs.k8s.io/json"
 )
@@ -26,9 +27,7 @@ import (
 func FuzzHandle(f *testing.F) {
 	for _, p := range fuzzSeedPods() {
 		b, err := json.Marshal(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+		require.NoError(f, err)
 		f.Add(b, false)
 		f.Add(b, true)
 	}
@@ -39,9 +38,7 @@ func FuzzHandle(f *testing.F) {
 		var pod corev1.Pod
 		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &pod); err != nil {
 			resp := h.Handle(context.Background(), createRequest(t, "ns", body))
-			if resp.Allowed && len(resp.Patches) > 0 {
-				t.Fatalf("patched a body that is not a pod: %+v", resp)
-			}
+			require.Falsef(t, resp.Allowed && len(resp.Patches) > 0, "patched a body that is not a pod: %+v", resp)
 			return
 		}
 		raw, err := json.Marshal(&pod)
@@ -51,41 +48,27 @@ func FuzzHandle(f *testing.F) {
 		if unknown {
 			raw = withUnknownFields(raw)
 		}
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &pod); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, sigsjson.UnmarshalCaseSensitivePreserveInts(raw, &pod))
 		resp := h.Handle(context.Background(), createRequest(t, "ns", raw))
 		if !resp.Allowed {
-			if code := resp.Result.Code; code == http.StatusInternalServerError {
-				t.Fatalf("500 for a pod: %s", resp.Result.Message)
-			}
+			require.NotEqualf(t, int32(http.StatusInternalServerError), resp.Result.Code, "500 for a pod: %s", resp.Result.Message)
 			return
 		}
 		if len(resp.Patches) == 0 {
 			return
 		}
 		out := applyPatch(t, raw, resp)
-		if diff := cmp.Diff(unknownFields(t, raw), unknownFields(t, out)); diff != "" {
-			t.Fatalf("fields fleetlet does not know were changed (-before,+after):\n%s", diff)
-		}
+		require.Empty(t, cmp.Diff(unknownFields(t, raw), unknownFields(t, out)), "fields fleetlet does not know were changed (-before,+after)")
 		var got corev1.Pod
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(out, &got); err != nil {
-			t.Fatalf("the patched pod does not decode: %v", err)
-		}
+		require.NoError(t, sigsjson.UnmarshalCaseSensitivePreserveInts(out, &got), "the patched pod does not decode")
 		if pod.Namespace == "" {
 			pod.Namespace, got.Namespace = "ns", "ns"
 		}
 		res, err := Mutate(&pod, Options{Keys: testKeys, IsVirtualNode: virtualNodes("fleetlet-c2")})
-		if err != nil {
-			t.Fatalf("the handler patched a pod Mutate refuses: %v", err)
-		}
-		if diff := cmp.Diff(roundTrip(t, res.Pod), roundTrip(t, &got)); diff != "" {
-			t.Fatalf("the patched pod is not Mutate's (-want,+got):\n%s", diff)
-		}
+		require.NoError(t, err, "the handler patched a pod Mutate refuses")
+		require.Empty(t, cmp.Diff(roundTrip(t, res.Pod), roundTrip(t, &got)), "the patched pod is not Mutate's (-want,+got)")
 		again := h.Handle(context.Background(), createRequest(t, "ns", out))
-		if !again.Allowed || len(again.Patches) != 0 {
-			t.Fatalf("second pass: allowed %v, patches %v", again.Allowed, again.Patches)
-		}
+		require.Falsef(t, !again.Allowed || len(again.Patches) != 0, "second pass: allowed %v, patches %v", again.Allowed, again.Patches)
 	})
 }
 
@@ -117,9 +100,7 @@ func withUnknownFields(raw []byte) []byte {
 func unknownFields(t *testing.T, raw []byte) map[string]any {
 	t.Helper()
 	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatalf("not a JSON object: %v", err)
-	}
+	require.NoError(t, json.Unmarshal(raw, &m), "not a JSON object")
 	out := map[string]any{}
 	for k, v := range m {
 		switch k {
@@ -156,12 +137,8 @@ func specFieldKnown(name string) bool {
 func roundTrip(t *testing.T, p *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	b, err := json.Marshal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	out := &corev1.Pod{}
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(b, out); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sigsjson.UnmarshalCaseSensitivePreserveInts(b, out))
 	return out
 }

@@ -9,6 +9,8 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,9 +30,7 @@ func newTestHandler(t *testing.T, objs ...client.Object) *Handler {
 	t.Helper()
 	c := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(objs...).Build()
 	h, err := NewHandler(StaticKeys(testKeys), c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return h
 }
 
@@ -50,17 +50,11 @@ func createRequest(t *testing.T, namespace string, raw []byte) admission.Request
 func applyPatch(t *testing.T, raw []byte, resp admission.Response) []byte {
 	t.Helper()
 	ops, err := json.Marshal(resp.Patches)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	patch, err := jsonpatch.DecodePatch(ops)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	out, err := patch.Apply(raw)
-	if err != nil {
-		t.Fatalf("applying the patch: %v", err)
-	}
+	require.NoError(t, err, "applying the patch")
 	return out
 }
 
@@ -85,14 +79,10 @@ func TestHandlerVirtualNodes(t *testing.T) {
 			raw, _ := json.Marshal(makePod("ns", "p").nodeName(name).obj())
 			resp := h.Handle(context.Background(), createRequest(t, "ns", raw))
 			if refused {
-				if resp.Allowed || resp.Result.Code != http.StatusForbidden || !strings.Contains(resp.Result.Message, "virtual node") {
-					t.Errorf("response = %+v, want refused (403) with the virtual-node message", resp.Result)
-				}
+				assert.Falsef(t, resp.Allowed || resp.Result.Code != http.StatusForbidden || !strings.Contains(resp.Result.Message, "virtual node"), "response = %+v, want refused (403) with the virtual-node message", resp.Result)
 				return
 			}
-			if !resp.Allowed || len(resp.Patches) > 0 {
-				t.Errorf("response = allowed %v, %d patches, %+v; want allowed, untouched", resp.Allowed, len(resp.Patches), resp.Result)
-			}
+			assert.Falsef(t, !resp.Allowed || len(resp.Patches) > 0, "response = allowed %v, %d patches, %+v; want allowed, untouched", resp.Allowed, len(resp.Patches), resp.Result)
 		})
 	}
 }
@@ -110,35 +100,21 @@ func TestHandlerPatch(t *testing.T) {
 	raw, _ = json.Marshal(m)
 
 	resp := h.Handle(context.Background(), createRequest(t, "ns", raw))
-	if !resp.Allowed || len(resp.Patches) == 0 {
-		t.Fatalf("response = %+v, want allowed with a patch", resp)
-	}
+	require.Falsef(t, !resp.Allowed || len(resp.Patches) == 0, "response = %+v, want allowed with a patch", resp)
 	out := applyPatch(t, raw, resp)
 	var got map[string]any
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(map[string]any{"x": 1.0}, got["spec"].(map[string]any)["futureField"]); diff != "" {
-		t.Errorf("unknown field touched (-want,+got):\n%s", diff)
-	}
+	require.NoError(t, json.Unmarshal(out, &got))
+	assert.Empty(t, cmp.Diff(map[string]any{"x": 1.0}, got["spec"].(map[string]any)["futureField"]), "unknown field touched (-want,+got)")
 	var gotPod corev1.Pod
-	if err := json.Unmarshal(out, &gotPod); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(out, &gotPod))
 	gotPod.Namespace = "ns"
 	want, err := Mutate(func() *corev1.Pod { p := pod.DeepCopy(); p.Namespace = "ns"; return p }(), Options{Keys: testKeys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want.Pod, &gotPod); diff != "" {
-		t.Errorf("patched pod (-want,+got):\n%s", diff)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, cmp.Diff(want.Pod, &gotPod), "patched pod (-want,+got)")
 
 	// Reinvoked on its own output: nothing to patch.
 	resp = h.Handle(context.Background(), createRequest(t, "ns", out))
-	if !resp.Allowed || len(resp.Patches) != 0 {
-		t.Errorf("second pass: allowed %v, %d patches; want allowed, none", resp.Allowed, len(resp.Patches))
-	}
+	assert.Falsef(t, !resp.Allowed || len(resp.Patches) != 0, "second pass: allowed %v, %d patches; want allowed, none", resp.Allowed, len(resp.Patches))
 }
 
 // A pod whose hostPort its namespace's Pod Security level forbids is
@@ -160,17 +136,17 @@ func TestHandlerChecksPodSecurityOfWhatItSeals(t *testing.T) {
 		raw, _ := json.Marshal(makePod(namespace, "p").port("app", 8080, 8080).obj())
 		resp := h.Handle(context.Background(), createRequest(t, namespace, raw))
 		if resp.Allowed != allowed {
-			t.Errorf("%s: allowed %v, want %v: %+v", namespace, resp.Allowed, allowed, resp.Result)
+			assert.Failf(t, "allowed or not", "%s: allowed %v, want %v: %+v", namespace, resp.Allowed, allowed, resp.Result)
 			continue
 		}
-		if !allowed && (!strings.Contains(resp.Result.Message, `violates PodSecurity "baseline:latest"`) || !strings.Contains(resp.Result.Message, "hostPort")) {
-			t.Errorf("%s: refused with %q, want the level and the hostPort named", namespace, resp.Result.Message)
+		if !allowed {
+			assert.Falsef(t, !strings.Contains(resp.Result.Message, `violates PodSecurity "baseline:latest"`) || !strings.Contains(resp.Result.Message, "hostPort"),
+				"%s: refused with %q, want the level and the hostPort named", namespace, resp.Result.Message)
 		}
 	}
 	raw, _ := json.Marshal(makePod("base", "p").port("app", 8080, 0).obj())
-	if resp := h.Handle(context.Background(), createRequest(t, "base", raw)); !resp.Allowed || len(resp.Patches) == 0 {
-		t.Errorf("a baseline pod in a baseline namespace: %+v, want a proxy", resp.Result)
-	}
+	resp := h.Handle(context.Background(), createRequest(t, "base", raw))
+	assert.Falsef(t, !resp.Allowed || len(resp.Patches) == 0, "a baseline pod in a baseline namespace: %+v, want a proxy", resp.Result)
 }
 
 func TestHandlerIgnoresOtherRequests(t *testing.T) {
@@ -178,19 +154,16 @@ func TestHandlerIgnoresOtherRequests(t *testing.T) {
 	raw, _ := json.Marshal(makePod("ns", "p").obj())
 	req := createRequest(t, "ns", raw)
 	req.Operation = admissionv1.Update
-	if resp := h.Handle(context.Background(), req); !resp.Allowed || len(resp.Patches) != 0 {
-		t.Errorf("UPDATE: %+v, want allowed untouched", resp)
-	}
+	resp := h.Handle(context.Background(), req)
+	assert.Falsef(t, !resp.Allowed || len(resp.Patches) != 0, "UPDATE: %+v, want allowed untouched", resp)
 	req = createRequest(t, "ns", []byte(`{"spec": 3}`))
-	if resp := h.Handle(context.Background(), req); resp.Allowed || resp.Result.Code != http.StatusBadRequest {
-		t.Errorf("bad pod: %+v, want a 400", resp.Result)
-	}
+	resp = h.Handle(context.Background(), req)
+	assert.Falsef(t, resp.Allowed || resp.Result.Code != http.StatusBadRequest, "bad pod: %+v, want a 400", resp.Result)
 }
 
 func TestNewHandlerNeedsKey(t *testing.T) {
-	if _, err := NewHandler(nil, fake.NewClientBuilder().Build(), nil); err == nil {
-		t.Error("a short key was accepted")
-	}
+	_, err := NewHandler(nil, fake.NewClientBuilder().Build(), nil)
+	assert.Error(t, err, "a short key was accepted")
 }
 
 // A node the cache does not know yet is looked up live.
@@ -199,11 +172,8 @@ func TestHandlerAsksLiveForUnknownNodes(t *testing.T) {
 	live := fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(
 		node("fleetlet-new", map[string]string{v1alpha1.LabelNodeType: v1alpha1.NodeTypeVirtualKubelet, v1alpha1.LabelCluster: "new"})).Build()
 	h, err := NewHandler(StaticKeys(testKeys), empty, live)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	raw, _ := json.Marshal(makePod("ns", "p").nodeName("fleetlet-new").obj())
-	if resp := h.Handle(context.Background(), createRequest(t, "ns", raw)); resp.Allowed {
-		t.Errorf("a pod on a virtual node only the API server knows was allowed: %+v", resp.Result)
-	}
+	resp := h.Handle(context.Background(), createRequest(t, "ns", raw))
+	assert.Falsef(t, resp.Allowed, "a pod on a virtual node only the API server knows was allowed: %+v", resp.Result)
 }

@@ -62,18 +62,10 @@ func TestMutateLeavesAlone(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in := pod.DeepCopy()
 			res, err := Mutate(pod, Options{Keys: testKeys, IsVirtualNode: virtualNodes("fleetlet-c2")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Action != Skipped || res.Reason == "" {
-				t.Errorf("action = %s (reason %q), want Skipped with a reason", res.Action, res.Reason)
-			}
-			if diff := cmp.Diff(in, res.Pod); diff != "" {
-				t.Errorf("pod changed (-want,+got):\n%s", diff)
-			}
-			if diff := cmp.Diff(in, pod); diff != "" {
-				t.Errorf("input modified (-want,+got):\n%s", diff)
-			}
+			require.NoError(t, err)
+			assert.Falsef(t, res.Action != Skipped || res.Reason == "", "action = %s (reason %q), want Skipped with a reason", res.Action, res.Reason)
+			assert.Empty(t, cmp.Diff(in, res.Pod), "pod changed (-want,+got)")
+			assert.Empty(t, cmp.Diff(in, pod), "input modified (-want,+got)")
 		})
 	}
 }
@@ -87,12 +79,8 @@ func TestMutateNotExcluded(t *testing.T) {
 	for name, pod := range cases {
 		t.Run(name, func(t *testing.T) {
 			res, err := Mutate(pod, Options{Keys: testKeys})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Action != Mutated {
-				t.Errorf("action = %s (%s), want Mutated", res.Action, res.Reason)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, Mutated, res.Action, "action (%s)", res.Reason)
 		})
 	}
 }
@@ -101,30 +89,22 @@ func TestMutateRefusesVirtualNode(t *testing.T) {
 	pod := makePod("ns", "p").nodeName("fleetlet-c2").obj()
 	_, err := Mutate(pod, Options{Keys: testKeys, IsVirtualNode: virtualNodes("fleetlet-c2")})
 	var refused *RefusedError
-	if !errors.As(err, &refused) {
-		t.Fatalf("err = %v, want a *RefusedError", err)
-	}
+	require.Truef(t, errors.As(err, &refused), "err = %v, want a *RefusedError", err)
 	for _, want := range []string{`"fleetlet-c2"`, "virtual node", "remove spec.nodeName", v1alpha1.AnnotationClusterSelector} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("message %q does not say %q", err, want)
-		}
+		assert.Containsf(t, err.Error(), want, "message %q does not say %q", err, want)
 	}
 
 	// A failed node lookup fails the request; it is never taken for "not
 	// virtual".
 	_, err = Mutate(pod, Options{Keys: testKeys, IsVirtualNode: func(string) (bool, error) { return false, errors.New("cache down") }})
-	if err == nil || errors.As(err, &refused) || !strings.Contains(err.Error(), "cache down") {
-		t.Errorf("err = %v, want the lookup's error", err)
-	}
+	assert.Falsef(t, err == nil || errors.As(err, &refused) || !strings.Contains(err.Error(), "cache down"), "err = %v, want the lookup's error", err)
 }
 
 func TestMutateNeedsKeyAndNamespace(t *testing.T) {
-	if _, err := Mutate(makePod("ns", "p").obj(), Options{Keys: Keys{Seal: []byte("short")}}); err == nil {
-		t.Error("a short key was accepted")
-	}
-	if _, err := Mutate(makePod("", "p").obj(), Options{Keys: testKeys}); err == nil {
-		t.Error("a pod without a namespace was accepted: the seal binds the namespace")
-	}
+	_, err := Mutate(makePod("ns", "p").obj(), Options{Keys: Keys{Seal: []byte("short")}})
+	assert.Error(t, err, "a short key was accepted")
+	_, err = Mutate(makePod("", "p").obj(), Options{Keys: testKeys})
+	assert.Error(t, err, "a pod without a namespace was accepted: the seal binds the namespace")
 }
 
 func TestMutate(t *testing.T) {
@@ -308,50 +288,30 @@ func TestMutate(t *testing.T) {
 			in := tc.in.obj()
 			before := in.DeepCopy()
 			res, err := Mutate(in, Options{Keys: testKeys, IsVirtualNode: virtualNodes()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Action != Mutated {
-				t.Fatalf("action = %s (%s), want Mutated", res.Action, res.Reason)
-			}
-			if diff := cmp.Diff(before, in); diff != "" {
-				t.Errorf("input modified (-want,+got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.want.obj(), withoutSourceSpec(res.Pod), podCmpOpts...); diff != "" {
-				t.Errorf("proxy (-want,+got):\n%s", diff)
-			}
+			require.NoError(t, err)
+			require.Equal(t, Mutated, res.Action, "action (%s)", res.Reason)
+			assert.Empty(t, cmp.Diff(before, in), "input modified (-want,+got)")
+			assert.Empty(t, cmp.Diff(tc.want.obj(), withoutSourceSpec(res.Pod), podCmpOpts...), "proxy (-want,+got)")
 			got, err := Open(res.Pod, testKeys)
-			if err != nil {
-				t.Fatalf("Open: %v", err)
-			}
+			require.NoError(t, err, "Open")
 			want := userSpec()
 			if tc.wantSpec != nil {
 				tc.wantSpec(want)
 			}
-			if diff := cmp.Diff(want, got, podCmpOpts...); diff != "" {
-				t.Errorf("source spec (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(want, got, podCmpOpts...), "source spec (-want,+got)")
 
 			// Restore(Open(Mutate(pod))) gives back the user's spec.
 			restored := res.Pod.Spec.DeepCopy()
 			got.Restore(restored)
 			wantSpec := before.Spec.DeepCopy()
 			wantSpec.SchedulingGates = res.Pod.Spec.SchedulingGates
-			if diff := cmp.Diff(wantSpec, restored, podCmpOpts...); diff != "" {
-				t.Errorf("restored spec (-want,+got):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(wantSpec, restored, podCmpOpts...), "restored spec (-want,+got)")
 
 			// A second pass with nothing new changes nothing.
 			again, err := Mutate(res.Pod, Options{Keys: testKeys})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if again.Action != Unchanged {
-				t.Errorf("second pass: action = %s, want Unchanged", again.Action)
-			}
-			if diff := cmp.Diff(res.Pod, again.Pod); diff != "" {
-				t.Errorf("second pass changed the pod (-want,+got):\n%s", diff)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, Unchanged, again.Action, "second pass: action")
+			assert.Empty(t, cmp.Diff(res.Pod, again.Pod), "second pass changed the pod (-want,+got)")
 		})
 	}
 }
@@ -363,28 +323,21 @@ func TestMutate(t *testing.T) {
 // patch restating the pod's own was refused.
 func TestGracePeriodStaysThePods(t *testing.T) {
 	res, err := Mutate(makePod("ns", "p").grace(75).obj(), Options{Keys: testKeys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g := res.Pod.Spec.TerminationGracePeriodSeconds; g == nil || *g != 75 {
-		t.Fatalf("proxy grace period %v, want the pod's 75", g)
-	}
+	require.NoError(t, err)
+	g := res.Pod.Spec.TerminationGracePeriodSeconds
+	require.Falsef(t, g == nil || *g != 75, "proxy grace period %v, want the pod's 75", g)
 	s, err := Open(res.Pod, testKeys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	candidate := res.Pod.Spec.DeepCopy()
 	s.Restore(candidate)
-	if g := candidate.TerminationGracePeriodSeconds; g == nil || *g != 75 {
-		t.Errorf("candidate grace period %v, want 75", g)
-	}
+	g = candidate.TerminationGracePeriodSeconds
+	assert.Falsef(t, g == nil || *g != 75, "candidate grace period %v, want 75", g)
 
 	old := &SourceSpec{SchedulerName: corev1.DefaultSchedulerName, TerminationGracePeriodSeconds: ptr.To[int64](60)}
 	oldProxy := makePod("ns", "p").grace(0).obj().Spec
 	old.Restore(&oldProxy)
-	if g := oldProxy.TerminationGracePeriodSeconds; g == nil || *g != 60 {
-		t.Errorf("an earlier release's proxy gives its candidate grace period %v, want the sealed 60", g)
-	}
+	g = oldProxy.TerminationGracePeriodSeconds
+	assert.Falsef(t, g == nil || *g != 60, "an earlier release's proxy gives its candidate grace period %v, want the sealed 60", g)
 }
 
 // A second pass on a replica that does not hold the key the first pass
@@ -397,22 +350,14 @@ func TestGracePeriodStaysThePods(t *testing.T) {
 func TestMutateSecondPassDuringAKeyRotation(t *testing.T) {
 	newKey := Keys{Seal: []byte(strings.Repeat("n", MinKeyLength))}
 	first, err := Mutate(makePod("ns", "p").nodeSelector("disk", "ssd").obj(), Options{Keys: newKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	again, err := Mutate(first.Pod, Options{Keys: testKeys})
-	if !errors.Is(err, ErrUnverifiedPass) {
-		t.Fatalf("second pass with only the old key: %s, %v; want ErrUnverifiedPass", again.Action, err)
-	}
+	require.Truef(t, errors.Is(err, ErrUnverifiedPass), "second pass with only the old key: %s, %v; want ErrUnverifiedPass", again.Action, err)
 	rotated := Keys{Seal: testKey, Previous: [][]byte{newKey.Seal}}
 	again, err = Mutate(first.Pod, Options{Keys: rotated})
-	if err != nil || again.Action == Mutated {
-		t.Fatalf("second pass with the key among the previous ones: %v, %v; want it folded", again.Action, err)
-	}
+	require.Falsef(t, err != nil || again.Action == Mutated, "second pass with the key among the previous ones: %v, %v; want it folded", again.Action, err)
 	s, err := Open(again.Pod, rotated)
-	if err != nil || s.NodeSelector["disk"] != "ssd" {
-		t.Fatalf("the source spec lost the user's node selector: %+v, %v", s, err)
-	}
+	require.Falsef(t, err != nil || s.NodeSelector["disk"] != "ssd", "the source spec lost the user's node selector: %+v, %v", s, err)
 }
 
 // A later webhook's additions to stripped fields are folded into the
@@ -421,9 +366,7 @@ func TestMutateFoldsLaterWebhooks(t *testing.T) {
 	user := makePod("ns", "p").pvc("data", "data-0").mount("app", "data", "/data").port("app", 80, 8080).
 		nodeSelector("disk", "ssd").zoneAffinity("a").scheduler("volcano")
 	first, err := Mutate(user.obj(), Options{Keys: testKeys})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 
 	// A sidecar injector and a policy engine run after us.
 	later := &podWrapper{*first.Pod.DeepCopy()}
@@ -447,57 +390,34 @@ func TestMutateFoldsLaterWebhooks(t *testing.T) {
 	}}
 
 	second, err := Mutate(later.obj(), Options{Keys: testKeys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if second.Action != Folded {
-		t.Fatalf("action = %s, want Folded", second.Action)
-	}
+	require.NoError(t, err)
+	require.Equal(t, Folded, second.Action, "action")
 	p := second.Pod
 
 	// The proxy is bindable again...
-	if diff := cmp.Diff(proxyNodeSelector(), p.Spec.NodeSelector); diff != "" {
-		t.Errorf("nodeSelector (-want,+got):\n%s", diff)
-	}
-	if p.Spec.Affinity != nil || len(p.Spec.TopologySpreadConstraints) > 0 || p.Spec.SchedulerName != corev1.DefaultSchedulerName || *p.Spec.TerminationGracePeriodSeconds != 45 {
-		t.Errorf("scheduling constraints left on the proxy, or the later webhook's grace period not kept: affinity %v, spread %v, scheduler %q, grace %d",
-			p.Spec.Affinity, p.Spec.TopologySpreadConstraints, p.Spec.SchedulerName, *p.Spec.TerminationGracePeriodSeconds)
-	}
+	assert.Empty(t, cmp.Diff(proxyNodeSelector(), p.Spec.NodeSelector), "nodeSelector (-want,+got)")
+	assert.Falsef(t, p.Spec.Affinity != nil || len(p.Spec.TopologySpreadConstraints) > 0 || p.Spec.SchedulerName != corev1.DefaultSchedulerName || *p.Spec.TerminationGracePeriodSeconds != 45,
+		"scheduling constraints left on the proxy, or the later webhook's grace period not kept: affinity %v, spread %v, scheduler %q, grace %d",
+		p.Spec.Affinity, p.Spec.TopologySpreadConstraints, p.Spec.SchedulerName, *p.Spec.TerminationGracePeriodSeconds)
 	var volumes []string
 	for _, v := range p.Spec.Volumes {
 		volumes = append(volumes, v.Name)
 	}
 	// Claims stay (a StatefulSet matches them); the ephemeral one goes.
-	if diff := cmp.Diff([]string{"data", "sidecar-state", "sidecar-tmp"}, volumes); diff != "" {
-		t.Errorf("proxy volumes (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff([]string{"data", "sidecar-state", "sidecar-tmp"}, volumes), "proxy volumes (-want,+got)")
 	sidecar := (&podWrapper{*p}).container("sidecar")
-	if diff := cmp.Diff([]corev1.VolumeMount{{Name: "sidecar-state", MountPath: "/state"}, {Name: "sidecar-tmp", MountPath: "/tmp"}}, sidecar.VolumeMounts); diff != "" {
-		t.Errorf("sidecar mounts (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "sidecar-state", MountPath: "/state"}}, (&podWrapper{*p}).container("app").VolumeMounts); diff != "" {
-		t.Errorf("app mounts (-want,+got):\n%s", diff)
-	}
-	if sidecar.Ports[0].HostPort != 0 {
-		t.Errorf("sidecar hostPort left: %v", sidecar.Ports)
-	}
+	assert.Empty(t, cmp.Diff([]corev1.VolumeMount{{Name: "sidecar-state", MountPath: "/state"}, {Name: "sidecar-tmp", MountPath: "/tmp"}}, sidecar.VolumeMounts), "sidecar mounts (-want,+got)")
+	assert.Empty(t, cmp.Diff([]corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "sidecar-state", MountPath: "/state"}}, (&podWrapper{*p}).container("app").VolumeMounts), "app mounts (-want,+got)")
+	assert.Zerof(t, sidecar.Ports[0].HostPort, "sidecar hostPort left: %v", sidecar.Ports)
 	for _, tol := range p.Spec.Tolerations {
-		if boundedUnreachable(tol) {
-			t.Errorf("a bounded unreachable toleration is back: %v", tol)
-		}
+		assert.Falsef(t, boundedUnreachable(tol), "a bounded unreachable toleration is back: %v", tol)
 	}
-	if diff := cmp.Diff([]corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateElection}, {Name: "late.example.com/gate"}}, p.Spec.SchedulingGates); diff != "" {
-		t.Errorf("gates (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{v1alpha1.FinalizerDelegate, "late.example.com/finalizer"}, p.Finalizers); diff != "" {
-		t.Errorf("finalizers (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff([]corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateElection}, {Name: "late.example.com/gate"}}, p.Spec.SchedulingGates), "gates (-want,+got)")
+	assert.Empty(t, cmp.Diff([]string{v1alpha1.FinalizerDelegate, "late.example.com/finalizer"}, p.Finalizers), "finalizers (-want,+got)")
 
 	// ...and the candidate gets the user's spec with every later addition.
 	s, err := Open(p, testKeys)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	restored := p.Spec.DeepCopy()
 	s.Restore(restored)
 	want := later.obj().Spec.DeepCopy()
@@ -525,23 +445,15 @@ func TestMutateFoldsLaterWebhooks(t *testing.T) {
 	for _, v := range restored.Volumes {
 		gotVolumes = append(gotVolumes, v.Name)
 	}
-	if diff := cmp.Diff(wantVolumes, gotVolumes); diff != "" {
-		t.Errorf("restored volumes (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(wantVolumes, gotVolumes), "restored volumes (-want,+got)")
 	want.Volumes = restored.Volumes
 	want.TerminationGracePeriodSeconds = ptr.To[int64](45)
-	if diff := cmp.Diff(want, restored, podCmpOpts...); diff != "" {
-		t.Errorf("restored spec (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, restored, podCmpOpts...), "restored spec (-want,+got)")
 
 	// Once folded, another pass changes nothing.
 	third, err := Mutate(p, Options{Keys: testKeys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if third.Action != Unchanged {
-		t.Errorf("third pass: action = %s, want Unchanged", third.Action)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, Unchanged, third.Action, "third pass: action")
 }
 
 func TestAndNodeSelectors(t *testing.T) {
@@ -559,12 +471,8 @@ func TestAndNodeSelectors(t *testing.T) {
 	b := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term("b1"), {}}}
 	got := andNodeSelectors(a, b)
 	want := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term("a1", "b1"), term("a2", "b1")}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want,+got):\n%s", diff)
-	}
-	if got := andNodeSelectors(nil, b); got != b {
-		t.Errorf("nil ∧ b = %v, want b", got)
-	}
+	assert.Empty(t, cmp.Diff(want, got), "(-want,+got)")
+	assert.Same(t, b, andNodeSelectors(nil, b), "nil ∧ b, want b")
 }
 
 // What another controller adds to a proxy's nodeSelector and tolerations

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -19,9 +20,7 @@ func FuzzUnseal(f *testing.F) {
 		NodeSelector: map[string]string{"disk": "ssd"}, SchedulerName: "custom", TerminationGracePeriodSeconds: &grace,
 		Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}},
 	}, "team", key)
-	if err != nil {
-		f.Fatal(err)
-	}
+	require.NoError(f, err)
 	for _, seed := range []struct{ value, namespace string }{
 		{good, "team"},
 		{good, "other"},
@@ -37,17 +36,11 @@ func FuzzUnseal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, value, namespace string) {
 		s, err := unseal(value, namespace, [][]byte{key})
 		if err != nil {
-			if s != nil {
-				t.Fatalf("a spec returned with an error: %v", err)
-			}
+			require.Falsef(t, s != nil, "a spec returned with an error: %v", err)
 			return
 		}
 		again, err := seal(s, namespace, key)
-		if err != nil {
-			t.Fatalf("an opened spec does not seal again: %v", err)
-		}
-		if again != value {
-			t.Fatalf("opened %q for namespace %q, which fleetlet seals as %q", value, namespace, again)
-		}
+		require.NoError(t, err, "an opened spec does not seal again")
+		require.Equal(t, value, again, "opened %q for namespace %q: fleetlet seals it otherwise", value, namespace)
 	})
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,9 +23,7 @@ import (
 func sealedPod(t *testing.T) *corev1.Pod {
 	t.Helper()
 	res, err := Mutate(makePod("ns", "p").pvc("data", "d").mount("app", "data", "/data").nodeSelector("zone", "a").obj(), Options{Keys: testKeys})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return res.Pod
 }
 
@@ -35,27 +35,19 @@ func TestSealFormat(t *testing.T) {
 		MAC  string          `json:"mac"`
 		Spec json.RawMessage `json:"spec"`
 	}
-	if err := json.Unmarshal([]byte(value), &w); err != nil {
-		t.Fatalf("not JSON: %v\n%s", err, value)
-	}
-	if w.V != 1 || !strings.HasPrefix(value, `{"v":1,"mac":"`) {
-		t.Errorf("format: %s", value)
-	}
-	if mac, err := base64.RawURLEncoding.DecodeString(w.MAC); err != nil || len(mac) != 32 {
-		t.Errorf("mac %q: %d bytes, %v; want an HMAC-SHA-256", w.MAC, len(mac), err)
-	}
-	if !strings.Contains(string(w.Spec), `"nodeSelector":{"zone":"a"}`) {
-		t.Errorf("spec does not read as the user's: %s", w.Spec)
-	}
+	require.NoError(t, json.Unmarshal([]byte(value), &w), "not JSON:\n%s", value)
+	assert.Falsef(t, w.V != 1 || !strings.HasPrefix(value, `{"v":1,"mac":"`), "format: %s", value)
+	mac, err := base64.RawURLEncoding.DecodeString(w.MAC)
+	assert.Falsef(t, err != nil || len(mac) != 32, "mac %q: %d bytes, %v; want an HMAC-SHA-256", w.MAC, len(mac), err)
+	assert.Containsf(t, string(w.Spec), `"nodeSelector":{"zone":"a"}`, "spec does not read as the user's: %s", w.Spec)
 }
 
 // No change of any one byte of a sealed annotation is trusted.
 func TestOpenRefusesEveryAlteredByte(t *testing.T) {
 	pod := sealedPod(t)
 	value := pod.Annotations[v1alpha1.AnnotationSourceSpec]
-	if _, err := Open(pod, testKeys); err != nil {
-		t.Fatalf("the sealed pod does not open: %v", err)
-	}
+	_, err := Open(pod, testKeys)
+	require.NoError(t, err, "the sealed pod does not open")
 	const base64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 	macStart := len(`{"v":1,"mac":"`)
 	macEnd := strings.Index(value, `","spec":`)
@@ -72,15 +64,13 @@ func TestOpenRefusesEveryAlteredByte(t *testing.T) {
 			}
 			p := pod.DeepCopy()
 			p.Annotations[v1alpha1.AnnotationSourceSpec] = value[:i] + repl + value[i+1:]
-			if _, err := Open(p, testKeys); err == nil {
-				t.Fatalf("byte %d replaced by %q was trusted", i, repl)
-			}
+			_, err := Open(p, testKeys)
+			require.Error(t, err, "byte %d replaced by %q was trusted", i, repl)
 		}
 		p := pod.DeepCopy()
 		p.Annotations[v1alpha1.AnnotationSourceSpec] = value[:i] + value[i+1:]
-		if _, err := Open(p, testKeys); err == nil {
-			t.Fatalf("byte %d removed was trusted", i)
-		}
+		_, err := Open(p, testKeys)
+		require.Error(t, err, "byte %d removed was trusted", i)
 	}
 }
 
@@ -88,9 +78,7 @@ func TestOpenRefusesForgeries(t *testing.T) {
 	pod := sealedPod(t)
 	value := pod.Annotations[v1alpha1.AnnotationSourceSpec]
 	var w sealed
-	if err := json.Unmarshal([]byte(value), &w); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(value), &w))
 	forged := func(spec string) string {
 		b, _ := json.Marshal(sealed{V: 1, MAC: w.MAC, Spec: json.RawMessage(spec)})
 		return string(b)
@@ -119,16 +107,13 @@ func TestOpenRefusesForgeries(t *testing.T) {
 			p.Namespace = tc.namespace
 			p.Annotations[v1alpha1.AnnotationSourceSpec] = tc.value
 			s, err := Open(p, Keys{Seal: tc.key})
-			if !errors.Is(err, ErrUntrusted) || s != nil {
-				t.Errorf("Open = %v, %v; want nil, ErrUntrusted", s, err)
-			}
+			assert.Falsef(t, !errors.Is(err, ErrUntrusted) || s != nil, "Open = %v, %v; want nil, ErrUntrusted", s, err)
 		})
 	}
 
 	delete(pod.Annotations, v1alpha1.AnnotationSourceSpec)
-	if _, err := Open(pod, testKeys); !errors.Is(err, ErrNoSourceSpec) {
-		t.Errorf("no annotation: err = %v, want ErrNoSourceSpec", err)
-	}
+	_, err := Open(pod, testKeys)
+	assert.Truef(t, errors.Is(err, ErrNoSourceSpec), "no annotation: err = %v, want ErrNoSourceSpec", err)
 }
 
 // A sealed source spec copied onto a pod of another namespace is never
@@ -140,31 +125,21 @@ func TestMutateOverwritesSealFromAnotherNamespace(t *testing.T) {
 	gated := makePod("other", "p").gates(v1alpha1.SchedulingGateElection).
 		annotate(v1alpha1.AnnotationSourceSpec, sealed.Annotations[v1alpha1.AnnotationSourceSpec]).obj()
 	if res, err := Mutate(gated, Options{Keys: testKeys}); !errors.Is(err, ErrUnverifiedPass) {
-		t.Fatalf("a gated pod with another namespace's seal: %s, %v; want ErrUnverifiedPass", res.Action, err)
+		require.FailNowf(t, "not ErrUnverifiedPass", "a gated pod with another namespace's seal: %s, %v; want ErrUnverifiedPass", res.Action, err)
 	}
 	pod := makePod("other", "p").annotate(v1alpha1.AnnotationSourceSpec, sealed.Annotations[v1alpha1.AnnotationSourceSpec]).obj()
 	res, err := Mutate(pod, Options{Keys: testKeys})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Action != Mutated {
-		t.Errorf("action = %s, want Mutated (a first pass)", res.Action)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, Mutated, res.Action, "action, want Mutated (a first pass)")
 	s, err := Open(res.Pod, testKeys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(s.Volumes) != 0 || s.NodeSelector != nil {
-		t.Errorf("the copied spec was trusted: %+v", s)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, len(s.Volumes) != 0 || s.NodeSelector != nil, "the copied spec was trusted: %+v", s)
 }
 
 func newScheme(t *testing.T) *runtime.Scheme {
 	t.Helper()
 	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, clientgoscheme.AddToScheme(s))
 	return s
 }
 
@@ -173,46 +148,34 @@ func newScheme(t *testing.T) *runtime.Scheme {
 func TestKeySetRotation(t *testing.T) {
 	old := Keys{Seal: testKey}
 	res, err := Mutate(makePod("ns", "p").obj(), Options{Keys: old})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	newKey := []byte(strings.Repeat("n", MinKeyLength))
 	rotated := Keys{Seal: newKey, Previous: [][]byte{testKey}}
-	if _, err := Open(res.Pod, rotated); err != nil {
-		t.Errorf("sealed before the rotation: %v", err)
-	}
-	if _, err := Open(res.Pod, Keys{Seal: newKey}); !errors.Is(err, ErrUntrusted) {
-		t.Errorf("without the earlier key: %v, want ErrUntrusted", err)
-	}
+	_, err = Open(res.Pod, rotated)
+	assert.NoError(t, err, "sealed before the rotation")
+	_, err = Open(res.Pod, Keys{Seal: newKey})
+	assert.Truef(t, errors.Is(err, ErrUntrusted), "without the earlier key: %v, want ErrUntrusted", err)
 	after, err := Mutate(makePod("ns", "q").obj(), Options{Keys: rotated})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Open(after.Pod, Keys{Seal: newKey}); err != nil {
-		t.Errorf("sealed after the rotation, opened with the new key: %v", err)
-	}
-	if _, err := Open(after.Pod, old); !errors.Is(err, ErrUntrusted) {
-		t.Errorf("sealed with the new key, opened with the old one only: %v, want ErrUntrusted", err)
-	}
+	require.NoError(t, err)
+	_, err = Open(after.Pod, Keys{Seal: newKey})
+	assert.NoError(t, err, "sealed after the rotation, opened with the new key")
+	_, err = Open(after.Pod, old)
+	assert.Truef(t, errors.Is(err, ErrUntrusted), "sealed with the new key, opened with the old one only: %v, want ErrUntrusted", err)
 }
 
 func TestKeysFromSecret(t *testing.T) {
 	k := func(c string) []byte { return []byte(strings.Repeat(c, MinKeyLength)) }
 	got, err := keysFromSecret(&corev1.Secret{Data: map[string][]byte{SealKeyDataKey: k("a"), "previous-2": k("c"), "previous-1": k("b"), "other": []byte("x")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (Keys{Seal: k("a"), Previous: [][]byte{k("b"), k("c")}}); !got.equal(want) {
-		t.Errorf("keys = %q, want %q", got, want)
-	}
+	require.NoError(t, err)
+	want := Keys{Seal: k("a"), Previous: [][]byte{k("b"), k("c")}}
+	assert.Truef(t, got.equal(want), "keys = %q, want %q", got, want)
 	for name, data := range map[string]map[string][]byte{
 		"no key":         {"previous-1": k("b")},
 		"short key":      {SealKeyDataKey: []byte("short")},
 		"short previous": {SealKeyDataKey: k("a"), "previous-1": []byte("short")},
 	} {
-		if _, err := keysFromSecret(&corev1.Secret{Data: data}); !errors.Is(err, ErrNoSealKey) {
-			t.Errorf("%s: %v, want ErrNoSealKey", name, err)
-		}
+		_, err := keysFromSecret(&corev1.Secret{Data: data})
+		assert.Truef(t, errors.Is(err, ErrNoSealKey), "%s: %v, want ErrNoSealKey", name, err)
 	}
 }
 
@@ -223,37 +186,24 @@ func TestSecretKeysFailClosed(t *testing.T) {
 	c := fake.NewClientBuilder().Build()
 	changes := 0
 	keys := NewSecretKeys(c, "fleetlet-system", DefaultSealKeySecretName, func() { changes++ })
-	if err := keys.Load(ctx); !errors.Is(err, ErrNoSealKey) || !strings.Contains(err.Error(), "missing") {
-		t.Fatalf("Load without the Secret: %v, want ErrNoSealKey naming it missing", err)
-	}
-	if _, err := keys.Keys(); !errors.Is(err, ErrNoSealKey) {
-		t.Errorf("Keys without the Secret: %v", err)
-	}
+	err := keys.Load(ctx)
+	require.Falsef(t, !errors.Is(err, ErrNoSealKey) || !strings.Contains(err.Error(), "missing"), "Load without the Secret: %v, want ErrNoSealKey naming it missing", err)
+	_, err = keys.Keys()
+	assert.Truef(t, errors.Is(err, ErrNoSealKey), "Keys without the Secret: %v", err)
 	secrets := &corev1.SecretList{}
-	if err := c.List(ctx, secrets); err != nil || len(secrets.Items) != 0 {
-		t.Errorf("a Secret was made: %v %v", secrets.Items, err)
-	}
+	err = c.List(ctx, secrets)
+	assert.Falsef(t, err != nil || len(secrets.Items) != 0, "a Secret was made: %v %v", secrets.Items, err)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "fleetlet-system", Name: DefaultSealKeySecretName},
 		Data: map[string][]byte{SealKeyDataKey: testKey}}
-	if err := c.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	if err := keys.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Create(ctx, secret))
+	require.NoError(t, keys.Load(ctx))
 	got, err := keys.Keys()
-	if err != nil || !got.equal(testKeys) {
-		t.Errorf("Keys = %q, %v", got, err)
-	}
-	if err := keys.Load(ctx); err != nil || changes != 1 {
-		t.Errorf("an unchanged Secret: %v, %d changes, want 1 (the Secret appearing)", err, changes)
-	}
-	if err := c.Delete(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	if err := keys.Load(ctx); !errors.Is(err, ErrNoSealKey) || changes != 2 {
-		t.Errorf("Secret deleted: %v, %d changes", err, changes)
-	}
+	assert.Falsef(t, err != nil || !got.equal(testKeys), "Keys = %q, %v", got, err)
+	err = keys.Load(ctx)
+	assert.Falsef(t, err != nil || changes != 1, "an unchanged Secret: %v, %d changes, want 1 (the Secret appearing)", err, changes)
+	require.NoError(t, c.Delete(ctx, secret))
+	err = keys.Load(ctx)
+	assert.Falsef(t, !errors.Is(err, ErrNoSealKey) || changes != 2, "Secret deleted: %v, %d changes", err, changes)
 }
 
 // Without a key, a pod that would become a proxy is refused with the
@@ -262,22 +212,16 @@ func TestHandlerFailsClosedWithoutKey(t *testing.T) {
 	noKey := NewSecretKeys(fake.NewClientBuilder().Build(), "fleetlet-system", DefaultSealKeySecretName, nil)
 	_ = noKey.Load(context.Background())
 	h, err := NewHandler(noKey, fake.NewClientBuilder().Build(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	podRequest := func(t *testing.T, p *corev1.Pod) admission.Request {
 		raw, err := json.Marshal(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return createRequest(t, p.Namespace, raw)
 	}
 	resp := h.Handle(context.Background(), podRequest(t, makePod("ns", "p").obj()))
-	if resp.Allowed || !strings.Contains(resp.Result.Message, "seal key Secret fleetlet-system/fleetlet-seal-key is missing") {
-		t.Errorf("a proxy pod without a seal key: allowed=%t %q", resp.Allowed, resp.Result.Message)
-	}
+	assert.Falsef(t, resp.Allowed || !strings.Contains(resp.Result.Message, "seal key Secret fleetlet-system/fleetlet-seal-key is missing"), "a proxy pod without a seal key: allowed=%t %q", resp.Allowed, resp.Result.Message)
 	optOut := makePod("ns", "q").annotate(v1alpha1.AnnotationElect, v1alpha1.AnnotationElectDisabled).obj()
 	if resp := h.Handle(context.Background(), podRequest(t, optOut)); !resp.Allowed {
-		t.Errorf("a pod that opts out was refused: %q", resp.Result.Message)
+		assert.Failf(t, "refused", "a pod that opts out was refused: %q", resp.Result.Message)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -229,9 +230,7 @@ func newNamespaceNamed(ctx context.Context, prefix string, labels map[string]str
 func newNamespace(t *testing.T, labels map[string]string) string {
 	t.Helper()
 	name, err := newNamespaceNamed(context.Background(), "webhook", labels)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return name
 }
 

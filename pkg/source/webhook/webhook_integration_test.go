@@ -18,6 +18,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,13 +39,9 @@ import (
 
 func createPod(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
-	if err := k8sClient.Create(context.Background(), pod); err != nil {
-		t.Fatalf("creating pod %s/%s: %v", pod.Namespace, pod.Name, err)
-	}
+	require.NoError(t, k8sClient.Create(context.Background(), pod), "creating pod %s/%s", pod.Namespace, pod.Name)
 	got := &corev1.Pod{}
-	if err := k8sClient.Get(context.Background(), client.ObjectKeyFromObject(pod), got); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(context.Background(), client.ObjectKeyFromObject(pod), got))
 	return got
 }
 
@@ -76,69 +74,43 @@ func TestIntegrationProxyPod(t *testing.T) {
 	user.Spec.TerminationGracePeriodSeconds = nil
 	p := createPod(t, user)
 
-	if diff := cmp.Diff([]string{"kueue.x-k8s.io/admission", v1alpha1.SchedulingGateElection}, gateNames(p)); diff != "" {
-		t.Errorf("gates (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{"example.com/keep", v1alpha1.FinalizerDelegate}, p.Finalizers); diff != "" {
-		t.Errorf("finalizers (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff(proxyNodeSelector(), p.Spec.NodeSelector); diff != "" {
-		t.Errorf("nodeSelector (-want,+got):\n%s", diff)
-	}
-	if p.Spec.Affinity != nil || len(p.Spec.TopologySpreadConstraints) > 0 || *p.Spec.TerminationGracePeriodSeconds != 30 || p.Spec.PreemptionPolicy == nil {
-		t.Errorf("affinity %v, spread %v, grace %d, preemptionPolicy %v (want the API server's default kept)",
-			p.Spec.Affinity, p.Spec.TopologySpreadConstraints, *p.Spec.TerminationGracePeriodSeconds, p.Spec.PreemptionPolicy)
-	}
+	assert.Empty(t, cmp.Diff([]string{"kueue.x-k8s.io/admission", v1alpha1.SchedulingGateElection}, gateNames(p)), "gates (-want,+got)")
+	assert.Empty(t, cmp.Diff([]string{"example.com/keep", v1alpha1.FinalizerDelegate}, p.Finalizers), "finalizers (-want,+got)")
+	assert.Empty(t, cmp.Diff(proxyNodeSelector(), p.Spec.NodeSelector), "nodeSelector (-want,+got)")
+	assert.Falsef(t, p.Spec.Affinity != nil || len(p.Spec.TopologySpreadConstraints) > 0 || *p.Spec.TerminationGracePeriodSeconds != 30 || p.Spec.PreemptionPolicy == nil,
+		"affinity %v, spread %v, grace %d, preemptionPolicy %v (want the API server's default kept)",
+		p.Spec.Affinity, p.Spec.TopologySpreadConstraints, *p.Spec.TerminationGracePeriodSeconds, p.Spec.PreemptionPolicy)
 	// A claim stays on the proxy (a StatefulSet matches its pods' claims).
 	claimKept := false
 	for _, v := range p.Spec.Volumes {
 		claimKept = claimKept || v.PersistentVolumeClaim != nil
 	}
-	if !claimKept {
-		t.Errorf("the PVC volume was taken off the proxy: %v", p.Spec.Volumes)
-	}
-	if hp := p.Spec.Containers[0].Ports[0].HostPort; hp != 0 {
-		t.Errorf("hostPort %d left", hp)
-	}
+	assert.Truef(t, claimKept, "the PVC volume was taken off the proxy: %v", p.Spec.Volumes)
+	assert.Zero(t, p.Spec.Containers[0].Ports[0].HostPort, "hostPort left")
 	for _, tol := range []corev1.Toleration{tolProvider, tolUnschedulable, tolNotReadyNS, tolUnreachable, tolNotReady300} {
-		if !proxy.HasToleration(p.Spec.Tolerations, tol) {
-			t.Errorf("toleration %v missing from %v", tol, p.Spec.Tolerations)
-		}
+		assert.Truef(t, proxy.HasToleration(p.Spec.Tolerations, tol), "toleration %v missing from %v", tol, p.Spec.Tolerations)
 	}
 
 	s, err := Open(p, sealKeys)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	if diff := cmp.Diff(map[string]string{"disk": "ssd"}, s.NodeSelector); diff != "" {
-		t.Errorf("sealed nodeSelector (-want,+got):\n%s", diff)
-	}
-	if s.TerminationGracePeriodSeconds != nil || !proxy.HasToleration(s.Tolerations, tolUnreachable300) {
-		t.Errorf("sealed grace %v, tolerations %v: want no grace (the proxy keeps its own) and the API server's tolerations, as the user got them", s.TerminationGracePeriodSeconds, s.Tolerations)
-	}
+	require.NoError(t, err, "Open")
+	assert.Empty(t, cmp.Diff(map[string]string{"disk": "ssd"}, s.NodeSelector), "sealed nodeSelector (-want,+got)")
+	assert.Falsef(t, s.TerminationGracePeriodSeconds != nil || !proxy.HasToleration(s.Tolerations, tolUnreachable300), "sealed grace %v, tolerations %v: want no grace (the proxy keeps its own) and the API server's tolerations, as the user got them", s.TerminationGracePeriodSeconds, s.Tolerations)
 	restored := p.Spec.DeepCopy()
 	s.Restore(restored)
 	var mounts []string
 	for _, m := range restored.Containers[0].VolumeMounts {
 		mounts = append(mounts, m.Name)
 	}
-	if !strings.Contains(strings.Join(mounts, ","), "data,cache") || restored.Containers[0].Ports[0].HostPort != 80 || restored.Affinity == nil {
-		t.Errorf("restored spec lacks the user's: mounts %v, ports %v, affinity %v", mounts, restored.Containers[0].Ports, restored.Affinity)
-	}
+	assert.Falsef(t, !strings.Contains(strings.Join(mounts, ","), "data,cache") || restored.Containers[0].Ports[0].HostPort != 80 || restored.Affinity == nil, "restored spec lacks the user's: mounts %v, ports %v, affinity %v", mounts, restored.Containers[0].Ports, restored.Affinity)
 
 	// The election pins the proxy: a new nodeSelector key on a gated pod.
 	pin := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"nodeSelector":{"`+corev1.LabelHostname+`":"fleetlet-c2"}}}`))
-	if err := k8sClient.Patch(ctx, p, pin); err != nil {
-		t.Fatalf("pinning the gated proxy: %v", err)
-	}
-	if p.Spec.NodeSelector[corev1.LabelHostname] != "fleetlet-c2" || p.Spec.NodeSelector[v1alpha1.LabelNodeType] != v1alpha1.NodeTypeVirtualKubelet {
-		t.Errorf("nodeSelector after pinning: %v", p.Spec.NodeSelector)
-	}
+	require.NoError(t, k8sClient.Patch(ctx, p, pin), "pinning the gated proxy")
+	assert.Falsef(t, p.Spec.NodeSelector[corev1.LabelHostname] != "fleetlet-c2" || p.Spec.NodeSelector[v1alpha1.LabelNodeType] != v1alpha1.NodeTypeVirtualKubelet, "nodeSelector after pinning: %v", p.Spec.NodeSelector)
 	// Changing an existing key is refused, as docs/design.md says.
 	change := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"nodeSelector":{"`+v1alpha1.LabelNodeType+`":"other"}}}`))
-	if err := k8sClient.Patch(ctx, p.DeepCopy(), change); err == nil {
-		t.Error("changing an existing nodeSelector key of a gated pod was accepted")
-	}
+	err = k8sClient.Patch(ctx, p.DeepCopy(), change)
+	assert.Error(t, err, "changing an existing nodeSelector key of a gated pod was accepted")
 }
 
 // Pods fleetlet leaves alone reach the API server untouched.
@@ -151,20 +123,16 @@ func TestIntegrationLeftAlone(t *testing.T) {
 	// fleetlet's own namespace and kube-system, even labelled.
 	for _, name := range []string{fleetletNamespace, metav1.NamespaceSystem} {
 		ns := &corev1.Namespace{}
-		if err := k8sClient.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, k8sClient.Get(ctx, client.ObjectKey{Name: name}, ns))
 		patch := client.MergeFrom(ns.DeepCopy())
 		if ns.Labels == nil {
 			ns.Labels = map[string]string{}
 		}
 		ns.Labels[v1alpha1.LabelEnabled] = v1alpha1.LabelEnabledValue
-		if err := k8sClient.Patch(ctx, ns, patch); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, k8sClient.Patch(ctx, ns, patch))
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: "default"}}
-		if err := k8sClient.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
+		if err := k8sClient.Create(ctx, sa); !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err)
 		}
 	}
 
@@ -181,22 +149,17 @@ func TestIntegrationLeftAlone(t *testing.T) {
 	for name, pod := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := createPod(t, pod)
-			if len(p.Spec.SchedulingGates) > 0 || len(p.Finalizers) > 0 || p.Annotations[v1alpha1.AnnotationSourceSpec] != "" {
-				t.Errorf("pod mutated: gates %v, finalizers %v", p.Spec.SchedulingGates, p.Finalizers)
-			}
+			assert.Falsef(t, len(p.Spec.SchedulingGates) > 0 || len(p.Finalizers) > 0 || p.Annotations[v1alpha1.AnnotationSourceSpec] != "", "pod mutated: gates %v, finalizers %v", p.Spec.SchedulingGates, p.Finalizers)
 		})
 	}
 	// Match conditions and selectors keep all of these from calling the
 	// webhook at all: they never depend on fleetlet being up.
-	if after := admissionsCount(); after != before {
-		t.Errorf("the webhook was called %v times for pods the API server should have kept from it", after-before)
-	}
+	after := admissionsCount()
+	assert.Equalf(t, before, after, "the webhook was called %v times for pods the API server should have kept from it", after-before)
 	// A pod with nodeName calls it (to be refused on a virtual node) and
 	// is left alone on a real node.
 	p := createPod(t, makePod(on, "on-node").nodeName("node-1").obj())
-	if len(p.Spec.SchedulingGates) > 0 {
-		t.Errorf("a pod with nodeName was gated")
-	}
+	assert.False(t, len(p.Spec.SchedulingGates) > 0, "a pod with nodeName was gated")
 }
 
 // admissionsCount sums the webhook's answers.
@@ -217,20 +180,14 @@ func TestIntegrationRefusesVirtualNode(t *testing.T) {
 	}}}
 	lookalike := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "fleetlet-it-real"}}
 	for _, n := range []*corev1.Node{vn, lookalike} {
-		if err := k8sClient.Create(ctx, n); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, k8sClient.Create(ctx, n))
 	}
 	err := k8sClient.Create(ctx, makePod(ns, "pinned").nodeName(vn.Name).obj())
-	if err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `spec.nodeName "fleetlet-it-c2" is a fleetlet virtual node`) {
-		t.Fatalf("err = %v, want the refusal", err)
-	}
+	require.Falsef(t, err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `spec.nodeName "fleetlet-it-c2" is a fleetlet virtual node`), "err = %v, want the refusal", err)
 	t.Logf("refused: %v", err)
 	// A node named like one but not labelled as one is a real node.
 	p := createPod(t, makePod(ns, "real").nodeName(lookalike.Name).obj())
-	if len(p.Spec.SchedulingGates) > 0 {
-		t.Error("a pod on a real node was gated")
-	}
+	assert.False(t, len(p.Spec.SchedulingGates) > 0, "a pod on a real node was gated")
 }
 
 // A later webhook (a sidecar injector) adds a container, a claim-backed
@@ -247,70 +204,48 @@ func TestIntegrationReinvocationFoldsSidecar(t *testing.T) {
 
 	var p *corev1.Pod
 	// Wait until the API server calls the injector.
-	if err := poll(ctx, func() (bool, error) {
+	require.NoError(t, poll(ctx, func() (bool, error) {
 		dry := makePod(ns, "web").obj()
 		if err := k8sClient.Create(ctx, dry, client.DryRunAll); err != nil {
 			return false, err
 		}
 		return len(dry.Spec.Containers) == 2, nil
-	}); err != nil {
-		t.Fatalf("the sidecar injector is not called: %v", err)
-	}
+	}), "the sidecar injector is not called")
 	folded := testutil.ToFloat64(admissionsTotal.WithLabelValues("folded"))
 	p = createPod(t, makePod(ns, "web").pvc("data", "data-0").mount("app", "data", "/data").obj())
-	if n := testutil.ToFloat64(admissionsTotal.WithLabelValues("folded")) - folded; n != 1 {
-		t.Errorf("fleetlet folded %v times, want once (reinvoked after the injector)", n)
-	}
+	assert.Equal(t, 1.0, testutil.ToFloat64(admissionsTotal.WithLabelValues("folded"))-folded, "fleetlet folded times, want once (reinvoked after the injector)")
 
 	var names []string
 	for _, c := range p.Spec.Containers {
 		names = append(names, c.Name)
 	}
-	if diff := cmp.Diff([]string{"app", "sidecar"}, names); diff != "" {
-		t.Fatalf("containers (-want,+got):\n%s", diff)
-	}
+	require.Empty(t, cmp.Diff([]string{"app", "sidecar"}, names), "containers (-want,+got)")
 	var volumes []string
 	for _, v := range p.Spec.Volumes {
-		if v.Ephemeral != nil {
-			t.Errorf("ephemeral volume %q left on the proxy", v.Name)
-		}
+		assert.Falsef(t, v.Ephemeral != nil, "ephemeral volume %q left on the proxy", v.Name)
 		volumes = append(volumes, v.Name)
 	}
-	if !strings.Contains(strings.Join(volumes, ","), "sidecar-tmp") {
-		t.Errorf("the sidecar's emptyDir was taken off: %v", volumes)
-	}
+	assert.Containsf(t, strings.Join(volumes, ","), "sidecar-tmp", "the sidecar's emptyDir was taken off: %v", volumes)
 	for _, m := range p.Spec.Containers[1].VolumeMounts {
-		if m.Name == "sidecar-scratch" {
-			t.Errorf("the mount of a stripped volume was left: %v", m)
-		}
+		assert.Falsef(t, m.Name == "sidecar-scratch", "the mount of a stripped volume was left: %v", m)
 	}
-	if diff := cmp.Diff(proxyNodeSelector(), p.Spec.NodeSelector); diff != "" {
-		t.Errorf("nodeSelector (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(proxyNodeSelector(), p.Spec.NodeSelector), "nodeSelector (-want,+got)")
 
 	s, err := Open(p, sealKeys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.NodeSelector["sidecar.example.com/ready"] != "true" {
-		t.Errorf("the injector's node selector was not folded in: %v", s.NodeSelector)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, "true", s.NodeSelector["sidecar.example.com/ready"], "the injector's node selector was not folded in: %v", s.NodeSelector)
 	restored := p.Spec.DeepCopy()
 	s.Restore(restored)
 	var restoredVolumes []string
 	for _, v := range restored.Volumes {
 		restoredVolumes = append(restoredVolumes, v.Name)
 	}
-	if !strings.Contains(strings.Join(restoredVolumes, ","), "data") || !strings.Contains(strings.Join(restoredVolumes, ","), "sidecar-scratch") {
-		t.Errorf("restored volumes %v: want the user's and the sidecar's", restoredVolumes)
-	}
+	assert.Falsef(t, !strings.Contains(strings.Join(restoredVolumes, ","), "data") || !strings.Contains(strings.Join(restoredVolumes, ","), "sidecar-scratch"), "restored volumes %v: want the user's and the sidecar's", restoredVolumes)
 	var scratch bool
 	for _, m := range restored.Containers[1].VolumeMounts {
 		scratch = scratch || (m.Name == "sidecar-scratch" && m.MountPath == "/scratch")
 	}
-	if !scratch {
-		t.Errorf("the candidate's sidecar lacks its scratch mount: %v", restored.Containers[1].VolumeMounts)
-	}
+	assert.Truef(t, scratch, "the candidate's sidecar lacks its scratch mount: %v", restored.Containers[1].VolumeMounts)
 }
 
 // installSidecarInjector serves a mutating webhook, ordered after
@@ -370,7 +305,7 @@ func installSidecarInjector(t *testing.T) func() {
 	}
 	if err := k8sClient.Create(context.Background(), mwc); err != nil {
 		srv.Close()
-		t.Fatal(err)
+		require.FailNow(t, err.Error())
 	}
 	return func() {
 		_ = k8sClient.Delete(context.Background(), mwc)
@@ -400,9 +335,7 @@ func TestIntegrationCertRotationBehindService(t *testing.T) {
 	for i := range mwc.Webhooks {
 		mwc.Webhooks[i].NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"fleetlet-test/never": "true"}}
 	}
-	if err := k8sClient.Create(ctx, mwc); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(ctx, mwc))
 	defer func() { _ = k8sClient.Delete(context.Background(), mwc) }()
 
 	probe := "127.0.0.1:" + itoa(freePort())
@@ -411,9 +344,7 @@ func TestIntegrationCertRotationBehindService(t *testing.T) {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: probe,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	o := DefaultServerOptions()
 	o.Namespace = fleetletNamespace
 	o.SealKeys = StaticKeys(sealKeys)
@@ -422,40 +353,24 @@ func TestIntegrationCertRotationBehindService(t *testing.T) {
 	o.CertDir = t.TempDir()
 	o.CertSecretName = "fleetlet-webhook-cert-service-test"
 	o.ConfigurationName = name
-	if err := Setup(ctx, m, o); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Setup(ctx, m, o))
 	done := make(chan error, 1)
 	go func() { done <- m.Start(ctx) }()
 	defer func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the manager failed: %v", err)
-		}
+		assert.NoError(t, <-done, "the manager failed")
 	}()
-	if err := waitReady(ctx, probe); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, waitReady(ctx, probe))
 
 	secret := &corev1.Secret{}
-	if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: fleetletNamespace, Name: o.CertSecretName}, secret); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Get(ctx, client.ObjectKey{Namespace: fleetletNamespace, Name: o.CertSecretName}, secret))
 	caPEM := secret.Data["ca.crt"]
-	if len(caPEM) == 0 || len(secret.Data["tls.crt"]) == 0 {
-		t.Fatalf("the certificate Secret holds %d keys", len(secret.Data))
-	}
+	require.Falsef(t, len(caPEM) == 0 || len(secret.Data["tls.crt"]) == 0, "the certificate Secret holds %d keys", len(secret.Data))
 	got := &admissionregistrationv1.MutatingWebhookConfiguration{}
-	if err := k8sClient.Get(ctx, client.ObjectKey{Name: name}, got); err != nil {
-		t.Fatal(err)
-	}
-	if string(got.Webhooks[0].ClientConfig.CABundle) != string(caPEM) {
-		t.Errorf("the configuration's CA bundle is not the Secret's CA")
-	}
+	require.NoError(t, k8sClient.Get(ctx, client.ObjectKey{Name: name}, got))
+	assert.Equal(t, string(caPEM), string(got.Webhooks[0].ClientConfig.CABundle), "the configuration's CA bundle is not the Secret's CA")
 	onDisk, err := os.ReadFile(filepath.Join(o.CertDir, "tls.crt"))
-	if err != nil || string(onDisk) != string(secret.Data["tls.crt"]) {
-		t.Errorf("the certificate folder does not hold the Secret's certificate (%v)", err)
-	}
+	assert.Falsef(t, err != nil || string(onDisk) != string(secret.Data["tls.crt"]), "the certificate folder does not hold the Secret's certificate (%v)", err)
 
 	// The server presents a certificate the API server would trust for
 	// the Service's name.
@@ -466,9 +381,7 @@ func TestIntegrationCertRotationBehindService(t *testing.T) {
 		ServerName: DefaultServiceName + "." + fleetletNamespace + ".svc",
 		MinVersion: tls.VersionTLS12,
 	})
-	if err != nil {
-		t.Fatalf("TLS to the webhook server with the Service's name and the injected CA: %v", err)
-	}
+	require.NoError(t, err, "TLS to the webhook server with the Service's name and the injected CA")
 	_ = conn.Close()
 }
 
@@ -482,20 +395,12 @@ func TestIntegrationCertsFromFolder(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	ca, err := newLocalCA(time.Now(), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	writePair := func() []byte {
 		certPEM, keyPEM, err := ca.issue([]string{"127.0.0.1"}, time.Now(), time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := writeFileIfChanged(dir, "tls.key", keyPEM, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := writeFileIfChanged(dir, "tls.crt", certPEM, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, writeFileIfChanged(dir, "tls.key", keyPEM, 0o600))
+		require.NoError(t, writeFileIfChanged(dir, "tls.crt", certPEM, 0o644))
 		block, _ := pem.Decode(certPEM)
 		return block.Bytes
 	}
@@ -507,9 +412,7 @@ func TestIntegrationCertsFromFolder(t *testing.T) {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: probe,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	o := DefaultServerOptions()
 	o.Namespace = fleetletNamespace
 	o.SealKeys = StaticKeys(sealKeys)
@@ -517,35 +420,23 @@ func TestIntegrationCertsFromFolder(t *testing.T) {
 	o.Port = freePort()
 	o.CertRotation = false
 	o.CertDir = dir
-	if err := Setup(ctx, m, o); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Setup(ctx, m, o))
 	done := make(chan error, 1)
 	go func() { done <- m.Start(ctx) }()
 	defer func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the manager failed: %v", err)
-		}
+		assert.NoError(t, <-done, "the manager failed")
 	}()
-	if err := waitReady(ctx, probe); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, waitReady(ctx, probe))
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.certPEM)
 	served := func() []byte {
 		conn, err := tls.Dial("tcp", "127.0.0.1:"+itoa(o.Port), &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
-		if err != nil {
-			t.Fatalf("TLS to the webhook server: %v", err)
-		}
+		require.NoError(t, err, "TLS to the webhook server")
 		defer func() { _ = conn.Close() }()
 		return conn.ConnectionState().PeerCertificates[0].Raw
 	}
-	if !bytes.Equal(served(), first) {
-		t.Fatal("the server does not present the folder's certificate")
-	}
+	require.True(t, bytes.Equal(served(), first), "the server does not present the folder's certificate")
 	second := writePair()
-	if err := poll(ctx, func() (bool, error) { return bytes.Equal(served(), second), nil }); err != nil {
-		t.Errorf("the server kept the old certificate after a new one was written: %v", err)
-	}
+	assert.NoError(t, poll(ctx, func() (bool, error) { return bytes.Equal(served(), second), nil }), "the server kept the old certificate after a new one was written")
 }
