@@ -12,11 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
@@ -24,7 +21,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/source/elector"
 	"github.com/fleetlet/fleetlet/pkg/source/feedback"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet/fleettest"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
@@ -48,14 +45,6 @@ func TestMain(m *testing.M) {
 	}())
 }
 
-// noNodes stands in for the virtual node controller: the tests create the
-// virtual nodes themselves.
-type noNodes struct{}
-
-func (noNodes) Upsert(context.Context, vnode.TargetState)     {}
-func (noNodes) Remove(context.Context, proxy.TargetKey) error { return nil }
-func (noNodes) Release(proxy.TargetKey)                       {}
-
 // harness is the source side of a manager, wired as cmd/fleetlet wires it
 // (target registry, proxy reconciler, feedback), and admin clients of both
 // control planes.
@@ -78,29 +67,12 @@ func startWith(t *testing.T, configure func(*feedback.Reconciler)) *harness {
 	t.Helper()
 	testenv.Need(t, sourceEnv)
 	scheme := testenv.Scheme()
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	logger, quiet := testenv.Logger(t, 1)
-	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
-		Scheme:     scheme,
-		Logger:     logger,
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Client:     client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, sourceEnv.Config, testenv.ManagerOptions{Verbosity: 1, UncachedSecrets: true})
+	ctx := mgr.Context()
 	if err := indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.All...); err != nil {
 		t.Fatal(err)
 	}
-	reg, err := fleet.New(fleet.Options{
-		SourceName:          sourceName,
-		ProbeInterval:       500 * time.Millisecond,
-		ProbeTimeout:        2 * time.Second,
-		ProbeBackoffInitial: 100 * time.Millisecond,
-		HeartbeatDuration:   5 * time.Second,
-	}, noNodes{})
+	reg, err := fleet.New(fleettest.Options(sourceName), fleettest.NoNodes{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,20 +97,7 @@ func startWith(t *testing.T, configure func(*feedback.Reconciler)) *harness {
 	if err := fb.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		defer close(stopped)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-stopped
-	})
-	// Runs first (cleanups run last-in first-out): the manager's stop
-	// procedure may still log from its goroutines after Start returned,
-	// and logging to a finished test panics.
-	t.Cleanup(quiet)
+	mgr.Run()
 	src, err := client.New(sourceEnv.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -148,9 +107,7 @@ func startWith(t *testing.T, configure func(*feedback.Reconciler)) *harness {
 		t.Fatal(err)
 	}
 	ensureSummary(t, tgt)
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("the manager's cache did not sync")
-	}
+	mgr.WaitForCacheSync()
 	return &harness{source: src, target: tgt, cached: mgr.GetClient(), registry: reg, proxies: proxies, feedback: fb}
 }
 

@@ -19,19 +19,16 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
 	proxypod "github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet/fleettest"
 	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
@@ -92,29 +89,10 @@ func start(t *testing.T, options ...func(*fleet.Options)) *fixture {
 	t.Helper()
 	testenv.Need(t, sourceEnv)
 	scheme := testenv.Scheme()
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	t.Cleanup(func() {
-		cancel()
-		<-stopped
-	})
-	logger, quiet := testenv.Logger(t, 2)
-	t.Cleanup(quiet) // first: the manager may log while it stops
-	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
-		Scheme:     scheme,
-		Logger:     logger,
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Client:     client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, sourceEnv.Config, testenv.ManagerOptions{Verbosity: 2, UncachedSecrets: true})
+	ctx := mgr.Context()
 	nodes := &recordingNodes{states: map[proxypod.TargetKey]vnode.TargetState{}, removed: map[proxypod.TargetKey]int{}}
-	opts := fleet.Options{
-		SourceName: "src", ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 2 * time.Second,
-		ProbeBackoffInitial: 100 * time.Millisecond, HeartbeatDuration: 5 * time.Second,
-	}
+	opts := fleettest.Options("src")
 	for _, o := range options {
 		o(&opts)
 	}
@@ -128,12 +106,7 @@ func start(t *testing.T, options ...func(*fleet.Options)) *fixture {
 	if err := reg.SetupWithManager(ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		defer close(stopped)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
+	mgr.Run()
 	src, err := client.New(sourceEnv.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)

@@ -13,10 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/naming"
@@ -377,15 +375,7 @@ func TestRunsInManager(t *testing.T) {
 	pc := f.chaperon(t, p, sourceName)
 	f.forget(t, p)
 
-	logger, quiet := testenv.Logger(t, 0)
-	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
-		Scheme:  testenv.Scheme(),
-		Logger:  logger,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, sourceEnv.Config, testenv.ManagerOptions{})
 	g, err := gc.New(gc.Options{
 		SourceName:   sourceName,
 		Targets:      testTargets{testTarget{key: proxy.TargetKey{Name: "t1"}, c: f.target}},
@@ -399,17 +389,8 @@ func TestRunsInManager(t *testing.T) {
 	if err := g.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan error)
-	go func() { stopped <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-stopped; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	t.Cleanup(quiet) // first: the manager may log while it stops
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	mgr.Run()
+	if err := wait.PollUntilContextTimeout(mgr.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return f.deleted(t, pc), nil
 	}); err != nil {
 		t.Fatalf("the orphan was not collected by the running collector: %v", err)

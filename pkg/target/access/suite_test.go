@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
@@ -81,12 +80,10 @@ func runMain(m *testing.M) int {
 	// The label-filtered RBAC cache: the controllers must see through it
 	// to objects fleetlet did not create (pkg/connect's tests run them
 	// with the full cache).
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  cache.Options{ByObject: CacheByObject()},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	opts := testenv.ControllerOptions()
+	opts.Scheme = scheme
+	opts.Cache = cache.Options{ByObject: CacheByObject()}
+	mgr, err := ctrl.NewManager(env.Config, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -96,11 +93,10 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	wait := testenv.RunManagers(ctx, mgr)
 	code := m.Run()
 	cancel()
-	if err := <-done; err != nil {
+	if err := wait(); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 	}
 	return code

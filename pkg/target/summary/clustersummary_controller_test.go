@@ -3,8 +3,6 @@ package summary
 import (
 	"context"
 	"fmt"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,12 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
@@ -286,58 +280,19 @@ func newClient(t *testing.T) client.Client {
 // test ends, and returns its (cached) client.
 func startManager(t *testing.T) client.Client {
 	t.Helper()
-	logs := &testWriter{t: t}
-	t.Cleanup(logs.close) // runs last
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(logs)))
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
+	mgr := testenv.NewManager(t, env.Config, testenv.ManagerOptions{Verbosity: 1})
+	// What logs through controller-runtime's global logger goes to the
+	// test too.
+	ctrl.SetLogger(mgr.GetLogger())
+	ctx := mgr.Context()
 	if err := indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.ActivePodNodeName); err != nil {
 		t.Fatal(err)
 	}
 	if err := (&ClusterSummaryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Heartbeat: testHeartbeat}).SetupWithManager(ctx, mgr); err != nil {
-		cancel()
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	mgr.Run()
 	return mgr.GetClient()
-}
-
-// testWriter sends the manager's logs to the test's log, shown on failure,
-// until the test ends (logging to a finished test panics).
-type testWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.done = true
 }
 
 func createNamespace(t *testing.T, c client.Client) string {
