@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -69,43 +70,27 @@ func startWith(t *testing.T, configure func(*feedback.Reconciler)) *harness {
 	scheme := testenv.Scheme()
 	mgr := testenv.NewManager(t, sourceEnv.Config, testenv.ManagerOptions{Verbosity: 1, UncachedSecrets: true})
 	ctx := mgr.Context()
-	if err := indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.All...); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.All...))
 	reg, err := fleet.New(fleettest.Options(sourceName), fleettest.NoNodes{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.SetupWithManager(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, reg.SetupWithManager(ctx, mgr))
 	proxies, err := elector.New(elector.Options{
 		SourceName: sourceName,
 		Spec:       func(p *corev1.Pod) (*corev1.PodSpec, error) { return p.Spec.DeepCopy(), nil },
 		Registry:   reg,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := proxies.SetupWithManager(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, proxies.SetupWithManager(ctx, mgr))
 	fb := feedback.New(reg)
 	if configure != nil {
 		configure(fb)
 	}
-	if err := fb.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fb.SetupWithManager(mgr))
 	mgr.Run()
 	src, err := client.New(sourceEnv.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tgt, err := client.New(targetEnv.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ensureSummary(t, tgt)
 	mgr.WaitForCacheSync()
 	return &harness{source: src, target: tgt, cached: mgr.GetClient(), registry: reg, proxies: proxies, feedback: fb}
@@ -128,12 +113,8 @@ func (h *harness) namespace(t *testing.T, prefix string) string {
 	t.Helper()
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
-	if err := h.source.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.target.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.source.Create(ctx, ns))
+	require.NoError(t, h.target.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}))
 	t.Cleanup(func() {
 		var pods corev1.PodList
 		if err := h.source.List(context.Background(), &pods, client.InNamespace(ns.Name)); err != nil {
@@ -167,9 +148,7 @@ func (h *harness) putSecret(t *testing.T, ns, name string, kubeconfig []byte) {
 	if apierrors.IsAlreadyExists(err) {
 		err = h.source.Update(ctx, s)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 // connect creates a namespaced Target named name in ns, whose kubeconfig
@@ -190,9 +169,7 @@ func (h *harness) connectTo(t *testing.T, ns, name string, kubeconfig []byte, st
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec:       v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Name: name + "-kubeconfig"}},
 	}
-	if err := h.source.Create(context.Background(), tg); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.source.Create(context.Background(), tg))
 	t.Cleanup(func() {
 		if err := h.source.Delete(context.Background(), tg); client.IgnoreNotFound(err) != nil {
 			t.Error(err)

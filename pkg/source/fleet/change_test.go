@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
@@ -38,12 +40,9 @@ func TestFreeCountsDevices(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Change{Before: View{Present: true, Ready: true, Free: free(tc.before)}, After: View{Present: true, Ready: true, Free: free(tc.after)}}
-			if got := c.RoomGrew(); got != tc.roomGrew {
-				t.Errorf("RoomGrew() = %v, want %v", got, tc.roomGrew)
-			}
-			if !c.Any() {
-				t.Error("Any() = false, want true")
-			}
+			got := c.RoomGrew()
+			assert.Falsef(t, got != tc.roomGrew, "RoomGrew() = %v, want %v", got, tc.roomGrew)
+			assert.True(t, c.Any(), "Any() = false, want true")
 		})
 	}
 }
@@ -128,10 +127,7 @@ func TestTargetChangedTellsOnlyChanges(t *testing.T) {
 	if c, ok := next(); !ok || !c.Health() || c.After.Present {
 		t.Fatalf("removal: got %+v, %v", c, ok)
 	}
-	if _, kept := h.last[key]; kept {
-		t.Error("a removed target's last view is still kept")
-	}
-	if q.Len() != 1 {
-		t.Errorf("queue holds %d requests, want the one proxy once", q.Len())
-	}
+	_, kept := h.last[key]
+	assert.False(t, kept, "a removed target's last view is still kept")
+	assert.Falsef(t, q.Len() != 1, "queue holds %d requests, want the one proxy once", q.Len())
 }

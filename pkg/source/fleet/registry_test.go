@@ -97,24 +97,14 @@ func start(t *testing.T, options ...func(*fleet.Options)) *fixture {
 		o(&opts)
 	}
 	reg, err := fleet.New(opts, nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.All...); err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.SetupWithManager(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.All...))
+	require.NoError(t, reg.SetupWithManager(ctx, mgr))
 	mgr.Run()
 	src, err := client.New(sourceEnv.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tgt, err := client.New(targetEnv.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f := &fixture{source: src, target: tgt, registry: reg, nodes: nodes}
 	f.ns = f.namespace(t, src, "registry-")
 	// The test's Targets go when it ends: every later test's registry
@@ -135,9 +125,7 @@ func start(t *testing.T, options ...func(*fleet.Options)) *fixture {
 func (f *fixture) namespace(t *testing.T, c client.Client, prefix string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
-	if err := c.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Create(context.Background(), ns))
 	return ns.Name
 }
 
@@ -147,9 +135,7 @@ func (f *fixture) putSecret(t *testing.T, name string, data []byte) {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Data: map[string][]byte{"config": data}}
 	if err := f.source.Create(ctx, s); apierrors.IsAlreadyExists(err) {
 		err = f.source.Update(ctx, s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	} else if err != nil {
 		t.Fatal(err)
 	}
@@ -161,9 +147,7 @@ func (f *fixture) createTarget(t *testing.T, name, secret string) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
 		Spec:       v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Name: secret}},
 	}
-	if err := f.source.Create(context.Background(), tg); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.source.Create(context.Background(), tg))
 }
 
 // waitReady waits for the Target's Ready condition to have status and
@@ -179,12 +163,8 @@ func (f *fixture) waitReady(t *testing.T, name string, status metav1.ConditionSt
 		last = meta.FindStatusCondition(tg.Status.Conditions, v1alpha1.ConditionReady)
 		return last != nil && last.Status == status && last.Reason == reason && last.ObservedGeneration == tg.Generation, nil
 	})
-	if err != nil {
-		t.Fatalf("Target %s never became Ready=%s/%s; last condition: %+v", name, status, reason, last)
-	}
-	if tg.Status.VirtualNodeName != vnode.NodeName(proxypod.TargetKey{Namespace: f.ns, Name: name}) {
-		t.Errorf("status.virtualNodeName = %q", tg.Status.VirtualNodeName)
-	}
+	require.NoErrorf(t, err, "Target %s never became Ready=%s/%s; last condition: %+v", name, status, reason, last)
+	assert.Falsef(t, tg.Status.VirtualNodeName != vnode.NodeName(proxypod.TargetKey{Namespace: f.ns, Name: name}), "status.virtualNodeName = %q", tg.Status.VirtualNodeName)
 	return last.Message
 }
 
@@ -207,33 +187,23 @@ func TestTargetReadiness(t *testing.T) {
 	t.Run("secret missing, then created: reconnects live", func(t *testing.T) {
 		f.createTarget(t, "late", "late-secret")
 		msg := f.waitReady(t, "late", metav1.ConditionFalse, v1alpha1.ReasonKubeconfigSecretNotFound)
-		if !strings.Contains(msg, "late-secret") {
-			t.Errorf("message %q does not name the Secret", msg)
-		}
+		assert.Truef(t, strings.Contains(msg, "late-secret"), "message %q does not name the Secret", msg)
 		f.putSecret(t, "late-secret", good)
 		f.waitReady(t, "late", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 		st, ok := f.nodes.get(proxypod.TargetKey{Namespace: f.ns, Name: "late"})
-		if !ok || !st.Ready || st.SourceName != "src" {
-			t.Errorf("virtual node state = %+v, %t", st, ok)
-		}
+		assert.Falsef(t, !ok || !st.Ready || st.SourceName != "src", "virtual node state = %+v, %t", st, ok)
 	})
 
 	t.Run("unsafe kubeconfig is refused and never used", func(t *testing.T) {
 		kc, err := clientcmd.Load(good)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		kc.AuthInfos["t"].Exec = &clientcmdapi.ExecConfig{Command: "/bin/touch", Args: []string{"/tmp/fleetlet-pwned"}, APIVersion: "client.authentication.k8s.io/v1"}
 		data, err := clientcmd.Write(*kc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		f.putSecret(t, "exec-secret", data)
 		f.createTarget(t, "exec", "exec-secret")
 		msg := f.waitReady(t, "exec", metav1.ConditionFalse, v1alpha1.ReasonBadKubeconfig)
-		if !strings.Contains(msg, "exec") {
-			t.Errorf("message %q does not say exec was refused", msg)
-		}
+		assert.Truef(t, strings.Contains(msg, "exec"), "message %q does not say exec was refused", msg)
 		if _, ok := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "exec"}); ok {
 			t.Error("a cluster connection exists for an unsafe kubeconfig")
 		}
@@ -247,9 +217,7 @@ func TestTargetReadiness(t *testing.T) {
 		f.createTarget(t, "down", "down-secret")
 		msg := f.waitReady(t, "down", metav1.ConditionFalse, v1alpha1.ReasonUnreachable)
 		// A namespace's users read it: the kind of failure, not the address.
-		if !strings.Contains(msg, "connection refused") || strings.Contains(msg, "127.0.0.1") {
-			t.Errorf("message %q: want the kind of failure without the address", msg)
-		}
+		assert.Falsef(t, !strings.Contains(msg, "connection refused") || strings.Contains(msg, "127.0.0.1"), "message %q: want the kind of failure without the address", msg)
 	})
 
 	t.Run("a certificate for another name", func(t *testing.T) {
@@ -259,16 +227,12 @@ func TestTargetReadiness(t *testing.T) {
 		f.putSecret(t, "tls-secret", data)
 		f.createTarget(t, "tls", "tls-secret")
 		msg := f.waitReady(t, "tls", metav1.ConditionFalse, v1alpha1.ReasonTLS)
-		if strings.Contains(msg, "127.0.0.1") {
-			t.Errorf("message %q names the address", msg)
-		}
+		assert.Falsef(t, strings.Contains(msg, "127.0.0.1"), "message %q names the address", msg)
 	})
 
 	t.Run("forbidden", func(t *testing.T) {
 		user, err := targetEnv.ControlPlane.AddUser(envtest.User{Name: "nobody"}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		f.putSecret(t, "nobody-secret", testenv.Kubeconfig(t, user.Config(), targetNS, ""))
 		f.createTarget(t, "nobody", "nobody-secret")
 		f.waitReady(t, "nobody", metav1.ConditionFalse, v1alpha1.ReasonForbidden)
@@ -286,15 +250,11 @@ func TestTargetReadiness(t *testing.T) {
 		testenv.EventuallyTrue(t, waitTimeout, "heartbeat renewal", func(ctx context.Context) bool {
 			return f.target.Get(ctx, key, &second) == nil && second.Spec.RenewTime.After(first.Spec.RenewTime.Time)
 		})
-		if *second.Spec.HolderIdentity != "src" {
-			t.Errorf("holder = %q", *second.Spec.HolderIdentity)
-		}
+		assert.Falsef(t, *second.Spec.HolderIdentity != "src", "holder = %q", *second.Spec.HolderIdentity)
 	})
 
 	t.Run("deleting one target stops only its machinery", func(t *testing.T) {
-		if err := f.source.Delete(context.Background(), &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "late"}}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, f.source.Delete(context.Background(), &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "late"}}))
 		lateKey := proxypod.TargetKey{Namespace: f.ns, Name: "late"}
 		testenv.EventuallyTrue(t, waitTimeout, "virtual node removal", func(context.Context) bool {
 			f.nodes.mu.Lock()
@@ -305,9 +265,7 @@ func TestTargetReadiness(t *testing.T) {
 			t.Error("the deleted target's connection is still live")
 		}
 		other, ok := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "nobody"})
-		if !ok {
-			t.Fatal("the other target's connection is gone")
-		}
+		require.True(t, ok, "the other target's connection is gone")
 		before := other.Health().LastProbe
 		testenv.EventuallyTrue(t, waitTimeout, "the other target to keep being probed", func(context.Context) bool { return other.Health().LastProbe.After(before) })
 		if st, ok := f.nodes.get(proxypod.TargetKey{Namespace: f.ns, Name: "nobody"}); !ok || !st.Ready {
@@ -327,9 +285,7 @@ func TestFleetletMissing(t *testing.T) {
 	f.putSecret(t, "s", testenv.Kubeconfig(t, targetEnv.Config, "default", ""))
 	f.createTarget(t, "bare", "s")
 	msg := f.waitReady(t, "bare", metav1.ConditionFalse, v1alpha1.ReasonFleetletMissing)
-	if !strings.Contains(msg, "install") {
-		t.Errorf("message %q gives no hint", msg)
-	}
+	assert.Truef(t, strings.Contains(msg, "install"), "message %q gives no hint", msg)
 	ensureSummary(t, f.target)
 	f.waitReady(t, "bare", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 }
@@ -342,9 +298,7 @@ func TestMetricsFollowTargets(t *testing.T) {
 	f.waitReady(t, "measured", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 	cluster := f.ns + "/measured"
 	testenv.EventuallyTrue(t, waitTimeout, "fleetlet_target_ready=1", func(context.Context) bool { return gauge(t, "fleetlet_target_ready", cluster) == 1 })
-	if err := f.source.Delete(context.Background(), &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "measured"}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.source.Delete(context.Background(), &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "measured"}}))
 	testenv.EventuallyTrue(t, waitTimeout, "the series of a deleted target to go", func(context.Context) bool { return gauge(t, "fleetlet_target_ready", cluster) == -1 })
 }
 
@@ -352,9 +306,7 @@ func TestMetricsFollowTargets(t *testing.T) {
 func gauge(t *testing.T, name, cluster string) float64 {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, f := range families {
 		if f.GetName() != name {
 			continue
@@ -499,9 +451,8 @@ func TestAllowedTargetHosts(t *testing.T) {
 		f.createTarget(t, "elsewhere", "c")
 		msg := f.waitReady(t, "elsewhere", metav1.ConditionFalse, v1alpha1.ReasonHostNotAllowed)
 		require.Contains(t, msg, "--allowed-target-hosts")
-		if _, ok := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "elsewhere"}); ok {
-			t.Error("a Target naming a host not allowed is connected")
-		}
+		_, ok := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "elsewhere"})
+		assert.False(t, ok, "a Target naming a host not allowed is connected")
 	})
 	t.Run("an allowed host connects", func(t *testing.T) {
 		loopback, err := fleet.ParseHostAllowList([]string{"127.0.0.0/8"})

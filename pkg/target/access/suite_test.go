@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
@@ -106,9 +108,7 @@ func runMain(m *testing.M) int {
 func newNamespace(t *testing.T, labels map[string]string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "src-", Labels: labels}}
-	if err := k8sClient.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(context.Background(), ns))
 	return ns.Name
 }
 
@@ -184,9 +184,7 @@ func tokenConfig(t *testing.T, namespace, name string) *rest.Config {
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return &rest.Config{
 		Host:            env.Config.Host,
 		BearerToken:     tr.Status.Token,
@@ -212,9 +210,7 @@ func checkAccess(t *testing.T, cfg *rest.Config, checks []access) {
 				Verb: c.verb, Group: c.group, Resource: c.resource, Subresource: c.subresource, Namespace: c.namespace, Name: c.name,
 			}},
 		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if review.Status.Allowed != c.allowed {
 			t.Errorf("can %s %s.%s/%s %s in %q: %v, want %v (%s)", c.verb, c.resource, c.group, c.subresource, c.name, c.namespace,
 				review.Status.Allowed, c.allowed, review.Status.Reason)
