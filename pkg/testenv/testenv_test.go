@@ -35,7 +35,7 @@ func TestControlPlaneServesPinnedVersion(t *testing.T) {
 	got, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
 	require.NoError(t, err)
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, got.Name, metav1.GetOptions{}); err != nil {
-		t.Errorf("namespace %s not found after create: %v", got.Name, err)
+		assert.Failf(t, "namespace", "namespace %s not found after create: %v", got.Name, err)
 	}
 }
 

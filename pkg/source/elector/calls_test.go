@@ -86,7 +86,7 @@ func TestWritesPerProxy(t *testing.T) {
 	// candidates: no timer fired, no target change enqueued them.
 	for reason, v := range requeuesAfter {
 		if d := v - requeuesBefore[reason]; d > 0 {
-			t.Errorf("%v passes of %d proxies ran for %s, not for an event of theirs", d, n, reason)
+			assert.Failf(t, "passes not for an event of theirs", "%v passes of %d proxies ran for %s, not for an event of theirs", d, n, reason)
 		}
 	}
 }

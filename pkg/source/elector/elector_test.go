@@ -63,7 +63,7 @@ func TestSetConditionKeepsTransitionTimeAndOthers(t *testing.T) {
 	assert.Truef(t, c.LastTransitionTime.Time.Equal(t0), "transition time moved without a status change: %v", c.LastTransitionTime)
 	setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue, Reason: "Elected"}, t0.Add(2*time.Hour))
 	if c := proxy.ElectedCondition(p); !c.LastTransitionTime.Time.Equal(t0.Add(2 * time.Hour)) {
-		t.Errorf("transition time = %v after a status change", c.LastTransitionTime)
+		assert.Failf(t, "transition time", "transition time = %v after a status change", c.LastTransitionTime)
 	}
 	assert.Falsef(t, len(p.Status.Conditions) != 2 || p.Status.Conditions[0].Type != "example.com/Gate", "another owner's condition was touched: %v", p.Status.Conditions)
 }
@@ -85,10 +85,10 @@ func TestTrimmedTargetKeepsItsAnswer(t *testing.T) {
 	got := keptOutReason(why, 1, until)
 	assert.Falsef(t, !strings.HasPrefix(got, quota+" (") || !strings.Contains(got, "kept in the 1 best target(s)"), "keptOutReason = %q, want the quota first, then why no candidate is made", got)
 	if _, _, out := r.keptOut("uid-1", proxy.TargetKey{Name: "cluster-3"}); out {
-		t.Error("a target that was not trimmed is kept out")
+		assert.Fail(t, "a target that was not trimmed is kept out")
 	}
 	clk.Step(10 * time.Second)
 	if _, _, out := r.keptOut("uid-1", proxy.TargetKey{Name: "cluster-2"}); out {
-		t.Error("kept out after the round")
+		assert.Fail(t, "kept out after the round")
 	}
 }

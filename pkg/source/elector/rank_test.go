@@ -116,10 +116,10 @@ func TestWithRequestedCountsInflight(t *testing.T) {
 	pod := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
 	extra := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}
 	if got, want := FreeShareAfter(withRequested(s, extra), pod), 0.4; math.Abs(got-want) > 1e-9 {
-		t.Errorf("with 3 CPUs in flight: free share %v, want %v", got, want)
+		assert.Failf(t, "with 3 CPUs in flight: free share", "with 3 CPUs in flight: free share %v, want %v", got, want)
 	}
 	if got, want := FreeShareAfter(withRequested(s, nil), pod), 0.7; math.Abs(got-want) > 1e-9 {
-		t.Errorf("with nothing in flight: free share %v, want %v", got, want)
+		assert.Failf(t, "with nothing in flight: free share", "with nothing in flight: free share %v, want %v", got, want)
 	}
 	q := s.Requested[corev1.ResourceCPU]
 	assert.Falsef(t, q.String() != "2", "the summary was changed: requested %s", q.String())

@@ -32,7 +32,7 @@ func usagePod(uid, node, cpu string, phase corev1.PodPhase) *corev1.Pod {
 func TestNodeUsage(t *testing.T) {
 	u := newNodeUsage()
 	if _, _, ok := u.of("n1"); ok {
-		t.Fatal("usage read before the informer synced")
+		require.FailNow(t, "usage read before the informer synced")
 	}
 	u.synced = func() bool { return true }
 	h := u.handler()
@@ -109,7 +109,7 @@ func TestUngatedProxiesTakeRoom(t *testing.T) {
 	gated, ungated, bound := proxyPod("p", true, ""), proxyPod("p", false, ""), proxyPod("p", false, "n1")
 	h.OnAdd(gated, false)
 	if _, n, _ := u.of("n1"); n != 0 {
-		t.Fatalf("a gated proxy takes room: %d pods", n)
+		require.FailNowf(t, "a gated proxy takes room", "a gated proxy takes room: %d pods", n)
 	}
 	h.OnUpdate(gated, ungated)
 	used, n, _ := u.of("n1")
@@ -120,7 +120,7 @@ func TestUngatedProxiesTakeRoom(t *testing.T) {
 	assert.False(t, fitsNode(rl("cpu", "1", "pods", "10"), used, n, rl("cpu", "600m")), "a second proxy fits on room an ungated one takes")
 	h.OnUpdate(ungated, bound)
 	if _, n, _ := u.of("n1"); n != 1 {
-		t.Fatalf("bound: %d pods, want it counted once", n)
+		require.FailNowf(t, "bound", "bound: %d pods, want it counted once", n)
 	}
 }
 
@@ -153,10 +153,10 @@ func TestHeadedProxiesThatFit(t *testing.T) {
 		return out
 	}
 	if got := names(); strings.Join(got, ",") != "big,small" {
-		t.Fatalf("usage not counted yet: %v, want both", got)
+		require.FailNowf(t, "usage not counted yet", "usage not counted yet: %v, want both", got)
 	}
 	r.usage.synced = func() bool { return true }
 	if got := names(); strings.Join(got, ",") != "small" {
-		t.Fatalf("1 CPU allocatable: %v, want only the proxy that fits", got)
+		require.FailNowf(t, "1 CPU allocatable", "1 CPU allocatable: %v, want only the proxy that fits", got)
 	}
 }

@@ -135,9 +135,7 @@ func (h *harness) virtualNode(t *testing.T, key proxypod.TargetKey) {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(key), Labels: map[string]string{"type": "virtual-kubelet"}}}
 	require.NoError(t, h.source.Create(ctx, n))
 	t.Cleanup(func() {
-		if err := h.source.Delete(context.Background(), n); client.IgnoreNotFound(err) != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, client.IgnoreNotFound(h.source.Delete(context.Background(), n)))
 	})
 	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n.Name}, {Type: corev1.NodeInternalIP, Address: virtualNodeIP}}
 	require.NoError(t, h.source.Status().Update(ctx, n))
@@ -323,18 +321,14 @@ func TestFinalize(t *testing.T) {
 		h.waitCached(t, p, "the proxy deleted", func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
 		h.finalizeNow(t, p)
 		require.True(t, get(t, h.source, p), "the proxy is gone while its chaperon still exists")
-		if want := []string{finalizerFirst, v1alpha1.FinalizerDelegate, finalizerKeep}; !slices.Equal(p.Finalizers, want) {
-			t.Errorf("finalizers while the chaperon exists = %v, want %v", p.Finalizers, want)
-		}
+		assert.Equal(t, []string{finalizerFirst, v1alpha1.FinalizerDelegate, finalizerKeep}, p.Finalizers, "finalizers while the chaperon exists")
 
 		h.finishForeground(t, pc)
 		var cur corev1.Pod
 		testenv.EventuallyTrue(t, waitTimeout, "our finalizer to go", func(ctx context.Context) bool {
 			return h.source.Get(ctx, client.ObjectKeyFromObject(p), &cur) == nil && !slices.Contains(cur.Finalizers, v1alpha1.FinalizerDelegate)
 		}, func() string { return fmt.Sprintf("finalizers %v", cur.Finalizers) })
-		if want := []string{finalizerFirst, finalizerKeep}; !slices.Equal(cur.Finalizers, want) {
-			t.Errorf("finalizers after = %v, want %v (only ours removed, order kept)", cur.Finalizers, want)
-		}
+		assert.Equal(t, []string{finalizerFirst, finalizerKeep}, cur.Finalizers, "finalizers after (only ours removed, order kept)")
 		assert.False(t, cur.DeletionTimestamp == nil, "the proxy lost its deletion timestamp")
 		var untouched v1alpha1.PodChaperon
 		err := h.target.Get(ctx, client.ObjectKeyFromObject(foreign), &untouched)
@@ -355,9 +349,7 @@ func TestFinalize(t *testing.T) {
 		h.waitCached(t, p, "the proxy deleted", func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
 		h.finalizeNow(t, p)
 		require.True(t, get(t, h.source, p), "the proxy is gone although its target cannot confirm its delegate gone")
-		if want := []string{v1alpha1.FinalizerDelegate, finalizerKeep}; !slices.Equal(p.Finalizers, want) {
-			t.Errorf("finalizers with the target unreachable = %v, want %v", p.Finalizers, want)
-		}
+		assert.Equal(t, []string{v1alpha1.FinalizerDelegate, finalizerKeep}, p.Finalizers, "finalizers with the target unreachable")
 		require.Falsef(t, !get(t, h.target, pc) || pc.DeletionTimestamp != nil, "the chaperon changed although nothing could reach it: %+v", pc.ObjectMeta)
 
 		// The target answers again: the chaperon goes Foreground, then
@@ -371,9 +363,7 @@ func TestFinalize(t *testing.T) {
 		testenv.EventuallyTrue(t, waitTimeout, "our finalizer to go", func(ctx context.Context) bool {
 			return h.source.Get(ctx, client.ObjectKeyFromObject(p), &cur) == nil && !slices.Contains(cur.Finalizers, v1alpha1.FinalizerDelegate)
 		})
-		if want := []string{finalizerKeep}; !slices.Equal(cur.Finalizers, want) {
-			t.Errorf("finalizers after = %v, want %v", cur.Finalizers, want)
-		}
+		assert.Equal(t, []string{finalizerKeep}, cur.Finalizers, "finalizers after")
 	})
 }
 
@@ -450,7 +440,7 @@ func TestFeedback(t *testing.T) {
 		}
 		assert.Truef(t, slices.Equal(names, []string{"app", "helper"}), "container statuses for %v, want app, helper", names)
 		if c := condition(p, corev1.PodReady); c == nil || c.Status != corev1.ConditionTrue {
-			t.Errorf("Ready condition %+v, want True from the delegate", c)
+			assert.Failf(t, "the proxy is not Ready", "Ready condition %+v, want True from the delegate", c)
 		}
 		// Conditions are merged: the source's own (the readiness gate's,
 		// Elected, PodScheduled) stay as they were, in their order.
@@ -477,9 +467,8 @@ func TestFeedback(t *testing.T) {
 				meta.IsStatusConditionFalse(cur.Status.Conditions, v1alpha1.ConditionPodCreated)
 		})
 		h.waitCached(t, p, "the proxy Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
-		if _, err := h.feedback.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
-			t.Fatalf("feedback: %v", err)
-		}
+		_, err := h.feedback.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		require.NoError(t, err, "feedback")
 		require.Falsef(t, !get(t, h.source, p) || p.DeletionTimestamp != nil, "the finished proxy was deleted with its delegate: %+v", p.ObjectMeta)
 		assert.Empty(t, cmp.Diff(final, &p.Status), "the finished proxy's status changed (-final,+now)")
 	})
@@ -510,9 +499,7 @@ func TestFeedback(t *testing.T) {
 				require.NoError(t, h.target.Patch(ctx, d, patch))
 				t.Cleanup(func() {
 					release := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`))
-					if err := h.target.Patch(context.Background(), d, release); err != nil && !apierrors.IsNotFound(err) {
-						t.Errorf("releasing the delegate: %v", err)
-					}
+					assert.NoError(t, client.IgnoreNotFound(h.target.Patch(context.Background(), d, release)), "releasing the delegate")
 				})
 				require.NoError(t, h.target.Delete(ctx, d))
 				require.Falsef(t, !get(t, h.target, d) || d.DeletionTimestamp == nil, "the delegate is not Terminating: %+v", d.ObjectMeta)
@@ -552,12 +539,8 @@ func TestFeedback(t *testing.T) {
 				assert.Never(t, func() bool { return !get(t, h.source, p.DeepCopy()) }, 2*time.Second, 100*time.Millisecond,
 					"the proxy went while its delegate's pod was still in the target")
 				release := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
-				if err := h.target.Patch(ctx, d, release); err != nil && !apierrors.IsNotFound(err) {
-					t.Fatal(err)
-				}
-				if err := h.target.Delete(ctx, d, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
-					t.Fatal(err)
-				}
+				require.NoError(t, client.IgnoreNotFound(h.target.Patch(ctx, d, release)))
+				require.NoError(t, client.IgnoreNotFound(h.target.Delete(ctx, d, client.GracePeriodSeconds(0))))
 			}
 			testenv.EventuallyTrue(t, waitTimeout, "the proxy to be gone", func(context.Context) bool { return !get(t, h.source, p.DeepCopy()) })
 		})
@@ -572,9 +555,8 @@ func TestFeedback(t *testing.T) {
 		h.putSecret(t, ns, "flaky-kubeconfig", testenv.Kubeconfig(t, targetEnv.Config, ns, unreachable))
 		h.waitTarget(t, ns, "flaky", metav1.ConditionFalse, v1alpha1.ReasonUnreachable)
 		h.deleteDelegate(t, pc, d)
-		if _, err := h.feedback.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
-			t.Fatalf("feedback: %v", err)
-		}
+		_, err := h.feedback.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		require.NoError(t, err, "feedback")
 		require.Falsef(t, !get(t, h.source, p) || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning, "the proxy changed while its target could not be read: %+v, %s", p.ObjectMeta, p.Status.Phase)
 
 		h.putSecret(t, ns, "flaky-kubeconfig", testenv.Kubeconfig(t, targetEnv.Config, ns, ""))

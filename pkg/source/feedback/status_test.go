@@ -215,7 +215,7 @@ func TestTranslate(t *testing.T) {
 			p := tc.proxy.DeepCopy()
 			p.Status = got
 			if again := Translate(p, &tc.delegate, "127.0.0.9"); !statusEqual(&got, &again) {
-				t.Errorf("not idempotent:\n%s", cmp.Diff(got, again))
+				assert.Failf(t, "not idempotent:\n", "not idempotent:\n%s", cmp.Diff(got, again))
 			}
 		})
 	}

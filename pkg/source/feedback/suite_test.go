@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -101,8 +102,8 @@ func startWith(t *testing.T, configure func(*feedback.Reconciler)) *harness {
 func ensureSummary(t *testing.T, c client.Client) {
 	t.Helper()
 	cs := &v1alpha1.ClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClusterSummaryName}}
-	if err := c.Create(context.Background(), cs); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	if err := c.Create(context.Background(), cs); !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
 	}
 }
 
@@ -118,7 +119,7 @@ func (h *harness) namespace(t *testing.T, prefix string) string {
 	t.Cleanup(func() {
 		var pods corev1.PodList
 		if err := h.source.List(context.Background(), &pods, client.InNamespace(ns.Name)); err != nil {
-			t.Error(err)
+			assert.NoError(t, err)
 			return
 		}
 		for i := range pods.Items {
@@ -128,9 +129,7 @@ func (h *harness) namespace(t *testing.T, prefix string) string {
 			}
 			patch := client.MergeFrom(p.DeepCopy())
 			p.Finalizers = nil
-			if err := h.source.Patch(context.Background(), p, patch); client.IgnoreNotFound(err) != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, client.IgnoreNotFound(h.source.Patch(context.Background(), p, patch)))
 		}
 	})
 	return ns.Name
@@ -171,9 +170,7 @@ func (h *harness) connectTo(t *testing.T, ns, name string, kubeconfig []byte, st
 	}
 	require.NoError(t, h.source.Create(context.Background(), tg))
 	t.Cleanup(func() {
-		if err := h.source.Delete(context.Background(), tg); client.IgnoreNotFound(err) != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, client.IgnoreNotFound(h.source.Delete(context.Background(), tg)))
 	})
 	h.waitTarget(t, ns, name, status, reason)
 	return proxy.TargetKey{Namespace: ns, Name: name}

@@ -143,9 +143,7 @@ func TestDeletedTargetDrains(t *testing.T) {
 	})
 	d.waitDraining(t, "Waiting", "db-0")
 	// The proxy goes (its delegate's kubelet, then fleetlet's finalize).
-	if err := d.source.Delete(ctx, d.proxy, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
-	}
+	require.NoError(t, client.IgnoreNotFound(d.source.Delete(ctx, d.proxy, client.GracePeriodSeconds(0))))
 	d.waitDraining(t, "Waiting", "PodChaperons")
 	testenv.EventuallyTrue(t, waitTimeout, "the chaperon deleted there", func(ctx context.Context) bool {
 		var pc v1alpha1.PodChaperon

@@ -99,9 +99,9 @@ func TestRESTConfigFromKubeconfigCopiesCredentials(t *testing.T) {
 	assert.Empty(t, cmp.Diff(want, [][]byte{got.CAData, got.CertData, got.KeyData}), "credentials (-want,+got)")
 	assert.Falsef(t, got.BearerToken != "", "bearer token %q leaked from another user", got.BearerToken)
 	if _, err := RESTConfigFromKubeconfig(nil, ""); err == nil {
-		t.Error("empty kubeconfig accepted")
+		assert.Fail(t, "empty kubeconfig accepted")
 	}
 	if _, err := RESTConfigFromKubeconfig([]byte("{not yaml"), ""); err == nil || !strings.Contains(err.Error(), "does not parse") {
-		t.Errorf("garbage kubeconfig: %v", err)
+		assert.Failf(t, "garbage kubeconfig", "garbage kubeconfig: %v", err)
 	}
 }

@@ -49,7 +49,6 @@ func TestOnDemandNamespace(t *testing.T) {
 	assert.Empty(t, cmp.Diff(want, fleet.OnDemandNamespace(src, "cluster-1")), "OnDemandNamespace (-want,+got)")
 
 	bare := fleet.OnDemandNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}, "cluster-1")
-	if diff := cmp.Diff(map[string]string{v1alpha1.LabelCreatedBySource: "cluster-1"}, bare.Labels); diff != "" || bare.Annotations != nil {
-		t.Errorf("a bare namespace: labels (-want,+got):\n%s, annotations %v", diff, bare.Annotations)
-	}
+	diff := cmp.Diff(map[string]string{v1alpha1.LabelCreatedBySource: "cluster-1"}, bare.Labels)
+	assert.Falsef(t, diff != "" || bare.Annotations != nil, "a bare namespace: labels (-want,+got):\n%s, annotations %v", diff, bare.Annotations)
 }

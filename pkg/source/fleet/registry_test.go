@@ -136,8 +136,8 @@ func (f *fixture) putSecret(t *testing.T, name string, data []byte) {
 	if err := f.source.Create(ctx, s); apierrors.IsAlreadyExists(err) {
 		err = f.source.Update(ctx, s)
 		require.NoError(t, err)
-	} else if err != nil {
-		t.Fatal(err)
+	} else {
+		require.NoError(t, err)
 	}
 }
 
@@ -173,8 +173,8 @@ func ensureSummary(t *testing.T, c client.Client) {
 	t.Helper()
 	ctx := context.Background()
 	cs := &v1alpha1.ClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClusterSummaryName}}
-	if err := c.Create(ctx, cs); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	if err := c.Create(ctx, cs); !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
 	}
 }
 
@@ -205,7 +205,7 @@ func TestTargetReadiness(t *testing.T) {
 		msg := f.waitReady(t, "exec", metav1.ConditionFalse, v1alpha1.ReasonBadKubeconfig)
 		assert.Truef(t, strings.Contains(msg, "exec"), "message %q does not say exec was refused", msg)
 		if _, ok := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "exec"}); ok {
-			t.Error("a cluster connection exists for an unsafe kubeconfig")
+			assert.Fail(t, "a cluster connection exists for an unsafe kubeconfig")
 		}
 	})
 
@@ -262,14 +262,14 @@ func TestTargetReadiness(t *testing.T) {
 			return f.nodes.removed[lateKey] > 0
 		})
 		if _, ok := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "late"}); ok {
-			t.Error("the deleted target's connection is still live")
+			assert.Fail(t, "the deleted target's connection is still live")
 		}
 		other, ok := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "nobody"})
 		require.True(t, ok, "the other target's connection is gone")
 		before := other.Health().LastProbe
 		testenv.EventuallyTrue(t, waitTimeout, "the other target to keep being probed", func(context.Context) bool { return other.Health().LastProbe.After(before) })
 		if st, ok := f.nodes.get(proxypod.TargetKey{Namespace: f.ns, Name: "nobody"}); !ok || !st.Ready {
-			t.Errorf("the other target's node state = %+v, %t", st, ok)
+			assert.Failf(t, "the other target's node is not Ready", "the other target's node state = %+v, %t", st, ok)
 		}
 	})
 }
@@ -484,7 +484,7 @@ func TestSecretNamespaces(t *testing.T) {
 	msg := f.waitReady(t, "unlisted", metav1.ConditionFalse, v1alpha1.ReasonKubeconfigSecretNotFound)
 	require.Contains(t, msg, "--secret-namespaces")
 	if _, ok := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "unlisted"}); ok {
-		t.Error("a Target whose Secret is in a namespace not listed is connected")
+		assert.Fail(t, "a Target whose Secret is in a namespace not listed is connected")
 	}
 
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: listed.Name, Name: "c"}, Data: map[string][]byte{"config": kubeconfig}}

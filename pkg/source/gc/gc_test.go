@@ -75,9 +75,7 @@ func TestParentOf(t *testing.T) {
 	}}
 	assert.Empty(t, cmp.Diff(Parent{Namespace: "remote-ns", Name: "web", UID: "u"}, ParentOf(pc)), "ParentOf without a namespace annotation (-want,+got)")
 	pc.Annotations[v1alpha1.AnnotationParentNamespace] = "ns"
-	if got := ParentOf(pc).Namespace; got != "ns" {
-		t.Errorf("ParentOf namespace = %q, want the annotation's ns", got)
-	}
+	assert.Equal(t, "ns", ParentOf(pc).Namespace, "ParentOf namespace: the annotation's")
 }
 
 type fakeTarget struct {
@@ -159,9 +157,7 @@ func TestCollectGuards(t *testing.T) {
 	assert.Empty(t, cmp.Diff([]string{"ns/gone:ProxyNotFound", "other/gone2:ProxyNotFound"}, names(report.Deleted)), "deleted (-want,+got)")
 	assert.Empty(t, cmp.Diff([]string{"ns/fresh:ProxyNotFound"}, names(report.Young)), "young (-want,+got)")
 	assert.Empty(t, cmp.Diff([]string{"t2"}, report.SkippedTargets), "skipped targets (-want,+got)")
-	if report.Checked != 6 { // the other source's chaperon is not even listed
-		t.Errorf("checked %d chaperons, want 6", report.Checked)
-	}
+	assert.Equal(t, 6, report.Checked, "chaperons checked") // the other source's chaperon is not even listed
 	var left v1alpha1.PodChaperonList
 	require.NoError(t, remote.List(context.Background(), &left))
 	var kept []string
@@ -198,19 +194,16 @@ func TestCollectNamespacedTarget(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	if _, err := New(Options{}); err == nil {
-		t.Error("New without source name or targets succeeded")
-	}
-	if _, err := New(Options{SourceName: "s", Targets: fakeTargets{}, MinAge: -time.Second}); err == nil {
-		t.Error("New with a negative minimum age succeeded")
-	}
+	_, err := New(Options{})
+	assert.Error(t, err, "New without source name or targets succeeded")
+	_, err = New(Options{SourceName: "s", Targets: fakeTargets{}, MinAge: -time.Second})
+	assert.Error(t, err, "New with a negative minimum age succeeded")
 	g, err := New(Options{SourceName: "s", Targets: fakeTargets{}})
 	require.NoError(t, err)
 	assert.Falsef(t, g.opts.Interval != DefaultInterval || g.opts.MinAge != DefaultMinAge || g.opts.InitialDelay != DefaultInitialDelay, "defaults not applied: %+v", g.opts)
 	assert.True(t, g.NeedLeaderElection(), "the collector must run on the leader only")
-	if _, err := g.Collect(context.Background()); err == nil {
-		t.Error("Collect without readers succeeded")
-	}
+	_, err = g.Collect(context.Background())
+	assert.Error(t, err, "Collect without readers succeeded")
 }
 
 func sorted(s []string) []string {

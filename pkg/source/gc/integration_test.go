@@ -100,21 +100,17 @@ func (f *fixture) forget(t *testing.T, p *corev1.Pod) {
 	var cur corev1.Pod
 	if err := f.source.Get(ctx, client.ObjectKeyFromObject(p), &cur); apierrors.IsNotFound(err) {
 		return
-	} else if err != nil {
-		t.Fatal(err)
+	} else {
+		require.NoError(t, err)
 	}
 	cur.Finalizers = nil
-	if err := f.source.Update(ctx, &cur); client.IgnoreNotFound(err) != nil {
-		t.Fatal(err)
-	}
-	if err := f.source.Delete(ctx, &cur); client.IgnoreNotFound(err) != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, client.IgnoreNotFound(f.source.Update(ctx, &cur)))
+	require.NoError(t, client.IgnoreNotFound(f.source.Delete(ctx, &cur)))
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := f.source.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
 		return apierrors.IsNotFound(err), nil
 	}); err != nil {
-		t.Fatalf("pod %s not gone: %v", p.Name, err)
+		require.FailNowf(t, "pod not gone", "pod %s not gone: %v", p.Name, err)
 	}
 }
 
@@ -330,7 +326,7 @@ func TestRunsInManager(t *testing.T) {
 	if err := wait.PollUntilContextTimeout(mgr.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return f.deleted(t, pc), nil
 	}); err != nil {
-		t.Fatalf("the orphan was not collected by the running collector: %v", err)
+		require.FailNowf(t, "the orphan was not collected", "the orphan was not collected by the running collector: %v", err)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
@@ -211,9 +212,7 @@ func checkAccess(t *testing.T, cfg *rest.Config, checks []access) {
 			}},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		if review.Status.Allowed != c.allowed {
-			t.Errorf("can %s %s.%s/%s %s in %q: %v, want %v (%s)", c.verb, c.resource, c.group, c.subresource, c.name, c.namespace,
-				review.Status.Allowed, c.allowed, review.Status.Reason)
-		}
+		assert.Equalf(t, c.allowed, review.Status.Allowed, "can %s %s.%s/%s %s in %q (%s)", c.verb, c.resource, c.group, c.subresource, c.name, c.namespace,
+			review.Status.Reason)
 	}
 }

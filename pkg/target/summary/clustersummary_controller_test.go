@@ -141,17 +141,16 @@ func TestClusterSummaryController(t *testing.T) {
 		counted := &writeCounter{Client: mgrClient}
 		r := &ClusterSummaryReconciler{Client: counted, devices: true}
 		for range 3 {
-			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: v1alpha1.ClusterSummaryName}}); err != nil {
-				t.Fatal(err)
-			}
+			_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: v1alpha1.ClusterSummaryName}})
+			require.NoError(t, err)
 		}
 		// A server-side apply of the same status would leave the
 		// resourceVersion alone: count the requests too.
 		if n := counted.writes.Load(); n != 0 {
-			t.Errorf("%d writes with nothing changed, want none", n)
+			assert.Failf(t, "writes with nothing changed", "%d writes with nothing changed, want none", n)
 		}
 		if after := getSummary(t, c); after.ResourceVersion != before.ResourceVersion {
-			t.Errorf("resourceVersion went from %s to %s with nothing changed; managed fields now:\n%v",
+			assert.Failf(t, "resourceVersion changed", "resourceVersion went from %s to %s with nothing changed; managed fields now:\n%v",
 				before.ResourceVersion, after.ResourceVersion, after.ManagedFields)
 		}
 	})
@@ -338,7 +337,7 @@ func waitForSummary(t *testing.T, c client.Client, want v1alpha1.ClusterSummaryS
 			if apierrors.IsNotFound(err) {
 				return "ClusterSummary not found"
 			}
-			t.Fatal(err)
+			require.NoError(t, err)
 		}
 		status := cs.Status.DeepCopy()
 		status.Conditions = nil
@@ -380,7 +379,7 @@ func waitFor(t *testing.T, what string, check func() string) {
 		require.Falsef(t, time.Now().After(deadline), "waited %v for %s: %s", convergeTimeout, what, last)
 		select {
 		case <-t.Context().Done():
-			t.Fatalf("test ended waiting for %s: %s", what, last)
+			require.FailNowf(t, "test ended", "test ended waiting for %s: %s", what, last)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
