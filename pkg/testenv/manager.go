@@ -90,7 +90,7 @@ func (m *Manager) Run() {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		assert.NoError(t, m.Manager.Start(m.ctx), "manager")
+		assert.NoError(t, m.Start(m.ctx), "manager")
 	}()
 	t.Cleanup(func() {
 		m.cancel()
