@@ -19,7 +19,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/target/access"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
@@ -79,11 +78,9 @@ func runMain(m *testing.M) int {
 		logs = os.Stderr
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(logs), zap.UseDevMode(true)))
-	mgr, err := ctrl.NewManager(envB.Config, ctrl.Options{
-		Scheme:                 Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	mgrOpts := testenv.ControllerOptions()
+	mgrOpts.Scheme = Scheme()
+	mgr, err := ctrl.NewManager(envB.Config, mgrOpts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -93,8 +90,7 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	wait := testenv.RunManagers(ctx, mgr)
 	tokensDone := make(chan struct{})
 	go func() {
 		defer close(tokensDone)
@@ -103,7 +99,7 @@ func runMain(m *testing.M) int {
 
 	code := m.Run()
 	cancel()
-	if err := <-done; err != nil {
+	if err := wait(); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 	}
 	<-tokensDone

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -25,37 +26,25 @@ func TestMain(m *testing.M) { os.Exit(StartMain(m, Options{}, &env)) }
 func TestControlPlaneServesPinnedVersion(t *testing.T) {
 	Need(t, env)
 	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	v, err := cs.Discovery().ServerVersion()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v.GitVersion != "v1.37.2" {
-		t.Errorf("server version = %q, want v1.37.2 (version ldflags missing?)", v.GitVersion)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, v.GitVersion != "v1.37.2", "server version = %q, want v1.37.2 (version ldflags missing?)", v.GitVersion)
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "testenv-"}}
 	got, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, got.Name, metav1.GetOptions{}); err != nil {
-		t.Errorf("namespace %s not found after create: %v", got.Name, err)
+		assert.Failf(t, "namespace", "namespace %s not found after create: %v", got.Name, err)
 	}
 }
 
 func TestFindBinariesNamesWhatIsMissing(t *testing.T) {
 	t.Setenv(BinDirEnv, t.TempDir())
 	_, err := FindBinaries("etcd", "no-such-binary")
-	if err == nil {
-		t.Fatal("FindBinaries succeeded in an empty folder")
-	}
+	require.Error(t, err, "FindBinaries succeeded in an empty folder")
 	for _, want := range []string{"etcd", "no-such-binary", "make build"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not mention %q", err, want)
-		}
+		assert.Truef(t, strings.Contains(err.Error(), want), "error %q does not mention %q", err, want)
 	}
 }
 

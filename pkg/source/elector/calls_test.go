@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -80,14 +81,12 @@ func TestWritesPerProxy(t *testing.T) {
 	sort.Strings(by)
 	perProxy := (writes - float64(h.writes.Load()-harness)) / n
 	t.Logf("served, harness included: %s; the elector's writes: %.1f per proxy (budget %.1f)", strings.Join(by, ", "), perProxy, writeBudget)
-	if perProxy > writeBudget {
-		t.Errorf("the elector made %.1f writes per proxy; the budget is %.1f", perProxy, writeBudget)
-	}
+	assert.Falsef(t, perProxy > writeBudget, "the elector made %.1f writes per proxy; the budget is %.1f", perProxy, writeBudget)
 	// Every pass of the batch came from an event of the proxy or of its
 	// candidates: no timer fired, no target change enqueued them.
 	for reason, v := range requeuesAfter {
 		if d := v - requeuesBefore[reason]; d > 0 {
-			t.Errorf("%v passes of %d proxies ran for %s, not for an event of theirs", d, n, reason)
+			assert.Failf(t, "passes not for an event of theirs", "%v passes of %d proxies ran for %s, not for an event of theirs", d, n, reason)
 		}
 	}
 }

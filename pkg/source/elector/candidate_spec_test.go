@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -49,32 +50,16 @@ func TestCandidateSpec(t *testing.T) {
 	}
 	got := CandidateSpec(proxy, user)
 
-	if diff := cmp.Diff([]corev1.Volume{userToken("vault")}, got.Volumes); diff != "" {
-		t.Errorf("volumes (-want,+got):\n%s", diff)
-	}
-	if len(got.InitContainers[0].VolumeMounts) != 0 || len(got.EphemeralContainers[0].VolumeMounts) != 0 {
-		t.Errorf("the injected token is still mounted: init %v, ephemeral %v", got.InitContainers[0].VolumeMounts, got.EphemeralContainers[0].VolumeMounts)
-	}
-	if diff := cmp.Diff([]corev1.VolumeMount{vault}, got.Containers[0].VolumeMounts); diff != "" {
-		t.Errorf("main mounts (-want,+got):\n%s", diff)
-	}
-	if got.PriorityClassName != "fleetlet-candidate" || got.Priority != nil || got.PreemptionPolicy != nil {
-		t.Errorf("priority = %q %v %v, want fleetlet-candidate with priority and policy unset", got.PriorityClassName, got.Priority, got.PreemptionPolicy)
-	}
-	if got.SchedulerName != "fleetlet-candidate" || got.NodeName != "" || got.SchedulingGates != nil || got.Hostname != "web-abc" {
-		t.Errorf("scheduler %q node %q gates %v hostname %q", got.SchedulerName, got.NodeName, got.SchedulingGates, got.Hostname)
-	}
-	if got.NodeSelector["topology.kubernetes.io/zone"] != "cluster-2-b" {
-		t.Errorf("the user's nodeSelector was lost: %v", got.NodeSelector)
-	}
+	assert.Empty(t, cmp.Diff([]corev1.Volume{userToken("vault")}, got.Volumes), "volumes (-want,+got)")
+	assert.Falsef(t, len(got.InitContainers[0].VolumeMounts) != 0 || len(got.EphemeralContainers[0].VolumeMounts) != 0, "the injected token is still mounted: init %v, ephemeral %v", got.InitContainers[0].VolumeMounts, got.EphemeralContainers[0].VolumeMounts)
+	assert.Empty(t, cmp.Diff([]corev1.VolumeMount{vault}, got.Containers[0].VolumeMounts), "main mounts (-want,+got)")
+	assert.Falsef(t, got.PriorityClassName != "fleetlet-candidate" || got.Priority != nil || got.PreemptionPolicy != nil, "priority = %q %v %v, want fleetlet-candidate with priority and policy unset", got.PriorityClassName, got.Priority, got.PreemptionPolicy)
+	assert.Falsef(t, got.SchedulerName != "fleetlet-candidate" || got.NodeName != "" || got.SchedulingGates != nil || got.Hostname != "web-abc", "scheduler %q node %q gates %v hostname %q", got.SchedulerName, got.NodeName, got.SchedulingGates, got.Hostname)
+	assert.Falsef(t, got.NodeSelector["topology.kubernetes.io/zone"] != "cluster-2-b", "the user's nodeSelector was lost: %v", got.NodeSelector)
 	wantTerms := []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "type", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"virtual-kubelet"}}}}}
-	if diff := cmp.Diff(wantTerms, got.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms); diff != "" {
-		t.Errorf("node affinity (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(wantTerms, got.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms), "node affinity (-want,+got)")
 	// The user's spec is not changed.
-	if len(user.Volumes) != 2 || user.Affinity != nil || user.PriorityClassName != "high" {
-		t.Error("CandidateSpec changed its input")
-	}
+	assert.False(t, len(user.Volumes) != 2 || user.Affinity != nil || user.PriorityClassName != "high", "CandidateSpec changed its input")
 }
 
 func TestCandidateSpecAddsExclusionToEveryTerm(t *testing.T) {
@@ -87,9 +72,7 @@ func TestCandidateSpecAddsExclusionToEveryTerm(t *testing.T) {
 	got := CandidateSpec(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}, user)
 	for i, term := range got.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
 		last := term.MatchExpressions[len(term.MatchExpressions)-1]
-		if last.Key != "type" || last.Operator != corev1.NodeSelectorOpNotIn {
-			t.Errorf("term %d lacks the virtual-node exclusion: %+v", i, term)
-		}
+		assert.Falsef(t, last.Key != "type" || last.Operator != corev1.NodeSelectorOpNotIn, "term %d lacks the virtual-node exclusion: %+v", i, term)
 	}
 }
 
@@ -100,24 +83,14 @@ func TestChaperon(t *testing.T) {
 		Annotations: map[string]string{"note": "x", v1alpha1.AnnotationSourceSpec: "sealed"},
 	}}
 	c := Chaperon(CandidateInput{Proxy: proxy, Spec: &corev1.PodSpec{}, SourceName: "cluster-1"})
-	if c.Name != naming.RemoteName("web-abc", "uid-1") || c.Namespace != "team" {
-		t.Errorf("chaperon %s/%s", c.Namespace, c.Name)
-	}
-	if c.Labels[v1alpha1.LabelParentUID] != "uid-1" || c.Labels[v1alpha1.LabelParentCluster] != "cluster-1" {
-		t.Errorf("parent labels = %v", c.Labels)
-	}
-	if diff := cmp.Diff(map[string]string{"app": "web", "app.kubernetes.io/name": "web"}, c.Spec.Template.Metadata.Labels); diff != "" {
-		t.Errorf("candidate labels (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff(map[string]string{"note": "x"}, c.Spec.Template.Metadata.Annotations); diff != "" {
-		t.Errorf("candidate annotations must drop fleetlet's own (-want,+got):\n%s", diff)
-	}
+	assert.Falsef(t, c.Name != naming.RemoteName("web-abc", "uid-1") || c.Namespace != "team", "chaperon %s/%s", c.Namespace, c.Name)
+	assert.Falsef(t, c.Labels[v1alpha1.LabelParentUID] != "uid-1" || c.Labels[v1alpha1.LabelParentCluster] != "cluster-1", "parent labels = %v", c.Labels)
+	assert.Empty(t, cmp.Diff(map[string]string{"app": "web", "app.kubernetes.io/name": "web"}, c.Spec.Template.Metadata.Labels), "candidate labels (-want,+got)")
+	assert.Empty(t, cmp.Diff(map[string]string{"note": "x"}, c.Spec.Template.Metadata.Annotations), "candidate annotations must drop fleetlet's own (-want,+got)")
 	self := Chaperon(CandidateInput{Proxy: proxy, Spec: &corev1.PodSpec{}, SourceName: "cluster-1", Self: true})
 	want := map[string]string{
 		"delegate.multicluster.fleetlet.io/app":                    "web",
 		"delegate.multicluster.fleetlet.io/app.kubernetes.io.name": "web",
 	}
-	if diff := cmp.Diff(want, self.Spec.Template.Metadata.Labels); diff != "" {
-		t.Errorf("self-target labels (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, self.Spec.Template.Metadata.Labels), "self-target labels (-want,+got)")
 }

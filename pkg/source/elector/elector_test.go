@@ -10,6 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
@@ -20,9 +23,7 @@ func TestElectionRecordNamesTheTarget(t *testing.T) {
 			Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue, Message: recordOf(key, "web-abc-1234abcd").Message(),
 		}}}}
 		gotKey, gotName, ok := proxy.ElectedTarget(p)
-		if !ok || gotKey != key || gotName != "web-abc-1234abcd" {
-			t.Errorf("target.Elected = %v %q %t, want %v", gotKey, gotName, ok, key)
-		}
+		assert.Falsef(t, !ok || gotKey != key || gotName != "web-abc-1234abcd", "target.Elected = %v %q %t, want %v", gotKey, gotName, ok, key)
 	}
 }
 
@@ -48,33 +49,23 @@ func TestAnswer(t *testing.T) {
 	}
 	for _, tc := range tests {
 		got, msg := answer(tc.pc)
-		if got != tc.want || msg != tc.msg {
-			t.Errorf("%s: answer = %v %q, want %v %q", tc.name, got, msg, tc.want, tc.msg)
-		}
+		assert.Falsef(t, got != tc.want || msg != tc.msg, "%s: answer = %v %q, want %v %q", tc.name, got, msg, tc.want, tc.msg)
 	}
 }
 
 func TestSetConditionKeepsTransitionTimeAndOthers(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	p := &corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: "example.com/Gate", Status: corev1.ConditionTrue}}}}
-	if !setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: "A", Message: "m"}, t0) {
-		t.Fatal("a new condition was not set")
-	}
-	if setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: "A", Message: "m"}, t0.Add(time.Hour)) {
-		t.Error("an unchanged condition counted as a change")
-	}
+	require.True(t, setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: "A", Message: "m"}, t0), "a new condition was not set")
+	assert.False(t, setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: "A", Message: "m"}, t0.Add(time.Hour)), "an unchanged condition counted as a change")
 	setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionFalse, Reason: "B", Message: "n"}, t0.Add(time.Hour))
 	c := proxy.ElectedCondition(p)
-	if !c.LastTransitionTime.Time.Equal(t0) {
-		t.Errorf("transition time moved without a status change: %v", c.LastTransitionTime)
-	}
+	assert.Truef(t, c.LastTransitionTime.Time.Equal(t0), "transition time moved without a status change: %v", c.LastTransitionTime)
 	setCondition(p, corev1.PodCondition{Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue, Reason: "Elected"}, t0.Add(2*time.Hour))
 	if c := proxy.ElectedCondition(p); !c.LastTransitionTime.Time.Equal(t0.Add(2 * time.Hour)) {
-		t.Errorf("transition time = %v after a status change", c.LastTransitionTime)
+		assert.Failf(t, "transition time", "transition time = %v after a status change", c.LastTransitionTime)
 	}
-	if len(p.Status.Conditions) != 2 || p.Status.Conditions[0].Type != "example.com/Gate" {
-		t.Errorf("another owner's condition was touched: %v", p.Status.Conditions)
-	}
+	assert.Falsef(t, len(p.Status.Conditions) != 2 || p.Status.Conditions[0].Type != "example.com/Gate", "another owner's condition was touched: %v", p.Status.Conditions)
 }
 
 // A target whose pending candidate was trimmed keeps saying what that
@@ -90,17 +81,14 @@ func TestTrimmedTargetKeepsItsAnswer(t *testing.T) {
 	r.noteTrimmed("uid-1", proxy.TargetKey{Name: "cluster-2"}, quota)
 
 	until, why, out := r.keptOut("uid-1", proxy.TargetKey{Name: "cluster-2"})
-	if !out || why != quota || !until.Equal(now.Add(10*time.Second)) {
-		t.Fatalf("keptOut = %s %q %t, want kept out until %s saying %q", until, why, out, now.Add(10*time.Second), quota)
-	}
-	if got := keptOutReason(why, 1, until); !strings.HasPrefix(got, quota+" (") || !strings.Contains(got, "kept in the 1 best target(s)") {
-		t.Errorf("keptOutReason = %q, want the quota first, then why no candidate is made", got)
-	}
+	require.Falsef(t, !out || why != quota || !until.Equal(now.Add(10*time.Second)), "keptOut = %s %q %t, want kept out until %s saying %q", until, why, out, now.Add(10*time.Second), quota)
+	got := keptOutReason(why, 1, until)
+	assert.Falsef(t, !strings.HasPrefix(got, quota+" (") || !strings.Contains(got, "kept in the 1 best target(s)"), "keptOutReason = %q, want the quota first, then why no candidate is made", got)
 	if _, _, out := r.keptOut("uid-1", proxy.TargetKey{Name: "cluster-3"}); out {
-		t.Error("a target that was not trimmed is kept out")
+		assert.Fail(t, "a target that was not trimmed is kept out")
 	}
 	clk.Step(10 * time.Second)
 	if _, _, out := r.keptOut("uid-1", proxy.TargetKey{Name: "cluster-2"}); out {
-		t.Error("kept out after the round")
+		assert.Fail(t, "kept out after the round")
 	}
 }

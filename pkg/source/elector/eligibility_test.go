@@ -7,6 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 )
 
@@ -73,23 +76,16 @@ func TestEligible(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			sel, err := ParseClusterSelector(tc.pod)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			ok, reason := Eligible(tc.pod, tc.view, sel)
-			if ok != tc.wantOK {
-				t.Fatalf("Eligible = %t (%q), want %t", ok, reason, tc.wantOK)
-			}
-			if !strings.Contains(reason, tc.wantReason) || (tc.wantReason == "" && reason != "") {
-				t.Errorf("reason = %q, want it to contain %q", reason, tc.wantReason)
-			}
+			require.Falsef(t, ok != tc.wantOK, "Eligible = %t (%q), want %t", ok, reason, tc.wantOK)
+			assert.Falsef(t, !strings.Contains(reason, tc.wantReason) || (tc.wantReason == "" && reason != ""), "reason = %q, want it to contain %q", reason, tc.wantReason)
 		})
 	}
 }
 
 func TestParseClusterSelectorRefusesGarbage(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{v1alpha1.AnnotationClusterSelector: "region in (a"}}}
-	if _, err := ParseClusterSelector(pod); err == nil || !strings.Contains(err.Error(), "not a label selector") {
-		t.Errorf("ParseClusterSelector = %v, want a clear error", err)
-	}
+	_, err := ParseClusterSelector(pod)
+	assert.Falsef(t, err == nil || !strings.Contains(err.Error(), "not a label selector"), "ParseClusterSelector = %v, want a clear error", err)
 }

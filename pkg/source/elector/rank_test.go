@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,17 +41,13 @@ func TestFreeShareAfter(t *testing.T) {
 	}
 	for _, tc := range tests {
 		got := FreeShareAfter(tc.summary, pod)
-		if fmt.Sprintf("%.3f", got) != fmt.Sprintf("%.3f", tc.want) {
-			t.Errorf("%s: FreeShareAfter = %v, want %v", tc.name, got, tc.want)
-		}
+		assert.Falsef(t, fmt.Sprintf("%.3f", got) != fmt.Sprintf("%.3f", tc.want), "%s: FreeShareAfter = %v, want %v", tc.name, got, tc.want)
 	}
 }
 
 func TestRankPrefersFreeShareThenSpreadsTies(t *testing.T) {
 	got := Rank("uid", []Offer{{Target: "small-full", FreeShare: 0.1}, {Target: "big-empty", FreeShare: 0.9}, {Target: "mid", FreeShare: 0.5}})
-	if got[0].Target != "big-empty" || got[1].Target != "mid" || got[2].Target != "small-full" {
-		t.Errorf("Rank = %v", got)
-	}
+	assert.Falsef(t, got[0].Target != "big-empty" || got[1].Target != "mid" || got[2].Target != "small-full", "Rank = %v", got)
 	// Equal offers: the winner depends on the pod, and over many pods each
 	// target wins some.
 	wins := map[string]int{}
@@ -59,16 +56,12 @@ func TestRankPrefersFreeShareThenSpreadsTies(t *testing.T) {
 		wins[r[0].Target]++
 	}
 	for _, tgt := range []string{"a", "b", "c"} {
-		if wins[tgt] < 60 {
-			t.Errorf("target %s won %d of 300 equal elections: ties do not spread (%v)", tgt, wins[tgt], wins)
-		}
+		assert.Falsef(t, wins[tgt] < 60, "target %s won %d of 300 equal elections: ties do not spread (%v)", tgt, wins[tgt], wins)
 	}
 	// Deterministic for one pod.
 	a := Rank("same", []Offer{{Target: "a", FreeShare: 0.5}, {Target: "b", FreeShare: 0.5}})
 	b := Rank("same", []Offer{{Target: "b", FreeShare: 0.5}, {Target: "a", FreeShare: 0.5}})
-	if a[0] != b[0] {
-		t.Errorf("Rank depends on input order: %v vs %v", a, b)
-	}
+	assert.Falsef(t, a[0] != b[0], "Rank depends on input order: %v vs %v", a, b)
 }
 
 // A preferred cluster (a higher score) wins over more free room; among
@@ -79,9 +72,7 @@ func TestRankPrefersScoreThenFreeShare(t *testing.T) {
 		{Target: "on-prem", Score: 80, FreeShare: 0.1},
 		{Target: "edge", Score: 80, FreeShare: 0.3},
 	})
-	if got[0].Target != "edge" || got[1].Target != "on-prem" || got[2].Target != "cloud" {
-		t.Errorf("Rank = %v, want edge, on-prem, cloud", got)
-	}
+	assert.Falsef(t, got[0].Target != "edge" || got[1].Target != "on-prem" || got[2].Target != "cloud", "Rank = %v, want edge, on-prem, cloud", got)
 }
 
 // A target short of the devices the pod asks for ranks after every other,
@@ -93,9 +84,7 @@ func TestRankPutsTargetsShortOfDevicesLast(t *testing.T) {
 		{Target: "free-gpus", Score: 0, FreeShare: 0.1},
 		{Target: "also-full", Score: 100, FreeShare: 0.5, LacksDevices: true},
 	})
-	if got[0].Target != "free-gpus" || got[1].Target != "also-full" || got[2].Target != "full-gpus" {
-		t.Errorf("Rank = %v, want free-gpus, also-full, full-gpus", got)
-	}
+	assert.Falsef(t, got[0].Target != "free-gpus" || got[1].Target != "also-full" || got[2].Target != "full-gpus", "Rank = %v, want free-gpus, also-full, full-gpus", got)
 }
 
 // A target's priority comes before the pod's preferences and room: the
@@ -112,12 +101,8 @@ func TestRankPutsPriorityBeforePreferences(t *testing.T) {
 	for _, o := range got {
 		order = append(order, o.Target)
 	}
-	if diff := cmp.Diff([]string{"on-prem-a", "on-prem-b", "cloud", "last-resort"}, order); diff != "" {
-		t.Errorf("Rank (-want,+got):\n%s", diff)
-	}
-	if !ranksAbove(Offer{Priority: 1}, Offer{Score: 100}) || ranksAbove(Offer{Score: 5}, Offer{Score: 5}) {
-		t.Error("ranksAbove does not put priority first, or ranks a target above its equal")
-	}
+	assert.Empty(t, cmp.Diff([]string{"on-prem-a", "on-prem-b", "cloud", "last-resort"}, order), "Rank (-want,+got)")
+	assert.False(t, !ranksAbove(Offer{Priority: 1}, Offer{Score: 100}) || ranksAbove(Offer{Score: 5}, Offer{Score: 5}), "ranksAbove does not put priority first, or ranks a target above its equal")
 }
 
 // The requests of elections still in flight count against their target:
@@ -131,15 +116,12 @@ func TestWithRequestedCountsInflight(t *testing.T) {
 	pod := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
 	extra := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}
 	if got, want := FreeShareAfter(withRequested(s, extra), pod), 0.4; math.Abs(got-want) > 1e-9 {
-		t.Errorf("with 3 CPUs in flight: free share %v, want %v", got, want)
+		assert.Failf(t, "with 3 CPUs in flight: free share", "with 3 CPUs in flight: free share %v, want %v", got, want)
 	}
 	if got, want := FreeShareAfter(withRequested(s, nil), pod), 0.7; math.Abs(got-want) > 1e-9 {
-		t.Errorf("with nothing in flight: free share %v, want %v", got, want)
+		assert.Failf(t, "with nothing in flight: free share", "with nothing in flight: free share %v, want %v", got, want)
 	}
-	if q := s.Requested[corev1.ResourceCPU]; q.String() != "2" {
-		t.Errorf("the summary was changed: requested %s", q.String())
-	}
-	if withRequested(nil, extra) != nil {
-		t.Error("no summary became one")
-	}
+	q := s.Requested[corev1.ResourceCPU]
+	assert.Falsef(t, q.String() != "2", "the summary was changed: requested %s", q.String())
+	assert.False(t, withRequested(nil, extra) != nil, "no summary became one")
 }

@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
 )
@@ -49,9 +51,8 @@ func TestAffected(t *testing.T) {
 		{"ready again, pending", notReady, ready, pending, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := affected(fleet.Change{Before: tc.before, After: tc.after}, tc.pod); got != tc.want {
-				t.Errorf("affected = %v, want %v", got, tc.want)
-			}
+			got := affected(fleet.Change{Before: tc.before, After: tc.after}, tc.pod)
+			assert.Falsef(t, got != tc.want, "affected = %v, want %v", got, tc.want)
 		})
 	}
 }
@@ -59,13 +60,7 @@ func TestAffected(t *testing.T) {
 // TestIsNamespaceNotFound: a create in a namespace the target lacks is told
 // from a kind it does not serve.
 func TestIsNamespaceNotFound(t *testing.T) {
-	if !isNamespaceNotFound(fmt.Errorf("creating: %w", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "shop"))) {
-		t.Error("a missing namespace not recognised")
-	}
-	if isNamespaceNotFound(apierrors.NewNotFound(schema.GroupResource{Group: "multicluster.fleetlet.io", Resource: "podchaperons"}, "")) {
-		t.Error("a kind the target does not serve taken for a missing namespace")
-	}
-	if isNamespaceNotFound(errors.New("connection refused")) {
-		t.Error("a transport error taken for a missing namespace")
-	}
+	assert.True(t, isNamespaceNotFound(fmt.Errorf("creating: %w", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "shop"))), "a missing namespace not recognised")
+	assert.False(t, isNamespaceNotFound(apierrors.NewNotFound(schema.GroupResource{Group: "multicluster.fleetlet.io", Resource: "podchaperons"}, "")), "a kind the target does not serve taken for a missing namespace")
+	assert.False(t, isNamespaceNotFound(errors.New("connection refused")), "a transport error taken for a missing namespace")
 }

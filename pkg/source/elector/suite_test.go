@@ -22,8 +22,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
@@ -31,6 +29,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/elector"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet/fleettest"
 	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
@@ -50,12 +49,6 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.StartMainWithCRDs(m, &sourceEnv, &targetEnv))
 }
 
-type noNodes struct{}
-
-func (noNodes) Upsert(context.Context, vnode.TargetState)     {}
-func (noNodes) Remove(context.Context, proxy.TargetKey) error { return nil }
-func (noNodes) Release(proxy.TargetKey)                       {}
-
 // harness is the source side of a manager with the proxy reconciler only,
 // and administrator clients of both control planes.
 type harness struct {
@@ -72,22 +65,10 @@ func start(t *testing.T, opts elector.Options) (*harness, proxy.TargetKey, proxy
 	t.Helper()
 	testenv.Need(t, sourceEnv)
 	scheme := testenv.Scheme()
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	logger, quiet := testenv.Logger(t, 2)
-	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
-		Scheme:     scheme,
-		Logger:     logger,
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Client:     client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-	})
-	require.NoError(t, err)
+	mgr := testenv.NewManager(t, sourceEnv.Config, testenv.ManagerOptions{Verbosity: 2, UncachedSecrets: true})
+	ctx := mgr.Context()
 	require.NoError(t, indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.All...))
-	reg, err := fleet.New(fleet.Options{
-		SourceName: sourceName, ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 2 * time.Second,
-		ProbeBackoffInitial: 100 * time.Millisecond, HeartbeatDuration: 5 * time.Second,
-	}, noNodes{})
+	reg, err := fleet.New(fleettest.Options(sourceName), fleettest.NoNodes{})
 	require.NoError(t, err)
 	require.NoError(t, reg.SetupWithManager(ctx, mgr))
 	opts.SourceName = sourceName
@@ -98,17 +79,7 @@ func start(t *testing.T, opts elector.Options) (*harness, proxy.TargetKey, proxy
 	proxies, err := elector.New(opts)
 	require.NoError(t, err)
 	require.NoError(t, proxies.SetupWithManager(ctx, mgr))
-	go func() {
-		defer close(stopped)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-stopped
-	})
-	t.Cleanup(quiet)
+	mgr.Run()
 	h := &harness{writes: &atomic.Int64{}}
 	h.source, err = client.New(counted(sourceEnv.Config, h.writes), client.Options{Scheme: scheme})
 	require.NoError(t, err)
@@ -121,7 +92,7 @@ func start(t *testing.T, opts elector.Options) (*harness, proxy.TargetKey, proxy
 		}
 	}
 	h.ns = h.namespace(t)
-	require.True(t, mgr.GetCache().WaitForCacheSync(ctx))
+	mgr.WaitForCacheSync()
 	return h, h.connect(t, "remote", targetEnv.Config), h.connect(t, "local", sourceEnv.Config)
 }
 

@@ -11,6 +11,9 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
 )
@@ -29,20 +32,17 @@ func usagePod(uid, node, cpu string, phase corev1.PodPhase) *corev1.Pod {
 func TestNodeUsage(t *testing.T) {
 	u := newNodeUsage()
 	if _, _, ok := u.of("n1"); ok {
-		t.Fatal("usage read before the informer synced")
+		require.FailNow(t, "usage read before the informer synced")
 	}
 	u.synced = func() bool { return true }
 	h := u.handler()
 	expect := func(node, cpu string, pods int64) {
 		t.Helper()
 		got, n, ok := u.of(node)
-		if !ok || n != pods {
-			t.Fatalf("%s: %d pods (ok %v), want %d", node, n, ok, pods)
-		}
+		require.Falsef(t, !ok || n != pods, "%s: %d pods (ok %v), want %d", node, n, ok, pods)
 		want := rl("cpu", cpu)["cpu"]
-		if q := got["cpu"]; q.Cmp(want) != 0 {
-			t.Fatalf("%s: cpu %s, want %s", node, q.String(), cpu)
-		}
+		q := got["cpu"]
+		require.Falsef(t, q.Cmp(want) != 0, "%s: cpu %s, want %s", node, q.String(), cpu)
 	}
 	a := usagePod("a", "", "100m", corev1.PodPending)
 	h.OnAdd(a, false)
@@ -63,9 +63,7 @@ func TestNodeUsage(t *testing.T) {
 	expect("n1", "0", 0)
 	h.OnDelete(usagePod("c", "n2", "1", corev1.PodRunning))
 	expect("n2", "0", 0)
-	if len(u.pods) != 0 || len(u.nodes) != 0 {
-		t.Errorf("kept %d pods and %d nodes after every pod went", len(u.pods), len(u.nodes))
-	}
+	assert.Falsef(t, len(u.pods) != 0 || len(u.nodes) != 0, "kept %d pods and %d nodes after every pod went", len(u.pods), len(u.nodes))
 }
 
 func TestFitsNode(t *testing.T) {
@@ -85,9 +83,8 @@ func TestFitsNode(t *testing.T) {
 		{"pods asked for are slots, not a resource", nil, 0, rl("pods", "1"), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := fitsNode(alloc, tc.used, tc.active, tc.requests); got != tc.want {
-				t.Errorf("fitsNode = %v, want %v", got, tc.want)
-			}
+			got := fitsNode(alloc, tc.used, tc.active, tc.requests)
+			assert.Falsef(t, got != tc.want, "fitsNode = %v, want %v", got, tc.want)
 		})
 	}
 }
@@ -112,21 +109,18 @@ func TestUngatedProxiesTakeRoom(t *testing.T) {
 	gated, ungated, bound := proxyPod("p", true, ""), proxyPod("p", false, ""), proxyPod("p", false, "n1")
 	h.OnAdd(gated, false)
 	if _, n, _ := u.of("n1"); n != 0 {
-		t.Fatalf("a gated proxy takes room: %d pods", n)
+		require.FailNowf(t, "a gated proxy takes room", "a gated proxy takes room: %d pods", n)
 	}
 	h.OnUpdate(gated, ungated)
 	used, n, _ := u.of("n1")
-	if q := used[corev1.ResourceCPU]; n != 1 || q.Cmp(rl("cpu", "600m")["cpu"]) != 0 {
-		t.Fatalf("an ungated proxy not bound yet: %d pods, cpu %s; want 1, 600m", n, q.String())
-	}
+	q := used[corev1.ResourceCPU]
+	require.Falsef(t, n != 1 || q.Cmp(rl("cpu", "600m")["cpu"]) != 0, "an ungated proxy not bound yet: %d pods, cpu %s; want 1, 600m", n, q.String())
 	// The node counts a second proxy Q (1 CPU free with it), not yet this
 	// one: Q must not be ungated on room this one binds into.
-	if fitsNode(rl("cpu", "1", "pods", "10"), used, n, rl("cpu", "600m")) {
-		t.Error("a second proxy fits on room an ungated one takes")
-	}
+	assert.False(t, fitsNode(rl("cpu", "1", "pods", "10"), used, n, rl("cpu", "600m")), "a second proxy fits on room an ungated one takes")
 	h.OnUpdate(ungated, bound)
 	if _, n, _ := u.of("n1"); n != 1 {
-		t.Fatalf("bound: %d pods, want it counted once", n)
+		require.FailNowf(t, "bound", "bound: %d pods, want it counted once", n)
 	}
 }
 
@@ -159,10 +153,10 @@ func TestHeadedProxiesThatFit(t *testing.T) {
 		return out
 	}
 	if got := names(); strings.Join(got, ",") != "big,small" {
-		t.Fatalf("usage not counted yet: %v, want both", got)
+		require.FailNowf(t, "usage not counted yet", "usage not counted yet: %v, want both", got)
 	}
 	r.usage.synced = func() bool { return true }
 	if got := names(); strings.Join(got, ",") != "small" {
-		t.Fatalf("1 CPU allocatable: %v, want only the proxy that fits", got)
+		require.FailNowf(t, "1 CPU allocatable", "1 CPU allocatable: %v, want only the proxy that fits", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -17,18 +18,13 @@ func TestEventLimiterBurstThenDrops(t *testing.T) {
 			allowed++
 		}
 	}
-	if allowed != EventBurst {
-		t.Errorf("a burst of %d Events let %d through, want %d", 3*EventBurst, allowed, EventBurst)
-	}
+	assert.Falsef(t, allowed != EventBurst, "a burst of %d Events let %d through, want %d", 3*EventBurst, allowed, EventBurst)
 	// Another proxy has its own budget.
-	if !l.allow("b", now) {
-		t.Error("proxy b was limited by proxy a's Events")
-	}
+	assert.True(t, l.allow("b", now), "proxy b was limited by proxy a's Events")
 	// Idle limiters are forgotten.
 	l.allow("c", now.Add(2*limiterIdle))
-	if _, ok := l.limiters["a"]; ok {
-		t.Error("an idle limiter was kept")
-	}
+	_, ok := l.limiters["a"]
+	assert.False(t, ok, "an idle limiter was kept")
 }
 
 func TestEventTime(t *testing.T) {
@@ -44,8 +40,7 @@ func TestEventTime(t *testing.T) {
 		{"creation when nothing else", corev1.Event{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(t0)}}, t0},
 	}
 	for _, tc := range tests {
-		if got := eventTime(&tc.e); !got.Equal(tc.want) {
-			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
-		}
+		got := eventTime(&tc.e)
+		assert.Truef(t, got.Equal(tc.want), "%s: %s, want %s", tc.name, got, tc.want)
 	}
 }

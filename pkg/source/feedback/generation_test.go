@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	proxypod "github.com/fleetlet/fleetlet/pkg/proxy"
 )
@@ -63,9 +65,8 @@ func TestActedOn(t *testing.T) {
 			if tc.noPod {
 				pod = nil
 			}
-			if got := actedOn(proxy, pc, pod, false); got != tc.want {
-				t.Errorf("actedOn = %d, want %d", got, tc.want)
-			}
+			got := actedOn(proxy, pc, pod, false)
+			assert.Falsef(t, got != tc.want, "actedOn = %d, want %d", got, tc.want)
 		})
 	}
 }
@@ -87,17 +88,12 @@ func TestSetObservedGeneration(t *testing.T) {
 
 	st := status()
 	setObservedGeneration(&st, delegate, 5)
-	if st.ObservedGeneration != 5 {
-		t.Errorf("observedGeneration = %d, want 5", st.ObservedGeneration)
-	}
-	if got := []int64{st.Conditions[0].ObservedGeneration, st.Conditions[1].ObservedGeneration, st.Conditions[2].ObservedGeneration}; got[0] != 1 || got[1] != 5 || got[2] != 0 {
-		t.Errorf("conditions' observedGeneration (Elected, Ready, ContainersReady) = %v, want [1 5 0]: only the kubelet's, where the delegate's kubelet tracks them", got)
-	}
+	assert.Falsef(t, st.ObservedGeneration != 5, "observedGeneration = %d, want 5", st.ObservedGeneration)
+	got := []int64{st.Conditions[0].ObservedGeneration, st.Conditions[1].ObservedGeneration, st.Conditions[2].ObservedGeneration}
+	assert.Falsef(t, got[0] != 1 || got[1] != 5 || got[2] != 0, "conditions' observedGeneration (Elected, Ready, ContainersReady) = %v, want [1 5 0]: only the kubelet's, where the delegate's kubelet tracks them", got)
 	for _, gen := range []int64{0, 2} {
 		st := status()
 		setObservedGeneration(&st, delegate, gen)
-		if st.ObservedGeneration != 3 || st.Conditions[1].ObservedGeneration != 3 {
-			t.Errorf("gen %d moved observedGeneration to %d (Ready %d): never lowered, 0 changes nothing", gen, st.ObservedGeneration, st.Conditions[1].ObservedGeneration)
-		}
+		assert.Falsef(t, st.ObservedGeneration != 3 || st.Conditions[1].ObservedGeneration != 3, "gen %d moved observedGeneration to %d (Ready %d): never lowered, 0 changes nothing", gen, st.ObservedGeneration, st.Conditions[1].ObservedGeneration)
 	}
 }

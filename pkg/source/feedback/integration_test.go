@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,9 +61,7 @@ func (h *harness) proxy(t *testing.T, ns, name string, restart corev1.RestartPol
 			ReadinessGates:                []corev1.PodReadinessGate{{ConditionType: conditionGate}},
 		},
 	}
-	if err := h.source.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.source.Create(context.Background(), p))
 	return p
 }
 
@@ -82,9 +81,7 @@ func (h *harness) remote(t *testing.T, p *corev1.Pod, noPod bool) (*v1alpha1.Pod
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: naming.RemoteName(p.Name, p.UID), Labels: labels, Annotations: annotations},
 		Spec:       v1alpha1.PodChaperonSpec{Template: v1alpha1.PodChaperonTemplate{Spec: *spec}},
 	}
-	if err := h.target.Create(ctx, pc); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.target.Create(ctx, pc))
 	if noPod {
 		return pc, nil
 	}
@@ -98,9 +95,7 @@ func (h *harness) remote(t *testing.T, p *corev1.Pod, noPod bool) (*v1alpha1.Pod
 		},
 		Spec: *spec,
 	}
-	if err := h.target.Create(ctx, d); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.target.Create(ctx, d))
 	return pc, d
 }
 
@@ -111,9 +106,7 @@ func (h *harness) remote(t *testing.T, p *corev1.Pod, noPod bool) (*v1alpha1.Pod
 func (h *harness) elect(t *testing.T, p *corev1.Pod, key proxypod.TargetKey, pc *v1alpha1.PodChaperon) {
 	t.Helper()
 	ctx := context.Background()
-	if err := h.source.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.source.Get(ctx, client.ObjectKeyFromObject(p), p))
 	now := metav1.Now()
 	p.Status.Conditions = append(p.Status.Conditions,
 		corev1.PodCondition{Type: conditionGate, Status: corev1.ConditionTrue, Reason: "Checked", LastTransitionTime: now},
@@ -121,19 +114,13 @@ func (h *harness) elect(t *testing.T, p *corev1.Pod, key proxypod.TargetKey, pc 
 			Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue, Reason: "Elected", LastTransitionTime: now,
 			Message: fmt.Sprintf("target=%s chaperon=%s", key, pc.Name),
 		})
-	if err := h.source.Status().Update(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.source.Status().Update(ctx, p))
 	binding := &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: nodeName(key)},
 	}
-	if err := h.source.SubResource("binding").Create(ctx, p, binding); err != nil {
-		t.Fatalf("binding %s: %v", p.Name, err)
-	}
-	if err := h.source.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-		t.Fatal(err)
-	}
+	require.NoErrorf(t, h.source.SubResource("binding").Create(ctx, p, binding), "binding %s", p.Name)
+	require.NoError(t, h.source.Get(ctx, client.ObjectKeyFromObject(p), p))
 }
 
 func nodeName(key proxypod.TargetKey) string {
@@ -146,18 +133,12 @@ func (h *harness) virtualNode(t *testing.T, key proxypod.TargetKey) {
 	t.Helper()
 	ctx := context.Background()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName(key), Labels: map[string]string{"type": "virtual-kubelet"}}}
-	if err := h.source.Create(ctx, n); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.source.Create(ctx, n))
 	t.Cleanup(func() {
-		if err := h.source.Delete(context.Background(), n); client.IgnoreNotFound(err) != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, client.IgnoreNotFound(h.source.Delete(context.Background(), n)))
 	})
 	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n.Name}, {Type: corev1.NodeInternalIP, Address: virtualNodeIP}}
-	if err := h.source.Status().Update(ctx, n); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.source.Status().Update(ctx, n))
 }
 
 // running is a delegate's status once both containers run and are ready.
@@ -211,13 +192,9 @@ func succeeded(from corev1.PodStatus, finished metav1.Time) corev1.PodStatus {
 func (h *harness) delegateStatus(t *testing.T, pc *v1alpha1.PodChaperon, d *corev1.Pod, st corev1.PodStatus) {
 	t.Helper()
 	ctx := context.Background()
-	if err := h.target.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.target.Get(ctx, client.ObjectKeyFromObject(d), d))
 	d.Status = st
-	if err := h.target.Status().Update(ctx, d); err != nil {
-		t.Fatalf("writing the delegate's status: %v", err)
-	}
+	require.NoError(t, h.target.Status().Update(ctx, d), "writing the delegate's status")
 	h.chaperonStatus(t, pc, func(pc *v1alpha1.PodChaperon) {
 		pc.Status.PodStatus = *d.Status.DeepCopy()
 		meta.SetStatusCondition(&pc.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionPodCreated, Status: metav1.ConditionTrue, Reason: "PodCreated"})
@@ -239,18 +216,14 @@ func (h *harness) chaperonStatus(t *testing.T, pc *v1alpha1.PodChaperon, change 
 		change(pc)
 		return h.target.Status().Update(ctx, pc)
 	})
-	if err != nil {
-		t.Fatalf("writing the chaperon's status: %v", err)
-	}
+	require.NoError(t, err, "writing the chaperon's status")
 }
 
 // deleteDelegate deletes the delegate in the target, with the record the
 // chaperon controller writes when its pod was deleted.
 func (h *harness) deleteDelegate(t *testing.T, pc *v1alpha1.PodChaperon, d *corev1.Pod) {
 	t.Helper()
-	if err := h.target.Delete(context.Background(), d, client.GracePeriodSeconds(0)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.target.Delete(context.Background(), d, client.GracePeriodSeconds(0)))
 	h.chaperonStatus(t, pc, func(pc *v1alpha1.PodChaperon) {
 		meta.SetStatusCondition(&pc.Status.Conditions, metav1.Condition{
 			Type: v1alpha1.ConditionPodCreated, Status: metav1.ConditionFalse, Reason: chaperon.ReasonPodDeleted,
@@ -266,9 +239,7 @@ func get(t *testing.T, c client.Client, o client.Object) bool {
 	if apierrors.IsNotFound(err) {
 		return false
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return true
 }
 
@@ -294,9 +265,7 @@ func (h *harness) waitForegroundDeleted(t *testing.T, pc *v1alpha1.PodChaperon) 
 		}
 		return cur.DeletionTimestamp != nil
 	}, func() string { return fmt.Sprintf("chaperon: %+v", cur.ObjectMeta) })
-	if !slices.Contains(cur.Finalizers, metav1.FinalizerDeleteDependents) {
-		t.Fatalf("chaperon finalizers %v: want %s, the mark of a Foreground deletion", cur.Finalizers, metav1.FinalizerDeleteDependents)
-	}
+	require.Truef(t, slices.Contains(cur.Finalizers, metav1.FinalizerDeleteDependents), "chaperon finalizers %v: want %s, the mark of a Foreground deletion", cur.Finalizers, metav1.FinalizerDeleteDependents)
 }
 
 // finishForeground plays the target's garbage collector: the chaperon's
@@ -309,14 +278,10 @@ func (h *harness) finishForeground(t *testing.T, pc *v1alpha1.PodChaperon) {
 	if !get(t, h.target, pc.DeepCopy()) {
 		return
 	}
-	if err := h.target.Get(ctx, client.ObjectKeyFromObject(pc), &cur); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.target.Get(ctx, client.ObjectKeyFromObject(pc), &cur))
 	patch := client.MergeFrom(cur.DeepCopy())
 	cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == metav1.FinalizerDeleteDependents })
-	if err := h.target.Patch(ctx, &cur, patch); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.target.Patch(ctx, &cur, patch))
 	testenv.EventuallyTrue(t, waitTimeout, "the chaperon to be gone", func(context.Context) bool { return !get(t, h.target, pc.DeepCopy()) })
 }
 
@@ -325,12 +290,8 @@ func (h *harness) finishForeground(t *testing.T, pc *v1alpha1.PodChaperon) {
 func (h *harness) finalizeNow(t *testing.T, p *corev1.Pod) {
 	t.Helper()
 	res, err := h.proxies.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
-	if err != nil {
-		t.Fatalf("finalize: %v", err)
-	}
-	if res.RequeueAfter <= 0 {
-		t.Errorf("finalize returned %+v: a proxy whose chaperon is not confirmed gone must be looked at again", res)
-	}
+	require.NoError(t, err, "finalize")
+	assert.Falsef(t, res.RequeueAfter <= 0, "finalize returned %+v: a proxy whose chaperon is not confirmed gone must be looked at again", res)
 }
 
 // TestFinalize covers step 7 from the source: deleting a proxy deletes its
@@ -350,85 +311,59 @@ func TestFinalize(t *testing.T) {
 		other := h.namespace(t, "finalize-other-")
 		foreign := pc.DeepCopy()
 		foreign.ObjectMeta = metav1.ObjectMeta{Namespace: other, Name: pc.Name, Labels: pc.Labels, Annotations: pc.Annotations}
-		if err := h.target.Create(ctx, foreign); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, h.target.Create(ctx, foreign))
 
-		if err := h.source.Delete(ctx, p); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, h.source.Delete(ctx, p))
 		h.waitForegroundDeleted(t, pc)
 
 		// While the chaperon exists, the proxy stays Terminating with
 		// every finalizer.
 		h.waitCached(t, p, "the proxy deleted", func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
 		h.finalizeNow(t, p)
-		if !get(t, h.source, p) {
-			t.Fatal("the proxy is gone while its chaperon still exists")
-		}
-		if want := []string{finalizerFirst, v1alpha1.FinalizerDelegate, finalizerKeep}; !slices.Equal(p.Finalizers, want) {
-			t.Errorf("finalizers while the chaperon exists = %v, want %v", p.Finalizers, want)
-		}
+		require.True(t, get(t, h.source, p), "the proxy is gone while its chaperon still exists")
+		assert.Equal(t, []string{finalizerFirst, v1alpha1.FinalizerDelegate, finalizerKeep}, p.Finalizers, "finalizers while the chaperon exists")
 
 		h.finishForeground(t, pc)
 		var cur corev1.Pod
 		testenv.EventuallyTrue(t, waitTimeout, "our finalizer to go", func(ctx context.Context) bool {
 			return h.source.Get(ctx, client.ObjectKeyFromObject(p), &cur) == nil && !slices.Contains(cur.Finalizers, v1alpha1.FinalizerDelegate)
 		}, func() string { return fmt.Sprintf("finalizers %v", cur.Finalizers) })
-		if want := []string{finalizerFirst, finalizerKeep}; !slices.Equal(cur.Finalizers, want) {
-			t.Errorf("finalizers after = %v, want %v (only ours removed, order kept)", cur.Finalizers, want)
-		}
-		if cur.DeletionTimestamp == nil {
-			t.Error("the proxy lost its deletion timestamp")
-		}
+		assert.Equal(t, []string{finalizerFirst, finalizerKeep}, cur.Finalizers, "finalizers after (only ours removed, order kept)")
+		assert.False(t, cur.DeletionTimestamp == nil, "the proxy lost its deletion timestamp")
 		var untouched v1alpha1.PodChaperon
-		if err := h.target.Get(ctx, client.ObjectKeyFromObject(foreign), &untouched); err != nil || untouched.DeletionTimestamp != nil {
-			t.Errorf("the chaperon in another namespace was touched: %v, %+v", err, untouched.ObjectMeta)
-		}
+		err := h.target.Get(ctx, client.ObjectKeyFromObject(foreign), &untouched)
+		assert.Falsef(t, err != nil || untouched.DeletionTimestamp != nil, "the chaperon in another namespace was touched: %v, %+v", err, untouched.ObjectMeta)
 	})
 
 	t.Run("an unreachable target keeps the proxy Terminating until it answers", func(t *testing.T) {
 		ns := h.namespace(t, "finalize-down-")
 		key := h.connect(t, ns, "down", unreachable, metav1.ConditionFalse, v1alpha1.ReasonUnreachable)
-		if _, ok := h.registry.Get(key); !ok {
-			t.Fatal("the registry holds no cluster for the unreachable target")
-		}
+		_, ok := h.registry.Get(key)
+		require.True(t, ok, "the registry holds no cluster for the unreachable target")
 		p := h.proxy(t, ns, "db-0", corev1.RestartPolicyAlways, v1alpha1.FinalizerDelegate, finalizerKeep)
 		// The chaperon exists in the cluster the Target stands for; the
 		// Target just cannot reach it.
 		pc, _ := h.remote(t, p, true)
 
-		if err := h.source.Delete(ctx, p); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, h.source.Delete(ctx, p))
 		h.waitCached(t, p, "the proxy deleted", func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
 		h.finalizeNow(t, p)
-		if !get(t, h.source, p) {
-			t.Fatal("the proxy is gone although its target cannot confirm its delegate gone")
-		}
-		if want := []string{v1alpha1.FinalizerDelegate, finalizerKeep}; !slices.Equal(p.Finalizers, want) {
-			t.Errorf("finalizers with the target unreachable = %v, want %v", p.Finalizers, want)
-		}
-		if !get(t, h.target, pc) || pc.DeletionTimestamp != nil {
-			t.Fatalf("the chaperon changed although nothing could reach it: %+v", pc.ObjectMeta)
-		}
+		require.True(t, get(t, h.source, p), "the proxy is gone although its target cannot confirm its delegate gone")
+		assert.Equal(t, []string{v1alpha1.FinalizerDelegate, finalizerKeep}, p.Finalizers, "finalizers with the target unreachable")
+		require.Falsef(t, !get(t, h.target, pc) || pc.DeletionTimestamp != nil, "the chaperon changed although nothing could reach it: %+v", pc.ObjectMeta)
 
 		// The target answers again: the chaperon goes Foreground, then
 		// our finalizer.
 		h.putSecret(t, ns, "down-kubeconfig", testenv.Kubeconfig(t, targetEnv.Config, ns, ""))
 		h.waitTarget(t, ns, "down", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 		h.waitForegroundDeleted(t, pc)
-		if !get(t, h.source, p) || !slices.Contains(p.Finalizers, v1alpha1.FinalizerDelegate) {
-			t.Fatalf("the proxy lost our finalizer before its chaperon was gone: %v", p.Finalizers)
-		}
+		require.Falsef(t, !get(t, h.source, p) || !slices.Contains(p.Finalizers, v1alpha1.FinalizerDelegate), "the proxy lost our finalizer before its chaperon was gone: %v", p.Finalizers)
 		h.finishForeground(t, pc)
 		var cur corev1.Pod
 		testenv.EventuallyTrue(t, waitTimeout, "our finalizer to go", func(ctx context.Context) bool {
 			return h.source.Get(ctx, client.ObjectKeyFromObject(p), &cur) == nil && !slices.Contains(cur.Finalizers, v1alpha1.FinalizerDelegate)
 		})
-		if want := []string{finalizerKeep}; !slices.Equal(cur.Finalizers, want) {
-			t.Errorf("finalizers after = %v, want %v", cur.Finalizers, want)
-		}
+		assert.Equal(t, []string{finalizerKeep}, cur.Finalizers, "finalizers after")
 	})
 }
 
@@ -489,49 +424,33 @@ func TestFeedback(t *testing.T) {
 		pc, d := h.remote(t, p, false)
 		h.elect(t, p, key, pc)
 		bound := p.DeepCopy() // the conditions the source wrote: gate, Elected, PodScheduled
-		if condition(bound, corev1.PodScheduled) == nil {
-			t.Fatalf("binding wrote no PodScheduled condition: %+v", bound.Status.Conditions)
-		}
+		require.Falsef(t, condition(bound, corev1.PodScheduled) == nil, "binding wrote no PodScheduled condition: %+v", bound.Status.Conditions)
 
 		started := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
 		h.delegateStatus(t, pc, d, running(started))
 		h.waitProxy(t, p, "Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 
-		if p.Status.PodIP != delegateIP || !slices.Equal(p.Status.PodIPs, []corev1.PodIP{{IP: delegateIP}}) {
-			t.Errorf("podIP %q podIPs %v, want the delegate's %s", p.Status.PodIP, p.Status.PodIPs, delegateIP)
-		}
-		if p.Status.HostIP != virtualNodeIP || !slices.Equal(p.Status.HostIPs, []corev1.HostIP{{IP: virtualNodeIP}}) {
-			t.Errorf("hostIP %q hostIPs %v, want the virtual node's InternalIP %s", p.Status.HostIP, p.Status.HostIPs, virtualNodeIP)
-		}
-		if p.Status.StartTime == nil || !p.Status.StartTime.Equal(&started) {
-			t.Errorf("startTime %v, want %v", p.Status.StartTime, started)
-		}
+		assert.Falsef(t, p.Status.PodIP != delegateIP || !slices.Equal(p.Status.PodIPs, []corev1.PodIP{{IP: delegateIP}}), "podIP %q podIPs %v, want the delegate's %s", p.Status.PodIP, p.Status.PodIPs, delegateIP)
+		assert.Falsef(t, p.Status.HostIP != virtualNodeIP || !slices.Equal(p.Status.HostIPs, []corev1.HostIP{{IP: virtualNodeIP}}), "hostIP %q hostIPs %v, want the virtual node's InternalIP %s", p.Status.HostIP, p.Status.HostIPs, virtualNodeIP)
+		assert.Falsef(t, p.Status.StartTime == nil || !p.Status.StartTime.Equal(&started), "startTime %v, want %v", p.Status.StartTime, started)
 		var names []string
 		for _, c := range p.Status.ContainerStatuses {
 			names = append(names, c.Name)
-			if !c.Ready || c.State.Running == nil || c.ContainerID != "containerd://"+c.Name+"-1" {
-				t.Errorf("container status %+v, want the delegate's: ready, running", c)
-			}
+			assert.Falsef(t, !c.Ready || c.State.Running == nil || c.ContainerID != "containerd://"+c.Name+"-1", "container status %+v, want the delegate's: ready, running", c)
 		}
-		if !slices.Equal(names, []string{"app", "helper"}) {
-			t.Errorf("container statuses for %v, want app, helper", names)
-		}
+		assert.Truef(t, slices.Equal(names, []string{"app", "helper"}), "container statuses for %v, want app, helper", names)
 		if c := condition(p, corev1.PodReady); c == nil || c.Status != corev1.ConditionTrue {
-			t.Errorf("Ready condition %+v, want True from the delegate", c)
+			assert.Failf(t, "the proxy is not Ready", "Ready condition %+v, want True from the delegate", c)
 		}
 		// Conditions are merged: the source's own (the readiness gate's,
 		// Elected, PodScheduled) stay as they were, in their order.
-		if diff := cmp.Diff(nonKubelet(bound.Status.Conditions), nonKubelet(p.Status.Conditions)); diff != "" {
-			t.Errorf("conditions not owned by a kubelet changed (-before,+after):\n%s", diff)
-		}
+		assert.Empty(t, cmp.Diff(nonKubelet(bound.Status.Conditions), nonKubelet(p.Status.Conditions)), "conditions not owned by a kubelet changed (-before,+after)")
 
 		// The delegate finishes.
 		h.delegateStatus(t, pc, d, succeeded(d.Status, metav1.NewTime(time.Now().Truncate(time.Second))))
 		h.waitProxy(t, p, "Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
 		for _, c := range p.Status.ContainerStatuses {
-			if c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 {
-				t.Errorf("container status %+v, want terminated with exit code 0", c)
-			}
+			assert.Falsef(t, c.State.Terminated == nil || c.State.Terminated.ExitCode != 0, "container status %+v, want terminated with exit code 0", c)
 		}
 		final := p.Status.DeepCopy()
 
@@ -539,9 +458,7 @@ func TestFeedback(t *testing.T) {
 		// proxy keeps its final status and is not deleted.
 		h.deleteDelegate(t, pc, d)
 		cl, ok := h.registry.Get(key)
-		if !ok {
-			t.Fatal("no cluster for the target")
-		}
+		require.True(t, ok, "no cluster for the target")
 		testenv.EventuallyTrue(t, waitTimeout, "the registry's cache to see the delegate gone", func(ctx context.Context) bool {
 			var pod corev1.Pod
 			var cur v1alpha1.PodChaperon
@@ -550,15 +467,10 @@ func TestFeedback(t *testing.T) {
 				meta.IsStatusConditionFalse(cur.Status.Conditions, v1alpha1.ConditionPodCreated)
 		})
 		h.waitCached(t, p, "the proxy Succeeded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
-		if _, err := h.feedback.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
-			t.Fatalf("feedback: %v", err)
-		}
-		if !get(t, h.source, p) || p.DeletionTimestamp != nil {
-			t.Fatalf("the finished proxy was deleted with its delegate: %+v", p.ObjectMeta)
-		}
-		if diff := cmp.Diff(final, &p.Status); diff != "" {
-			t.Errorf("the finished proxy's status changed (-final,+now):\n%s", diff)
-		}
+		_, err := h.feedback.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		require.NoError(t, err, "feedback")
+		require.Falsef(t, !get(t, h.source, p) || p.DeletionTimestamp != nil, "the finished proxy was deleted with its delegate: %+v", p.ObjectMeta)
+		assert.Empty(t, cmp.Diff(final, &p.Status), "the finished proxy's status changed (-final,+now)")
 	})
 
 	// Deleting a running delegate or its chaperon in the target deletes the
@@ -584,30 +496,20 @@ func TestFeedback(t *testing.T) {
 				// the API server decides "bound" on its watch cache, which
 				// may not have the binding yet: the pod would go at once).
 				patch := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/metadata/finalizers","value":["example.com/hold"]}]`))
-				if err := h.target.Patch(ctx, d, patch); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, h.target.Patch(ctx, d, patch))
 				t.Cleanup(func() {
 					release := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`))
-					if err := h.target.Patch(context.Background(), d, release); err != nil && !apierrors.IsNotFound(err) {
-						t.Errorf("releasing the delegate: %v", err)
-					}
+					assert.NoError(t, client.IgnoreNotFound(h.target.Patch(context.Background(), d, release)), "releasing the delegate")
 				})
-				if err := h.target.Delete(ctx, d); err != nil {
-					t.Fatal(err)
-				}
-				if !get(t, h.target, d) || d.DeletionTimestamp == nil {
-					t.Fatalf("the delegate is not Terminating: %+v", d.ObjectMeta)
-				}
+				require.NoError(t, h.target.Delete(ctx, d))
+				require.Falsef(t, !get(t, h.target, d) || d.DeletionTimestamp == nil, "the delegate is not Terminating: %+v", d.ObjectMeta)
 			},
 			chaperonLeft: true,
 		},
 		{
 			name: "the chaperon is deleted",
 			delete: func(t *testing.T, pc *v1alpha1.PodChaperon, _ *corev1.Pod) {
-				if err := h.target.Delete(ctx, pc); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, h.target.Delete(ctx, pc))
 			},
 		},
 	} {
@@ -625,12 +527,8 @@ func TestFeedback(t *testing.T) {
 
 			if tc.chaperonLeft {
 				h.waitForegroundDeleted(t, pc)
-				if !get(t, h.source, p) || !slices.Contains(p.Finalizers, v1alpha1.FinalizerDelegate) {
-					t.Fatalf("the proxy went before its chaperon: %+v", p.ObjectMeta)
-				}
-				if p.Status.Phase != corev1.PodRunning || p.Status.PodIP != delegateIP {
-					t.Errorf("phase %s podIP %q: a proxy deleted with its delegate keeps its last status", p.Status.Phase, p.Status.PodIP)
-				}
+				require.Falsef(t, !get(t, h.source, p) || !slices.Contains(p.Finalizers, v1alpha1.FinalizerDelegate), "the proxy went before its chaperon: %+v", p.ObjectMeta)
+				assert.Falsef(t, p.Status.Phase != corev1.PodRunning || p.Status.PodIP != delegateIP, "phase %s podIP %q: a proxy deleted with its delegate keeps its last status", p.Status.Phase, p.Status.PodIP)
 				h.finishForeground(t, pc)
 			}
 			if get(t, h.target, d.DeepCopy()) {
@@ -641,12 +539,8 @@ func TestFeedback(t *testing.T) {
 				assert.Never(t, func() bool { return !get(t, h.source, p.DeepCopy()) }, 2*time.Second, 100*time.Millisecond,
 					"the proxy went while its delegate's pod was still in the target")
 				release := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
-				if err := h.target.Patch(ctx, d, release); err != nil && !apierrors.IsNotFound(err) {
-					t.Fatal(err)
-				}
-				if err := h.target.Delete(ctx, d, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
-					t.Fatal(err)
-				}
+				require.NoError(t, client.IgnoreNotFound(h.target.Patch(ctx, d, release)))
+				require.NoError(t, client.IgnoreNotFound(h.target.Delete(ctx, d, client.GracePeriodSeconds(0))))
 			}
 			testenv.EventuallyTrue(t, waitTimeout, "the proxy to be gone", func(context.Context) bool { return !get(t, h.source, p.DeepCopy()) })
 		})
@@ -661,12 +555,9 @@ func TestFeedback(t *testing.T) {
 		h.putSecret(t, ns, "flaky-kubeconfig", testenv.Kubeconfig(t, targetEnv.Config, ns, unreachable))
 		h.waitTarget(t, ns, "flaky", metav1.ConditionFalse, v1alpha1.ReasonUnreachable)
 		h.deleteDelegate(t, pc, d)
-		if _, err := h.feedback.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)}); err != nil {
-			t.Fatalf("feedback: %v", err)
-		}
-		if !get(t, h.source, p) || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
-			t.Fatalf("the proxy changed while its target could not be read: %+v, %s", p.ObjectMeta, p.Status.Phase)
-		}
+		_, err := h.feedback.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		require.NoError(t, err, "feedback")
+		require.Falsef(t, !get(t, h.source, p) || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning, "the proxy changed while its target could not be read: %+v, %s", p.ObjectMeta, p.Status.Phase)
 
 		h.putSecret(t, ns, "flaky-kubeconfig", testenv.Kubeconfig(t, targetEnv.Config, ns, ""))
 		h.waitTarget(t, ns, "flaky", metav1.ConditionTrue, v1alpha1.ReasonConnected)
@@ -693,9 +584,7 @@ func (h *harness) waitEvent(t *testing.T, p *corev1.Pod, reason string) {
 			}
 			seen = append(seen, e.Reason)
 			if e.Reason == reason {
-				if e.Type != corev1.EventTypeWarning {
-					t.Errorf("Event %s is %s, want Warning", reason, e.Type)
-				}
+				assert.Falsef(t, e.Type != corev1.EventTypeWarning, "Event %s is %s, want Warning", reason, e.Type)
 				return true
 			}
 		}

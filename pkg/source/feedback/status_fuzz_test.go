@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -27,21 +28,13 @@ func FuzzTranslatePodIPs(f *testing.F) {
 			delegate.PodIPs = nil
 		}
 		out := Translate(&corev1.Pod{}, delegate, "192.0.2.1")
-		if (out.PodIP == "") != (len(out.PodIPs) == 0) || (out.PodIP != "" && out.PodIP != out.PodIPs[0].IP) {
-			t.Fatalf("podIP %q, podIPs %v: podIP must be the first of podIPs", out.PodIP, out.PodIPs)
-		}
+		require.Falsef(t, (out.PodIP == "") != (len(out.PodIPs) == 0) || (out.PodIP != "" && out.PodIP != out.PodIPs[0].IP), "podIP %q, podIPs %v: podIP must be the first of podIPs", out.PodIP, out.PodIPs)
 		families := map[bool]bool{}
 		for _, ip := range out.PodIPs {
 			addr, err := netip.ParseAddr(ip.IP)
-			if err != nil || addr.String() != ip.IP || addr.Zone() != "" || addr.Is4In6() {
-				t.Fatalf("published %q, not a canonical address", ip.IP)
-			}
-			if addr.IsLoopback() || addr.IsUnspecified() || addr.IsMulticast() || addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() || addr.IsInterfaceLocalMulticast() {
-				t.Fatalf("published %q, which no pod has", ip.IP)
-			}
-			if families[addr.Is4()] {
-				t.Fatalf("published two addresses of one family: %v", out.PodIPs)
-			}
+			require.Falsef(t, err != nil || addr.String() != ip.IP || addr.Zone() != "" || addr.Is4In6(), "published %q, not a canonical address", ip.IP)
+			require.Falsef(t, addr.IsLoopback() || addr.IsUnspecified() || addr.IsMulticast() || addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() || addr.IsInterfaceLocalMulticast(), "published %q, which no pod has", ip.IP)
+			require.Falsef(t, families[addr.Is4()], "published two addresses of one family: %v", out.PodIPs)
 			families[addr.Is4()] = true
 		}
 	})

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -208,17 +209,13 @@ func TestTranslate(t *testing.T) {
 			want := *tc.proxy.Status.DeepCopy()
 			tc.want(&want)
 			got := Translate(tc.proxy, &tc.delegate, "127.0.0.9")
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("status (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(before, tc.proxy); diff != "" {
-				t.Errorf("Translate changed the proxy (-before +after):\n%s", diff)
-			}
+			assert.Empty(t, cmp.Diff(want, got), "status (-want +got)")
+			assert.Empty(t, cmp.Diff(before, tc.proxy), "Translate changed the proxy (-before +after)")
 			// Translating again changes nothing: no write loop.
 			p := tc.proxy.DeepCopy()
 			p.Status = got
 			if again := Translate(p, &tc.delegate, "127.0.0.9"); !statusEqual(&got, &again) {
-				t.Errorf("not idempotent:\n%s", cmp.Diff(got, again))
+				assert.Failf(t, "not idempotent:\n", "not idempotent:\n%s", cmp.Diff(got, again))
 			}
 		})
 	}
@@ -237,7 +234,5 @@ func TestResourceClaimsOf(t *testing.T) {
 		{Name: "shared", ResourceClaimName: ptr.To("team-gpu")},
 		{Name: "own", ResourceClaimName: ptr.To("pod-own-x7k2")},
 	}
-	if diff := cmp.Diff(want, resourceClaimsOf(spec, status)); diff != "" {
-		t.Errorf("resourceClaimsOf (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, resourceClaimsOf(spec, status)), "resourceClaimsOf (-want,+got)")
 }

@@ -8,15 +8,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
@@ -24,7 +23,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/source/elector"
 	"github.com/fleetlet/fleetlet/pkg/source/feedback"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet/fleettest"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
@@ -48,14 +47,6 @@ func TestMain(m *testing.M) {
 	}())
 }
 
-// noNodes stands in for the virtual node controller: the tests create the
-// virtual nodes themselves.
-type noNodes struct{}
-
-func (noNodes) Upsert(context.Context, vnode.TargetState)     {}
-func (noNodes) Remove(context.Context, proxy.TargetKey) error { return nil }
-func (noNodes) Release(proxy.TargetKey)                       {}
-
 // harness is the source side of a manager, wired as cmd/fleetlet wires it
 // (target registry, proxy reconciler, feedback), and admin clients of both
 // control planes.
@@ -78,79 +69,31 @@ func startWith(t *testing.T, configure func(*feedback.Reconciler)) *harness {
 	t.Helper()
 	testenv.Need(t, sourceEnv)
 	scheme := testenv.Scheme()
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	logger, quiet := testenv.Logger(t, 1)
-	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
-		Scheme:     scheme,
-		Logger:     logger,
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Client:     client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.All...); err != nil {
-		t.Fatal(err)
-	}
-	reg, err := fleet.New(fleet.Options{
-		SourceName:          sourceName,
-		ProbeInterval:       500 * time.Millisecond,
-		ProbeTimeout:        2 * time.Second,
-		ProbeBackoffInitial: 100 * time.Millisecond,
-		HeartbeatDuration:   5 * time.Second,
-	}, noNodes{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.SetupWithManager(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, sourceEnv.Config, testenv.ManagerOptions{Verbosity: 1, UncachedSecrets: true})
+	ctx := mgr.Context()
+	require.NoError(t, indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.All...))
+	reg, err := fleet.New(fleettest.Options(sourceName), fleettest.NoNodes{})
+	require.NoError(t, err)
+	require.NoError(t, reg.SetupWithManager(ctx, mgr))
 	proxies, err := elector.New(elector.Options{
 		SourceName: sourceName,
 		Spec:       func(p *corev1.Pod) (*corev1.PodSpec, error) { return p.Spec.DeepCopy(), nil },
 		Registry:   reg,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := proxies.SetupWithManager(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, proxies.SetupWithManager(ctx, mgr))
 	fb := feedback.New(reg)
 	if configure != nil {
 		configure(fb)
 	}
-	if err := fb.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(stopped)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-stopped
-	})
-	// Runs first (cleanups run last-in first-out): the manager's stop
-	// procedure may still log from its goroutines after Start returned,
-	// and logging to a finished test panics.
-	t.Cleanup(quiet)
+	require.NoError(t, fb.SetupWithManager(mgr))
+	mgr.Run()
 	src, err := client.New(sourceEnv.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tgt, err := client.New(targetEnv.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ensureSummary(t, tgt)
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("the manager's cache did not sync")
-	}
+	mgr.WaitForCacheSync()
 	return &harness{source: src, target: tgt, cached: mgr.GetClient(), registry: reg, proxies: proxies, feedback: fb}
 }
 
@@ -159,8 +102,8 @@ func startWith(t *testing.T, configure func(*feedback.Reconciler)) *harness {
 func ensureSummary(t *testing.T, c client.Client) {
 	t.Helper()
 	cs := &v1alpha1.ClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClusterSummaryName}}
-	if err := c.Create(context.Background(), cs); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	if err := c.Create(context.Background(), cs); !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
 	}
 }
 
@@ -171,16 +114,12 @@ func (h *harness) namespace(t *testing.T, prefix string) string {
 	t.Helper()
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
-	if err := h.source.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.target.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.source.Create(ctx, ns))
+	require.NoError(t, h.target.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}))
 	t.Cleanup(func() {
 		var pods corev1.PodList
 		if err := h.source.List(context.Background(), &pods, client.InNamespace(ns.Name)); err != nil {
-			t.Error(err)
+			assert.NoError(t, err)
 			return
 		}
 		for i := range pods.Items {
@@ -190,9 +129,7 @@ func (h *harness) namespace(t *testing.T, prefix string) string {
 			}
 			patch := client.MergeFrom(p.DeepCopy())
 			p.Finalizers = nil
-			if err := h.source.Patch(context.Background(), p, patch); client.IgnoreNotFound(err) != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, client.IgnoreNotFound(h.source.Patch(context.Background(), p, patch)))
 		}
 	})
 	return ns.Name
@@ -210,9 +147,7 @@ func (h *harness) putSecret(t *testing.T, ns, name string, kubeconfig []byte) {
 	if apierrors.IsAlreadyExists(err) {
 		err = h.source.Update(ctx, s)
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 // connect creates a namespaced Target named name in ns, whose kubeconfig
@@ -233,13 +168,9 @@ func (h *harness) connectTo(t *testing.T, ns, name string, kubeconfig []byte, st
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec:       v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Name: name + "-kubeconfig"}},
 	}
-	if err := h.source.Create(context.Background(), tg); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.source.Create(context.Background(), tg))
 	t.Cleanup(func() {
-		if err := h.source.Delete(context.Background(), tg); client.IgnoreNotFound(err) != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, client.IgnoreNotFound(h.source.Delete(context.Background(), tg)))
 	})
 	h.waitTarget(t, ns, name, status, reason)
 	return proxy.TargetKey{Namespace: ns, Name: name}

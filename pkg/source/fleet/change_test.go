@@ -11,6 +11,9 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
@@ -38,12 +41,9 @@ func TestFreeCountsDevices(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Change{Before: View{Present: true, Ready: true, Free: free(tc.before)}, After: View{Present: true, Ready: true, Free: free(tc.after)}}
-			if got := c.RoomGrew(); got != tc.roomGrew {
-				t.Errorf("RoomGrew() = %v, want %v", got, tc.roomGrew)
-			}
-			if !c.Any() {
-				t.Error("Any() = false, want true")
-			}
+			got := c.RoomGrew()
+			assert.Falsef(t, got != tc.roomGrew, "RoomGrew() = %v, want %v", got, tc.roomGrew)
+			assert.True(t, c.Any(), "Any() = false, want true")
 		})
 	}
 }
@@ -73,16 +73,16 @@ func TestChange(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Change{Before: tc.before, After: tc.after}
 			if got := c.Health(); got != tc.health {
-				t.Errorf("Health() = %v, want %v", got, tc.health)
+				assert.Failf(t, "Health()", "Health() = %v, want %v", got, tc.health)
 			}
 			if got := c.Eligibility(); got != tc.eligibility {
-				t.Errorf("Eligibility() = %v, want %v", got, tc.eligibility)
+				assert.Failf(t, "Eligibility()", "Eligibility() = %v, want %v", got, tc.eligibility)
 			}
 			if got := c.RoomGrew(); got != tc.roomGrew {
-				t.Errorf("RoomGrew() = %v, want %v", got, tc.roomGrew)
+				assert.Failf(t, "RoomGrew()", "RoomGrew() = %v, want %v", got, tc.roomGrew)
 			}
 			if got, want := c.Any(), tc.name != "nothing"; got != want {
-				t.Errorf("Any() = %v, want %v", got, want)
+				assert.Failf(t, "Any()", "Any() = %v, want %v", got, want)
 			}
 		})
 	}
@@ -112,26 +112,23 @@ func TestTargetChangedTellsOnlyChanges(t *testing.T) {
 
 	h.targetChanged(key)
 	if c, ok := next(); !ok || !c.Health() || c.Key != key {
-		t.Fatalf("registration: got %+v, %v; want a health change of %s", c, ok, key)
+		require.FailNowf(t, "registration: got", "registration: got %+v, %v; want a health change of %s", c, ok, key)
 	}
 	h.targetChanged(key)
 	if c, ok := next(); ok {
-		t.Fatalf("nothing changed, yet the watcher was told %+v", c)
+		require.FailNowf(t, "nothing changed, yet the watcher was told", "nothing changed, yet the watcher was told %+v", c)
 	}
 	view.Free = cpu("3")
 	h.targetChanged(key)
 	if c, ok := next(); !ok || c.Eligibility() || c.RoomGrew() {
-		t.Fatalf("load moved: got %+v, %v; want a change of free room only", c, ok)
+		require.FailNowf(t, "load moved: got", "load moved: got %+v, %v; want a change of free room only", c, ok)
 	}
 	view = View{}
 	h.targetChanged(key)
 	if c, ok := next(); !ok || !c.Health() || c.After.Present {
-		t.Fatalf("removal: got %+v, %v", c, ok)
+		require.FailNowf(t, "removal: got", "removal: got %+v, %v", c, ok)
 	}
-	if _, kept := h.last[key]; kept {
-		t.Error("a removed target's last view is still kept")
-	}
-	if q.Len() != 1 {
-		t.Errorf("queue holds %d requests, want the one proxy once", q.Len())
-	}
+	_, kept := h.last[key]
+	assert.False(t, kept, "a removed target's last view is still kept")
+	assert.Falsef(t, q.Len() != 1, "queue holds %d requests, want the one proxy once", q.Len())
 }

@@ -15,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 )
 
@@ -47,15 +49,10 @@ func TestClassify(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reason, msg := classify(tc.err, "reading the ClusterSummary", true)
-			if reason != tc.reason || !strings.Contains(msg, tc.says) {
-				t.Errorf("namespaced: %s %q, want %s saying %q", reason, msg, tc.reason, tc.says)
-			}
-			if strings.Contains(msg, "10.9.8.7") {
-				t.Errorf("a namespaced Target's message names the address: %q", msg)
-			}
-			if _, full := classify(tc.err, "reading the ClusterSummary", false); !strings.Contains(full, tc.err.Error()) && reason != v1alpha1.ReasonForbidden {
-				t.Errorf("a ClusterTarget's message lacks the error: %q", full)
-			}
+			assert.Falsef(t, reason != tc.reason || !strings.Contains(msg, tc.says), "namespaced: %s %q, want %s saying %q", reason, msg, tc.reason, tc.says)
+			assert.Falsef(t, strings.Contains(msg, "10.9.8.7"), "a namespaced Target's message names the address: %q", msg)
+			_, full := classify(tc.err, "reading the ClusterSummary", false)
+			assert.Falsef(t, !strings.Contains(full, tc.err.Error()) && reason != v1alpha1.ReasonForbidden, "a ClusterTarget's message lacks the error: %q", full)
 		})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
@@ -28,10 +30,10 @@ func TestClaimOrder(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.a.before(tc.b); got != tc.first {
-				t.Errorf("%+v before %+v = %t, want %t", tc.a, tc.b, got, tc.first)
+				assert.Failf(t, "before", "%+v before %+v = %t, want %t", tc.a, tc.b, got, tc.first)
 			}
 			if got := tc.b.before(tc.a); got == tc.first {
-				t.Errorf("the order is not antisymmetric: %+v before %+v = %t", tc.b, tc.a, got)
+				assert.Failf(t, "the order is not antisymmetric", "the order is not antisymmetric: %+v before %+v = %t", tc.b, tc.a, got)
 			}
 		})
 	}

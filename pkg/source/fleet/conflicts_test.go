@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -106,15 +107,15 @@ func TestNodeNameTakenRefusesTheNewer(t *testing.T) {
 	st := f.waitCondition(t, newer, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNodeNameTaken, "Target "+f.ns+"/x")
 	require.Empty(t, st.VirtualNodeName, "the refused ClusterTarget names a virtual node")
 	if _, ok := f.nodes.get(proxy.TargetKey{Name: ct.Name}); ok {
-		t.Error("the refused ClusterTarget was given a virtual node")
+		assert.Fail(t, "the refused ClusterTarget was given a virtual node")
 	}
 	if _, ok := f.registry.Get(newer); ok {
-		t.Error("the refused ClusterTarget is connected")
+		assert.Fail(t, "the refused ClusterTarget is connected")
 	}
 	// Still so a few passes later: the older keeps its name and node.
 	time.Sleep(2 * time.Second)
 	if s, ok := f.nodes.get(proxy.TargetKey{Namespace: f.ns, Name: "x"}); !ok || !s.Ready {
-		t.Errorf("the older Target lost its node: %+v %t", s, ok)
+		assert.Failf(t, "the older Target lost its node", "the older Target lost its node: %+v %t", s, ok)
 	}
 	f.waitReady(t, "x", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 
@@ -144,7 +145,7 @@ func TestSameClusterRefusesTheNewer(t *testing.T) {
 	require.True(t, ok, "the refused Target keeps its connection (its probes keep its identity known)")
 	require.False(t, cl.Health().Ready, "the refused Target's Health is Ready")
 	if s, ok := f.nodes.get(proxy.TargetKey{Namespace: f.ns, Name: "second"}); ok && s.Ready {
-		t.Error("the refused Target's virtual node is Ready")
+		assert.Fail(t, "the refused Target's virtual node is Ready")
 	}
 	time.Sleep(2 * time.Second)
 	f.waitReady(t, "first", metav1.ConditionTrue, v1alpha1.ReasonConnected)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -38,9 +39,7 @@ func startDrain(t *testing.T) *drainFixture {
 	f := start(t)
 	ensureSummary(t, f.target)
 	ctx := context.Background()
-	if err := f.target.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.target.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}))
 	f.putSecret(t, "s", testenv.Kubeconfig(t, targetEnv.Config, f.ns, ""))
 	f.createTarget(t, "leaving", "s")
 	f.waitReady(t, "leaving", metav1.ConditionTrue, v1alpha1.ReasonConnected)
@@ -59,9 +58,7 @@ func startDrain(t *testing.T) *drainFixture {
 	// Running and Ready, as feedback mirrors its delegate: a Pending pod
 	// is evicted whatever its budget says.
 	d.proxy.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-	if err := f.source.Status().Update(ctx, d.proxy); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.source.Status().Update(ctx, d.proxy))
 	d.pdb = &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "db"},
 		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
@@ -135,25 +132,18 @@ func TestDeletedTargetDrains(t *testing.T) {
 		Spec: corev1.PodSpec{NodeName: d.proxy.Spec.NodeName, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
 	}
 	mustCreate(t, d.source, daemon)
-	if err := d.source.Delete(ctx, d.get(t)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.source.Delete(ctx, d.get(t)))
 	d.waitDraining(t, "Blocked", "PodDisruptionBudget")
-	if _, ok := d.registry.Get(d.key); !ok {
-		t.Fatal("the connection went before the drain ended")
-	}
-	if err := d.source.Delete(ctx, d.pdb); err != nil {
-		t.Fatal(err)
-	}
+	_, ok := d.registry.Get(d.key)
+	require.True(t, ok, "the connection went before the drain ended")
+	require.NoError(t, d.source.Delete(ctx, d.pdb))
 	testenv.EventuallyTrue(t, waitTimeout, "the proxy evicted", func(ctx context.Context) bool {
 		var p corev1.Pod
 		return d.source.Get(ctx, client.ObjectKeyFromObject(d.proxy), &p) == nil && p.DeletionTimestamp != nil
 	})
 	d.waitDraining(t, "Waiting", "db-0")
 	// The proxy goes (its delegate's kubelet, then fleetlet's finalize).
-	if err := d.source.Delete(ctx, d.proxy, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
-	}
+	require.NoError(t, client.IgnoreNotFound(d.source.Delete(ctx, d.proxy, client.GracePeriodSeconds(0))))
 	d.waitDraining(t, "Waiting", "PodChaperons")
 	testenv.EventuallyTrue(t, waitTimeout, "the chaperon deleted there", func(ctx context.Context) bool {
 		var pc v1alpha1.PodChaperon
@@ -173,27 +163,20 @@ func TestDeletedTargetDrains(t *testing.T) {
 func TestForcedDisconnectEndsTheDrain(t *testing.T) {
 	d := startDrain(t)
 	ctx := context.Background()
-	if err := d.source.Delete(ctx, d.get(t)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.source.Delete(ctx, d.get(t)))
 	d.waitDraining(t, "Blocked", "db-0")
 	tg := d.get(t)
 	patch := []byte(`{"metadata":{"annotations":{"` + v1alpha1.AnnotationForceDisconnect + `":"true"}}}`)
-	if err := d.source.Patch(ctx, tg, client.RawPatch("application/merge-patch+json", patch)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.source.Patch(ctx, tg, client.RawPatch("application/merge-patch+json", patch)))
 	d.waitGone(t)
 	var pc v1alpha1.PodChaperon
-	if err := d.target.Get(ctx, client.ObjectKeyFromObject(d.pc), &pc); err != nil || pc.DeletionTimestamp != nil {
-		t.Errorf("the chaperon left behind: %v, deleting %v", err, pc.DeletionTimestamp)
-	}
+	err := d.target.Get(ctx, client.ObjectKeyFromObject(d.pc), &pc)
+	assert.Falsef(t, err != nil || pc.DeletionTimestamp != nil, "the chaperon left behind: %v, deleting %v", err, pc.DeletionTimestamp)
 }
 
 func mustCreate(t *testing.T, c client.Client, obj client.Object) {
 	t.Helper()
-	if err := c.Create(context.Background(), obj); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Create(context.Background(), obj))
 }
 
 // The drain ends only once nothing of this source is left in the target: a
@@ -212,22 +195,13 @@ func TestDrainWaitsForOrphanPods(t *testing.T) {
 	}
 	mustCreate(t, d.target, orphan)
 	for _, o := range []client.Object{d.pdb, d.proxy} {
-		if err := d.source.Delete(ctx, o, client.GracePeriodSeconds(0)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, d.source.Delete(ctx, o, client.GracePeriodSeconds(0)))
 	}
-	if err := d.target.Delete(ctx, d.pc); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.source.Delete(ctx, d.get(t)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, d.target.Delete(ctx, d.pc))
+	require.NoError(t, d.source.Delete(ctx, d.get(t)))
 	d.waitDraining(t, "Waiting", "web-1-y")
-	if _, ok := d.registry.Get(d.key); !ok {
-		t.Fatal("the connection went while a pod of this source is left there")
-	}
-	if err := d.target.Delete(ctx, orphan, client.GracePeriodSeconds(0)); err != nil {
-		t.Fatal(err)
-	}
+	_, ok := d.registry.Get(d.key)
+	require.True(t, ok, "the connection went while a pod of this source is left there")
+	require.NoError(t, d.target.Delete(ctx, orphan, client.GracePeriodSeconds(0)))
 	d.waitGone(t)
 }

@@ -1,12 +1,15 @@
 package fleet
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
 
 func TestHostAllowList(t *testing.T) {
 	l, err := ParseHostAllowList([]string{"api.example.com", "*.clusters.example.com", "10.0.0.0/8", "192.168.1.7", "fd00::/8"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for server, want := range map[string]bool{
 		"https://api.example.com:6443":         true,
 		"https://API.example.com.":             true,
@@ -24,17 +27,14 @@ func TestHostAllowList(t *testing.T) {
 		"https://169.254.169.254":              false,
 		"https://localhost":                    false,
 	} {
-		if got := l.Allows(server); got != want {
-			t.Errorf("Allows(%q) = %t, want %t", server, got, want)
-		}
+		got := l.Allows(server)
+		assert.Falsef(t, got != want, "Allows(%q) = %t, want %t", server, got, want)
 	}
 	empty, _ := ParseHostAllowList(nil)
-	if !empty.Allows("https://169.254.169.254") {
-		t.Error("an empty list must allow any host")
-	}
+	assert.True(t, empty.Allows("https://169.254.169.254"), "an empty list must allow any host")
 	for _, bad := range []string{"10.0.0.0/33", "a.*.example.com", "*.*.example.com"} {
 		if _, err := ParseHostAllowList([]string{bad}); err == nil {
-			t.Errorf("ParseHostAllowList(%q) accepted it", bad)
+			assert.Failf(t, "ParseHostAllowList", "ParseHostAllowList(%q) accepted it", bad)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -73,55 +75,33 @@ func TestRESTConfigFromKubeconfig(t *testing.T) {
 				tc.mutate(cfg)
 			}
 			data, err := clientcmd.Write(*cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			got, err := RESTConfigFromKubeconfig(data, tc.context)
 			if tc.wantErr != "" {
-				if err == nil {
-					t.Fatalf("accepted, want an error with %q", tc.wantErr)
-				}
-				if !strings.Contains(err.Error(), tc.wantErr) {
-					t.Errorf("error = %q, want it to contain %q", err, tc.wantErr)
-				}
-				if errors.Is(err, ErrUnsafeKubeconfig) != tc.wantUnsafe {
-					t.Errorf("errors.Is(err, ErrUnsafeKubeconfig) = %t, want %t", !tc.wantUnsafe, tc.wantUnsafe)
-				}
+				require.Errorf(t, err, "accepted, want an error with %q", tc.wantErr)
+				assert.Truef(t, strings.Contains(err.Error(), tc.wantErr), "error = %q, want it to contain %q", err, tc.wantErr)
+				assert.Falsef(t, errors.Is(err, ErrUnsafeKubeconfig) != tc.wantUnsafe, "errors.Is(err, ErrUnsafeKubeconfig) = %t, want %t", !tc.wantUnsafe, tc.wantUnsafe)
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Host != tc.wantHost {
-				t.Errorf("host = %q, want %q", got.Host, tc.wantHost)
-			}
-			if got.ExecProvider != nil || got.AuthProvider != nil || got.BearerTokenFile != "" || got.CertFile != "" || got.KeyFile != "" || got.CAFile != "" || got.Proxy != nil || got.Insecure {
-				t.Errorf("unsafe field set in %+v", got)
-			}
+			require.NoError(t, err)
+			assert.Falsef(t, got.Host != tc.wantHost, "host = %q, want %q", got.Host, tc.wantHost)
+			assert.Falsef(t, got.ExecProvider != nil || got.AuthProvider != nil || got.BearerTokenFile != "" || got.CertFile != "" || got.KeyFile != "" || got.CAFile != "" || got.Proxy != nil || got.Insecure, "unsafe field set in %+v", got)
 		})
 	}
 }
 
 func TestRESTConfigFromKubeconfigCopiesCredentials(t *testing.T) {
 	data, err := clientcmd.Write(*safeKubeconfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got, err := RESTConfigFromKubeconfig(data, "second")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := [][]byte{[]byte("CA2"), []byte("CERT"), []byte("KEY")}
-	if diff := cmp.Diff(want, [][]byte{got.CAData, got.CertData, got.KeyData}); diff != "" {
-		t.Errorf("credentials (-want,+got):\n%s", diff)
-	}
-	if got.BearerToken != "" {
-		t.Errorf("bearer token %q leaked from another user", got.BearerToken)
-	}
+	assert.Empty(t, cmp.Diff(want, [][]byte{got.CAData, got.CertData, got.KeyData}), "credentials (-want,+got)")
+	assert.Falsef(t, got.BearerToken != "", "bearer token %q leaked from another user", got.BearerToken)
 	if _, err := RESTConfigFromKubeconfig(nil, ""); err == nil {
-		t.Error("empty kubeconfig accepted")
+		assert.Fail(t, "empty kubeconfig accepted")
 	}
 	if _, err := RESTConfigFromKubeconfig([]byte("{not yaml"), ""); err == nil || !strings.Contains(err.Error(), "does not parse") {
-		t.Errorf("garbage kubeconfig: %v", err)
+		assert.Failf(t, "garbage kubeconfig", "garbage kubeconfig: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -45,12 +46,9 @@ func TestOnDemandNamespace(t *testing.T) {
 		},
 		Annotations: map[string]string{"owner": "alice@example.com"},
 	}}
-	if diff := cmp.Diff(want, fleet.OnDemandNamespace(src, "cluster-1")); diff != "" {
-		t.Errorf("OnDemandNamespace (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(want, fleet.OnDemandNamespace(src, "cluster-1")), "OnDemandNamespace (-want,+got)")
 
 	bare := fleet.OnDemandNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}, "cluster-1")
-	if diff := cmp.Diff(map[string]string{v1alpha1.LabelCreatedBySource: "cluster-1"}, bare.Labels); diff != "" || bare.Annotations != nil {
-		t.Errorf("a bare namespace: labels (-want,+got):\n%s, annotations %v", diff, bare.Annotations)
-	}
+	diff := cmp.Diff(map[string]string{v1alpha1.LabelCreatedBySource: "cluster-1"}, bare.Labels)
+	assert.Falsef(t, diff != "" || bare.Annotations != nil, "a bare namespace: labels (-want,+got):\n%s, annotations %v", diff, bare.Annotations)
 }

@@ -19,19 +19,16 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
 	proxypod "github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet/fleettest"
 	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
@@ -92,56 +89,22 @@ func start(t *testing.T, options ...func(*fleet.Options)) *fixture {
 	t.Helper()
 	testenv.Need(t, sourceEnv)
 	scheme := testenv.Scheme()
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	t.Cleanup(func() {
-		cancel()
-		<-stopped
-	})
-	logger, quiet := testenv.Logger(t, 2)
-	t.Cleanup(quiet) // first: the manager may log while it stops
-	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
-		Scheme:     scheme,
-		Logger:     logger,
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Client:     client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, sourceEnv.Config, testenv.ManagerOptions{Verbosity: 2, UncachedSecrets: true})
+	ctx := mgr.Context()
 	nodes := &recordingNodes{states: map[proxypod.TargetKey]vnode.TargetState{}, removed: map[proxypod.TargetKey]int{}}
-	opts := fleet.Options{
-		SourceName: "src", ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 2 * time.Second,
-		ProbeBackoffInitial: 100 * time.Millisecond, HeartbeatDuration: 5 * time.Second,
-	}
+	opts := fleettest.Options("src")
 	for _, o := range options {
 		o(&opts)
 	}
 	reg, err := fleet.New(opts, nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.All...); err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.SetupWithManager(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(stopped)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
+	require.NoError(t, err)
+	require.NoError(t, indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.All...))
+	require.NoError(t, reg.SetupWithManager(ctx, mgr))
+	mgr.Run()
 	src, err := client.New(sourceEnv.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tgt, err := client.New(targetEnv.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f := &fixture{source: src, target: tgt, registry: reg, nodes: nodes}
 	f.ns = f.namespace(t, src, "registry-")
 	// The test's Targets go when it ends: every later test's registry
@@ -162,9 +125,7 @@ func start(t *testing.T, options ...func(*fleet.Options)) *fixture {
 func (f *fixture) namespace(t *testing.T, c client.Client, prefix string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
-	if err := c.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Create(context.Background(), ns))
 	return ns.Name
 }
 
@@ -174,11 +135,9 @@ func (f *fixture) putSecret(t *testing.T, name string, data []byte) {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Data: map[string][]byte{"config": data}}
 	if err := f.source.Create(ctx, s); apierrors.IsAlreadyExists(err) {
 		err = f.source.Update(ctx, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-	} else if err != nil {
-		t.Fatal(err)
+		require.NoError(t, err)
+	} else {
+		require.NoError(t, err)
 	}
 }
 
@@ -188,9 +147,7 @@ func (f *fixture) createTarget(t *testing.T, name, secret string) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
 		Spec:       v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Name: secret}},
 	}
-	if err := f.source.Create(context.Background(), tg); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.source.Create(context.Background(), tg))
 }
 
 // waitReady waits for the Target's Ready condition to have status and
@@ -206,12 +163,8 @@ func (f *fixture) waitReady(t *testing.T, name string, status metav1.ConditionSt
 		last = meta.FindStatusCondition(tg.Status.Conditions, v1alpha1.ConditionReady)
 		return last != nil && last.Status == status && last.Reason == reason && last.ObservedGeneration == tg.Generation, nil
 	})
-	if err != nil {
-		t.Fatalf("Target %s never became Ready=%s/%s; last condition: %+v", name, status, reason, last)
-	}
-	if tg.Status.VirtualNodeName != vnode.NodeName(proxypod.TargetKey{Namespace: f.ns, Name: name}) {
-		t.Errorf("status.virtualNodeName = %q", tg.Status.VirtualNodeName)
-	}
+	require.NoErrorf(t, err, "Target %s never became Ready=%s/%s; last condition: %+v", name, status, reason, last)
+	assert.Falsef(t, tg.Status.VirtualNodeName != vnode.NodeName(proxypod.TargetKey{Namespace: f.ns, Name: name}), "status.virtualNodeName = %q", tg.Status.VirtualNodeName)
 	return last.Message
 }
 
@@ -220,8 +173,8 @@ func ensureSummary(t *testing.T, c client.Client) {
 	t.Helper()
 	ctx := context.Background()
 	cs := &v1alpha1.ClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.ClusterSummaryName}}
-	if err := c.Create(ctx, cs); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	if err := c.Create(ctx, cs); !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
 	}
 }
 
@@ -234,35 +187,25 @@ func TestTargetReadiness(t *testing.T) {
 	t.Run("secret missing, then created: reconnects live", func(t *testing.T) {
 		f.createTarget(t, "late", "late-secret")
 		msg := f.waitReady(t, "late", metav1.ConditionFalse, v1alpha1.ReasonKubeconfigSecretNotFound)
-		if !strings.Contains(msg, "late-secret") {
-			t.Errorf("message %q does not name the Secret", msg)
-		}
+		assert.Truef(t, strings.Contains(msg, "late-secret"), "message %q does not name the Secret", msg)
 		f.putSecret(t, "late-secret", good)
 		f.waitReady(t, "late", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 		st, ok := f.nodes.get(proxypod.TargetKey{Namespace: f.ns, Name: "late"})
-		if !ok || !st.Ready || st.SourceName != "src" {
-			t.Errorf("virtual node state = %+v, %t", st, ok)
-		}
+		assert.Falsef(t, !ok || !st.Ready || st.SourceName != "src", "virtual node state = %+v, %t", st, ok)
 	})
 
 	t.Run("unsafe kubeconfig is refused and never used", func(t *testing.T) {
 		kc, err := clientcmd.Load(good)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		kc.AuthInfos["t"].Exec = &clientcmdapi.ExecConfig{Command: "/bin/touch", Args: []string{"/tmp/fleetlet-pwned"}, APIVersion: "client.authentication.k8s.io/v1"}
 		data, err := clientcmd.Write(*kc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		f.putSecret(t, "exec-secret", data)
 		f.createTarget(t, "exec", "exec-secret")
 		msg := f.waitReady(t, "exec", metav1.ConditionFalse, v1alpha1.ReasonBadKubeconfig)
-		if !strings.Contains(msg, "exec") {
-			t.Errorf("message %q does not say exec was refused", msg)
-		}
+		assert.Truef(t, strings.Contains(msg, "exec"), "message %q does not say exec was refused", msg)
 		if _, ok := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "exec"}); ok {
-			t.Error("a cluster connection exists for an unsafe kubeconfig")
+			assert.Fail(t, "a cluster connection exists for an unsafe kubeconfig")
 		}
 	})
 
@@ -274,9 +217,7 @@ func TestTargetReadiness(t *testing.T) {
 		f.createTarget(t, "down", "down-secret")
 		msg := f.waitReady(t, "down", metav1.ConditionFalse, v1alpha1.ReasonUnreachable)
 		// A namespace's users read it: the kind of failure, not the address.
-		if !strings.Contains(msg, "connection refused") || strings.Contains(msg, "127.0.0.1") {
-			t.Errorf("message %q: want the kind of failure without the address", msg)
-		}
+		assert.Falsef(t, !strings.Contains(msg, "connection refused") || strings.Contains(msg, "127.0.0.1"), "message %q: want the kind of failure without the address", msg)
 	})
 
 	t.Run("a certificate for another name", func(t *testing.T) {
@@ -286,16 +227,12 @@ func TestTargetReadiness(t *testing.T) {
 		f.putSecret(t, "tls-secret", data)
 		f.createTarget(t, "tls", "tls-secret")
 		msg := f.waitReady(t, "tls", metav1.ConditionFalse, v1alpha1.ReasonTLS)
-		if strings.Contains(msg, "127.0.0.1") {
-			t.Errorf("message %q names the address", msg)
-		}
+		assert.Falsef(t, strings.Contains(msg, "127.0.0.1"), "message %q names the address", msg)
 	})
 
 	t.Run("forbidden", func(t *testing.T) {
 		user, err := targetEnv.ControlPlane.AddUser(envtest.User{Name: "nobody"}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		f.putSecret(t, "nobody-secret", testenv.Kubeconfig(t, user.Config(), targetNS, ""))
 		f.createTarget(t, "nobody", "nobody-secret")
 		f.waitReady(t, "nobody", metav1.ConditionFalse, v1alpha1.ReasonForbidden)
@@ -313,15 +250,11 @@ func TestTargetReadiness(t *testing.T) {
 		testenv.EventuallyTrue(t, waitTimeout, "heartbeat renewal", func(ctx context.Context) bool {
 			return f.target.Get(ctx, key, &second) == nil && second.Spec.RenewTime.After(first.Spec.RenewTime.Time)
 		})
-		if *second.Spec.HolderIdentity != "src" {
-			t.Errorf("holder = %q", *second.Spec.HolderIdentity)
-		}
+		assert.Falsef(t, *second.Spec.HolderIdentity != "src", "holder = %q", *second.Spec.HolderIdentity)
 	})
 
 	t.Run("deleting one target stops only its machinery", func(t *testing.T) {
-		if err := f.source.Delete(context.Background(), &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "late"}}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, f.source.Delete(context.Background(), &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "late"}}))
 		lateKey := proxypod.TargetKey{Namespace: f.ns, Name: "late"}
 		testenv.EventuallyTrue(t, waitTimeout, "virtual node removal", func(context.Context) bool {
 			f.nodes.mu.Lock()
@@ -329,16 +262,14 @@ func TestTargetReadiness(t *testing.T) {
 			return f.nodes.removed[lateKey] > 0
 		})
 		if _, ok := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "late"}); ok {
-			t.Error("the deleted target's connection is still live")
+			assert.Fail(t, "the deleted target's connection is still live")
 		}
 		other, ok := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "nobody"})
-		if !ok {
-			t.Fatal("the other target's connection is gone")
-		}
+		require.True(t, ok, "the other target's connection is gone")
 		before := other.Health().LastProbe
 		testenv.EventuallyTrue(t, waitTimeout, "the other target to keep being probed", func(context.Context) bool { return other.Health().LastProbe.After(before) })
 		if st, ok := f.nodes.get(proxypod.TargetKey{Namespace: f.ns, Name: "nobody"}); !ok || !st.Ready {
-			t.Errorf("the other target's node state = %+v, %t", st, ok)
+			assert.Failf(t, "the other target's node is not Ready", "the other target's node state = %+v, %t", st, ok)
 		}
 	})
 }
@@ -354,9 +285,7 @@ func TestFleetletMissing(t *testing.T) {
 	f.putSecret(t, "s", testenv.Kubeconfig(t, targetEnv.Config, "default", ""))
 	f.createTarget(t, "bare", "s")
 	msg := f.waitReady(t, "bare", metav1.ConditionFalse, v1alpha1.ReasonFleetletMissing)
-	if !strings.Contains(msg, "install") {
-		t.Errorf("message %q gives no hint", msg)
-	}
+	assert.Truef(t, strings.Contains(msg, "install"), "message %q gives no hint", msg)
 	ensureSummary(t, f.target)
 	f.waitReady(t, "bare", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 }
@@ -369,9 +298,7 @@ func TestMetricsFollowTargets(t *testing.T) {
 	f.waitReady(t, "measured", metav1.ConditionTrue, v1alpha1.ReasonConnected)
 	cluster := f.ns + "/measured"
 	testenv.EventuallyTrue(t, waitTimeout, "fleetlet_target_ready=1", func(context.Context) bool { return gauge(t, "fleetlet_target_ready", cluster) == 1 })
-	if err := f.source.Delete(context.Background(), &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "measured"}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.source.Delete(context.Background(), &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "measured"}}))
 	testenv.EventuallyTrue(t, waitTimeout, "the series of a deleted target to go", func(context.Context) bool { return gauge(t, "fleetlet_target_ready", cluster) == -1 })
 }
 
@@ -379,9 +306,7 @@ func TestMetricsFollowTargets(t *testing.T) {
 func gauge(t *testing.T, name, cluster string) float64 {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, f := range families {
 		if f.GetName() != name {
 			continue
@@ -526,9 +451,8 @@ func TestAllowedTargetHosts(t *testing.T) {
 		f.createTarget(t, "elsewhere", "c")
 		msg := f.waitReady(t, "elsewhere", metav1.ConditionFalse, v1alpha1.ReasonHostNotAllowed)
 		require.Contains(t, msg, "--allowed-target-hosts")
-		if _, ok := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "elsewhere"}); ok {
-			t.Error("a Target naming a host not allowed is connected")
-		}
+		_, ok := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "elsewhere"})
+		assert.False(t, ok, "a Target naming a host not allowed is connected")
 	})
 	t.Run("an allowed host connects", func(t *testing.T) {
 		loopback, err := fleet.ParseHostAllowList([]string{"127.0.0.0/8"})
@@ -560,7 +484,7 @@ func TestSecretNamespaces(t *testing.T) {
 	msg := f.waitReady(t, "unlisted", metav1.ConditionFalse, v1alpha1.ReasonKubeconfigSecretNotFound)
 	require.Contains(t, msg, "--secret-namespaces")
 	if _, ok := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "unlisted"}); ok {
-		t.Error("a Target whose Secret is in a namespace not listed is connected")
+		assert.Fail(t, "a Target whose Secret is in a namespace not listed is connected")
 	}
 
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: listed.Name, Name: "c"}, Data: map[string][]byte{"config": kubeconfig}}

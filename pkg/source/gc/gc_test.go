@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -58,9 +59,8 @@ func TestJudge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Judge(tt.parent, tt.proxy); got != tt.want {
-				t.Errorf("Judge() = %q, want %q", got, tt.want)
-			}
+			got := Judge(tt.parent, tt.proxy)
+			assert.Falsef(t, got != tt.want, "Judge() = %q, want %q", got, tt.want)
 		})
 	}
 }
@@ -73,13 +73,9 @@ func TestParentOf(t *testing.T) {
 			v1alpha1.AnnotationParentName: "web",
 		},
 	}}
-	if diff := cmp.Diff(Parent{Namespace: "remote-ns", Name: "web", UID: "u"}, ParentOf(pc)); diff != "" {
-		t.Errorf("ParentOf without a namespace annotation (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff(Parent{Namespace: "remote-ns", Name: "web", UID: "u"}, ParentOf(pc)), "ParentOf without a namespace annotation (-want,+got)")
 	pc.Annotations[v1alpha1.AnnotationParentNamespace] = "ns"
-	if got := ParentOf(pc).Namespace; got != "ns" {
-		t.Errorf("ParentOf namespace = %q, want the annotation's ns", got)
-	}
+	assert.Equal(t, "ns", ParentOf(pc).Namespace, "ParentOf namespace: the annotation's")
 }
 
 type fakeTarget struct {
@@ -148,13 +144,9 @@ func TestCollectGuards(t *testing.T) {
 		Clock:  clocktesting.NewFakeClock(now),
 		Logger: testr.New(t),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	report, err := g.Collect(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	names := func(fs []Finding) []string {
 		var out []string
 		for _, f := range fs {
@@ -162,33 +154,19 @@ func TestCollectGuards(t *testing.T) {
 		}
 		return out
 	}
-	if diff := cmp.Diff([]string{"ns/gone:ProxyNotFound", "other/gone2:ProxyNotFound"}, names(report.Deleted)); diff != "" {
-		t.Errorf("deleted (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{"ns/fresh:ProxyNotFound"}, names(report.Young)); diff != "" {
-		t.Errorf("young (-want,+got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{"t2"}, report.SkippedTargets); diff != "" {
-		t.Errorf("skipped targets (-want,+got):\n%s", diff)
-	}
-	if report.Checked != 6 { // the other source's chaperon is not even listed
-		t.Errorf("checked %d chaperons, want 6", report.Checked)
-	}
+	assert.Empty(t, cmp.Diff([]string{"ns/gone:ProxyNotFound", "other/gone2:ProxyNotFound"}, names(report.Deleted)), "deleted (-want,+got)")
+	assert.Empty(t, cmp.Diff([]string{"ns/fresh:ProxyNotFound"}, names(report.Young)), "young (-want,+got)")
+	assert.Empty(t, cmp.Diff([]string{"t2"}, report.SkippedTargets), "skipped targets (-want,+got)")
+	assert.Equal(t, 6, report.Checked, "chaperons checked") // the other source's chaperon is not even listed
 	var left v1alpha1.PodChaperonList
-	if err := remote.List(context.Background(), &left); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, remote.List(context.Background(), &left))
 	var kept []string
 	for _, pc := range left.Items {
 		kept = append(kept, pc.Labels[v1alpha1.LabelParentCluster]+":"+pc.Annotations[v1alpha1.AnnotationParentName])
 	}
 	want := []string{"other-source:foreign", "src:elsewhere", "src:fresh", "src:live", "src:unseen"}
-	if diff := cmp.Diff(want, sorted(kept)); diff != "" {
-		t.Errorf("chaperons left (-want,+got):\n%s", diff)
-	}
-	if err := notReady.Get(context.Background(), client.ObjectKeyFromObject(chaperonOf(gone, "src", old)), &v1alpha1.PodChaperon{}); err != nil {
-		t.Errorf("the chaperon in a target that is not Ready was touched: %v", err)
-	}
+	assert.Empty(t, cmp.Diff(want, sorted(kept)), "chaperons left (-want,+got)")
+	assert.NoError(t, notReady.Get(context.Background(), client.ObjectKeyFromObject(chaperonOf(gone, "src", old)), &v1alpha1.PodChaperon{}), "the chaperon in a target that is not Ready was touched")
 }
 
 // A namespaced Target is only ever asked about its own namespace.
@@ -209,38 +187,23 @@ func TestCollectNamespacedTarget(t *testing.T) {
 		Reader:     src, APIReader: src,
 		Clock: clocktesting.NewFakeClock(now), Logger: testr.New(t),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	report, err := g.Collect(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(report.Deleted) != 1 || report.Deleted[0].Namespace != "team" || report.Deleted[0].Target != "team/t" {
-		t.Errorf("deleted %v, want only the chaperon in namespace team", report.Deleted)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, len(report.Deleted) != 1 || report.Deleted[0].Namespace != "team" || report.Deleted[0].Target != "team/t", "deleted %v, want only the chaperon in namespace team", report.Deleted)
 }
 
 func TestNewValidates(t *testing.T) {
-	if _, err := New(Options{}); err == nil {
-		t.Error("New without source name or targets succeeded")
-	}
-	if _, err := New(Options{SourceName: "s", Targets: fakeTargets{}, MinAge: -time.Second}); err == nil {
-		t.Error("New with a negative minimum age succeeded")
-	}
+	_, err := New(Options{})
+	assert.Error(t, err, "New without source name or targets succeeded")
+	_, err = New(Options{SourceName: "s", Targets: fakeTargets{}, MinAge: -time.Second})
+	assert.Error(t, err, "New with a negative minimum age succeeded")
 	g, err := New(Options{SourceName: "s", Targets: fakeTargets{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g.opts.Interval != DefaultInterval || g.opts.MinAge != DefaultMinAge || g.opts.InitialDelay != DefaultInitialDelay {
-		t.Errorf("defaults not applied: %+v", g.opts)
-	}
-	if !g.NeedLeaderElection() {
-		t.Error("the collector must run on the leader only")
-	}
-	if _, err := g.Collect(context.Background()); err == nil {
-		t.Error("Collect without readers succeeded")
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, g.opts.Interval != DefaultInterval || g.opts.MinAge != DefaultMinAge || g.opts.InitialDelay != DefaultInitialDelay, "defaults not applied: %+v", g.opts)
+	assert.True(t, g.NeedLeaderElection(), "the collector must run on the leader only")
+	_, err = g.Collect(context.Background())
+	assert.Error(t, err, "Collect without readers succeeded")
 }
 
 func sorted(s []string) []string {

@@ -7,16 +7,16 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/naming"
@@ -63,31 +63,21 @@ func setup(t *testing.T) *fixture {
 	testenv.Need(t, sourceEnv)
 	s := testenv.Scheme()
 	src, err := client.New(sourceEnv.Config, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tgt, err := client.New(targetEnv.Config, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f := &fixture{source: src, target: tgt}
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "gc-", Labels: map[string]string{v1alpha1.LabelEnabled: v1alpha1.LabelEnabledValue}}}
-	if err := src.Create(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, src.Create(ctx, ns))
 	f.ns = ns.Name
 	// Last: the namespace stops mattering to later tests' passes.
 	t.Cleanup(func() {
 		patch := client.MergeFrom(ns.DeepCopy())
 		delete(ns.Labels, v1alpha1.LabelEnabled)
-		if err := src.Patch(context.Background(), ns, patch); err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, src.Patch(context.Background(), ns, patch))
 	})
-	if err := tgt.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tgt.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}))
 	return f
 }
 
@@ -98,9 +88,7 @@ func (f *fixture) proxy(t *testing.T, name string, finalizers ...string) *corev1
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Finalizers: finalizers},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
 	}
-	if err := f.source.Create(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.source.Create(context.Background(), p))
 	t.Cleanup(func() { f.forget(t, p) })
 	return p
 }
@@ -112,21 +100,17 @@ func (f *fixture) forget(t *testing.T, p *corev1.Pod) {
 	var cur corev1.Pod
 	if err := f.source.Get(ctx, client.ObjectKeyFromObject(p), &cur); apierrors.IsNotFound(err) {
 		return
-	} else if err != nil {
-		t.Fatal(err)
+	} else {
+		require.NoError(t, err)
 	}
 	cur.Finalizers = nil
-	if err := f.source.Update(ctx, &cur); client.IgnoreNotFound(err) != nil {
-		t.Fatal(err)
-	}
-	if err := f.source.Delete(ctx, &cur); client.IgnoreNotFound(err) != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, client.IgnoreNotFound(f.source.Update(ctx, &cur)))
+	require.NoError(t, client.IgnoreNotFound(f.source.Delete(ctx, &cur)))
 	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := f.source.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{})
 		return apierrors.IsNotFound(err), nil
 	}); err != nil {
-		t.Fatalf("pod %s not gone: %v", p.Name, err)
+		require.FailNowf(t, "pod not gone", "pod %s not gone: %v", p.Name, err)
 	}
 }
 
@@ -143,9 +127,7 @@ func (f *fixture) chaperon(t *testing.T, p *corev1.Pod, source string) *v1alpha1
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
 		}},
 	}
-	if err := f.target.Create(context.Background(), pc); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.target.Create(context.Background(), pc))
 	return pc
 }
 
@@ -157,9 +139,7 @@ func (f *fixture) elected(t *testing.T, p *corev1.Pod, target string) *corev1.Po
 		Type: v1alpha1.ConditionElected, Status: corev1.ConditionTrue, Reason: "Elected",
 		Message: proxy.Record{TargetName: target, Chaperon: naming.RemoteName(p.Name, p.UID)}.Message(),
 	})
-	if err := f.source.Status().Update(context.Background(), p); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.source.Status().Update(context.Background(), p))
 	return p
 }
 
@@ -171,9 +151,7 @@ func (f *fixture) deleted(t *testing.T, pc *v1alpha1.PodChaperon) bool {
 	if apierrors.IsNotFound(err) {
 		return true
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return cur.DeletionTimestamp != nil
 }
 
@@ -190,9 +168,7 @@ func (f *fixture) collector(t *testing.T, tgt client.Client, clk *clocktesting.F
 		Clock:  clk,
 		Logger: testr.New(t),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return g
 }
 
@@ -230,9 +206,7 @@ func TestCollectOrphans(t *testing.T) {
 
 	g := f.collector(t, f.target, later())
 	report, err := g.Collect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, tc := range []struct {
 		pc      *v1alpha1.PodChaperon
 		deleted bool
@@ -246,39 +220,28 @@ func TestCollectOrphans(t *testing.T) {
 		{pcWinner, false, ""},
 		{pcLoser, true, gc.ReasonLostElection},
 	} {
-		if got := f.deleted(t, tc.pc); got != tc.deleted {
-			t.Errorf("chaperon %s (proxy %s): deleted = %t, want %t", tc.pc.Name, tc.pc.Annotations[v1alpha1.AnnotationParentName], got, tc.deleted)
-		}
+		got := f.deleted(t, tc.pc)
+		assert.Falsef(t, got != tc.deleted, "chaperon %s (proxy %s): deleted = %t, want %t", tc.pc.Name, tc.pc.Annotations[v1alpha1.AnnotationParentName], got, tc.deleted)
 		var reported gc.Reason
 		for _, d := range report.Deleted {
 			if d.Name == tc.pc.Name {
 				reported = d.Reason
 			}
 		}
-		if reported != tc.reason {
-			t.Errorf("chaperon %s reported with reason %q, want %q", tc.pc.Name, reported, tc.reason)
-		}
+		assert.Falsef(t, reported != tc.reason, "chaperon %s reported with reason %q, want %q", tc.pc.Name, reported, tc.reason)
 	}
 
 	// Deletion is Foreground (the delegate goes first): with no garbage
 	// collector running here, the orphan waits on its finalizer.
 	var cur v1alpha1.PodChaperon
-	if err := f.target.Get(ctx, client.ObjectKeyFromObject(pcGone), &cur); err != nil {
-		t.Fatalf("orphan chaperon vanished at once, so it was not deleted Foreground: %v", err)
-	}
-	if !containsString(cur.Finalizers, metav1.FinalizerDeleteDependents) {
-		t.Errorf("orphan chaperon finalizers %v, want %s (Foreground deletion)", cur.Finalizers, metav1.FinalizerDeleteDependents)
-	}
+	require.NoError(t, f.target.Get(ctx, client.ObjectKeyFromObject(pcGone), &cur), "orphan chaperon vanished at once, so it was not deleted Foreground")
+	assert.Truef(t, containsString(cur.Finalizers, metav1.FinalizerDeleteDependents), "orphan chaperon finalizers %v, want %s (Foreground deletion)", cur.Finalizers, metav1.FinalizerDeleteDependents)
 
 	// A second pass finds nothing more to do: chaperons being deleted are
 	// left to finish.
 	again, err := g.Collect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(again.Deleted) != 0 {
-		t.Errorf("second pass deleted %v, want nothing", again.Deleted)
-	}
+	require.NoError(t, err)
+	assert.Falsef(t, len(again.Deleted) != 0, "second pass deleted %v, want nothing", again.Deleted)
 }
 
 func TestYoungOrphanKeptUntilMinAge(t *testing.T) {
@@ -287,34 +250,20 @@ func TestYoungOrphanKeptUntilMinAge(t *testing.T) {
 	p := f.proxy(t, "young", v1alpha1.FinalizerDelegate)
 	pc := f.chaperon(t, p, sourceName)
 	f.forget(t, p)
-	if err := f.target.Get(ctx, client.ObjectKeyFromObject(pc), pc); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.target.Get(ctx, client.ObjectKeyFromObject(pc), pc))
 	clk := clocktesting.NewFakeClock(pc.CreationTimestamp.Add(30 * time.Second))
 	g := f.collector(t, f.target, clk)
 
 	report, err := g.Collect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.deleted(t, pc) {
-		t.Fatal("an orphan younger than the minimum age was deleted")
-	}
-	if len(report.Young) != 1 || report.Young[0].Name != pc.Name {
-		t.Errorf("young = %v, want the chaperon %s", report.Young, pc.Name)
-	}
+	require.NoError(t, err)
+	require.False(t, f.deleted(t, pc), "an orphan younger than the minimum age was deleted")
+	assert.Falsef(t, len(report.Young) != 1 || report.Young[0].Name != pc.Name, "young = %v, want the chaperon %s", report.Young, pc.Name)
 
 	clk.Step(time.Minute)
 	report, err = g.Collect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !f.deleted(t, pc) {
-		t.Error("an orphan older than the minimum age was kept")
-	}
-	if len(report.Deleted) != 1 || len(report.Young) != 0 {
-		t.Errorf("report = %+v, want one deletion and nothing young", report)
-	}
+	require.NoError(t, err)
+	assert.True(t, f.deleted(t, pc), "an orphan older than the minimum age was kept")
+	assert.Falsef(t, len(report.Deleted) != 1 || len(report.Young) != 0, "report = %+v, want one deletion and nothing young", report)
 }
 
 // A namespace the source's identity may not read in the target is skipped
@@ -325,9 +274,7 @@ func TestForbiddenNamespaceSkipped(t *testing.T) {
 	denied := setup(t) // a second enabled namespace, not granted
 	userName := "source-" + f.ns
 	user, err := targetEnv.ControlPlane.AddUser(envtest.User{Name: userName}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	role := &rbacv1.Role{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "source"},
 		Rules: []rbacv1.PolicyRule{{
@@ -341,14 +288,10 @@ func TestForbiddenNamespaceSkipped(t *testing.T) {
 		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: userName}},
 	}
 	for _, o := range []client.Object{role, binding} {
-		if err := f.target.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, f.target.Create(ctx, o))
 	}
 	limited, err := client.New(user.Config(), client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := f.proxy(t, "p", v1alpha1.FinalizerDelegate)
 	q := denied.proxy(t, "q", v1alpha1.FinalizerDelegate)
 	pc, qc := f.chaperon(t, p, sourceName), denied.chaperon(t, q, sourceName)
@@ -356,18 +299,10 @@ func TestForbiddenNamespaceSkipped(t *testing.T) {
 	denied.forget(t, q)
 
 	report, err := f.collector(t, limited, later()).Collect(ctx)
-	if err != nil {
-		t.Fatalf("a forbidden namespace failed the pass: %v", err)
-	}
-	if !f.deleted(t, pc) {
-		t.Error("the orphan in the granted namespace was kept")
-	}
-	if f.deleted(t, qc) {
-		t.Error("the orphan in the forbidden namespace was deleted")
-	}
-	if len(report.Deleted) != 1 {
-		t.Errorf("deleted %v, want one", report.Deleted)
-	}
+	require.NoError(t, err, "a forbidden namespace failed the pass")
+	assert.True(t, f.deleted(t, pc), "the orphan in the granted namespace was kept")
+	assert.False(t, f.deleted(t, qc), "the orphan in the forbidden namespace was deleted")
+	assert.Falsef(t, len(report.Deleted) != 1, "deleted %v, want one", report.Deleted)
 }
 
 // Run by a manager, the collector passes on its own, shortly after start.
@@ -377,15 +312,7 @@ func TestRunsInManager(t *testing.T) {
 	pc := f.chaperon(t, p, sourceName)
 	f.forget(t, p)
 
-	logger, quiet := testenv.Logger(t, 0)
-	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
-		Scheme:  testenv.Scheme(),
-		Logger:  logger,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	mgr := testenv.NewManager(t, sourceEnv.Config, testenv.ManagerOptions{})
 	g, err := gc.New(gc.Options{
 		SourceName:   sourceName,
 		Targets:      testTargets{testTarget{key: proxy.TargetKey{Name: "t1"}, c: f.target}},
@@ -393,26 +320,13 @@ func TestRunsInManager(t *testing.T) {
 		Interval:     100 * time.Millisecond,
 		MinAge:       time.Nanosecond,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan error)
-	go func() { stopped <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-stopped; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	t.Cleanup(quiet) // first: the manager may log while it stops
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	require.NoError(t, err)
+	require.NoError(t, g.SetupWithManager(mgr))
+	mgr.Run()
+	if err := wait.PollUntilContextTimeout(mgr.Context(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		return f.deleted(t, pc), nil
 	}); err != nil {
-		t.Fatalf("the orphan was not collected by the running collector: %v", err)
+		require.FailNowf(t, "the orphan was not collected", "the orphan was not collected by the running collector: %v", err)
 	}
 }
 

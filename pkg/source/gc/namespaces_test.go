@@ -8,6 +8,8 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,36 +72,24 @@ func TestCollectNamespaces(t *testing.T) {
 		Clock:  clocktesting.NewFakeClock(now),
 		Logger: testr.New(t),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	report, err := g.Collect(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var deleted []string
 	for _, f := range report.Deleted {
 		if f.Kind == kindNamespace {
 			deleted = append(deleted, f.Target+"/"+f.Name+":"+string(f.Reason))
 		}
 	}
-	if diff := cmp.Diff([]string{"t1/copies:SourceNamespaceGone", "t1/empty:SourceNamespaceGone"}, sorted(deleted)); diff != "" {
-		t.Errorf("namespaces deleted (-want,+got):\n%s", diff)
-	}
+	assert.Empty(t, cmp.Diff([]string{"t1/copies:SourceNamespaceGone", "t1/empty:SourceNamespaceGone"}, sorted(deleted)), "namespaces deleted (-want,+got)")
 	var left corev1.NamespaceList
-	if err := remote.List(context.Background(), &left); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, remote.List(context.Background(), &left))
 	var kept []string
 	for _, n := range left.Items {
 		kept = append(kept, n.Name)
 	}
-	if diff := cmp.Diff([]string{"fresh", "hand-made", "held", "live", "other"}, sorted(kept)); diff != "" {
-		t.Errorf("namespaces left in the target (-want,+got):\n%s", diff)
-	}
-	if err := self.Get(context.Background(), client.ObjectKey{Name: "empty"}, &corev1.Namespace{}); err != nil {
-		t.Errorf("a namespace of the source cluster as its own target was touched: %v", err)
-	}
+	assert.Empty(t, cmp.Diff([]string{"fresh", "hand-made", "held", "live", "other"}, sorted(kept)), "namespaces left in the target (-want,+got)")
+	assert.NoError(t, self.Get(context.Background(), client.ObjectKey{Name: "empty"}, &corev1.Namespace{}), "a namespace of the source cluster as its own target was touched")
 }
 
 func TestOwnOrBuiltIn(t *testing.T) {
@@ -124,9 +114,8 @@ func TestOwnOrBuiltIn(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := ownOrBuiltIn(tt.obj, tt.kind, "src"); got != tt.want {
-				t.Errorf("ownOrBuiltIn = %v, want %v", got, tt.want)
-			}
+			got := ownOrBuiltIn(tt.obj, tt.kind, "src")
+			assert.Falsef(t, got != tt.want, "ownOrBuiltIn = %v, want %v", got, tt.want)
 		})
 	}
 }
@@ -153,14 +142,8 @@ func TestCollectNamespacesForbidden(t *testing.T) {
 		Reader:     source, APIReader: source,
 		Clock: clocktesting.NewFakeClock(now), Logger: testr.New(t),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	report, err := g.Collect(context.Background())
-	if err != nil {
-		t.Errorf("a refused delete is an error of the pass: %v", err)
-	}
-	if deletes != 1 || len(report.Deleted) != 0 {
-		t.Errorf("%d deletes asked, %v reported deleted; want 1 asked, none reported", deletes, report.Deleted)
-	}
+	assert.NoError(t, err, "a refused delete is an error of the pass")
+	assert.Falsef(t, deletes != 1 || len(report.Deleted) != 0, "%d deletes asked, %v reported deleted; want 1 asked, none reported", deletes, report.Deleted)
 }

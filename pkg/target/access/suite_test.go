@@ -24,7 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
@@ -81,12 +83,10 @@ func runMain(m *testing.M) int {
 	// The label-filtered RBAC cache: the controllers must see through it
 	// to objects fleetlet did not create (pkg/connect's tests run them
 	// with the full cache).
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  cache.Options{ByObject: CacheByObject()},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	opts := testenv.ControllerOptions()
+	opts.Scheme = scheme
+	opts.Cache = cache.Options{ByObject: CacheByObject()}
+	mgr, err := ctrl.NewManager(env.Config, opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -96,11 +96,10 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
+	wait := testenv.RunManagers(ctx, mgr)
 	code := m.Run()
 	cancel()
-	if err := <-done; err != nil {
+	if err := wait(); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 	}
 	return code
@@ -110,9 +109,7 @@ func runMain(m *testing.M) int {
 func newNamespace(t *testing.T, labels map[string]string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "src-", Labels: labels}}
-	if err := k8sClient.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k8sClient.Create(context.Background(), ns))
 	return ns.Name
 }
 
@@ -188,9 +185,7 @@ func tokenConfig(t *testing.T, namespace, name string) *rest.Config {
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return &rest.Config{
 		Host:            env.Config.Host,
 		BearerToken:     tr.Status.Token,
@@ -216,12 +211,8 @@ func checkAccess(t *testing.T, cfg *rest.Config, checks []access) {
 				Verb: c.verb, Group: c.group, Resource: c.resource, Subresource: c.subresource, Namespace: c.namespace, Name: c.name,
 			}},
 		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if review.Status.Allowed != c.allowed {
-			t.Errorf("can %s %s.%s/%s %s in %q: %v, want %v (%s)", c.verb, c.resource, c.group, c.subresource, c.name, c.namespace,
-				review.Status.Allowed, c.allowed, review.Status.Reason)
-		}
+		require.NoError(t, err)
+		assert.Equalf(t, c.allowed, review.Status.Allowed, "can %s %s.%s/%s %s in %q (%s)", c.verb, c.resource, c.group, c.subresource, c.name, c.namespace,
+			review.Status.Reason)
 	}
 }

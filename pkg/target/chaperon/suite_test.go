@@ -2,7 +2,6 @@ package chaperon
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/target/access"
@@ -181,29 +179,25 @@ func setupCluster(ctx context.Context) error {
 func startManagers(ctx context.Context) (func() error, error) {
 	// The Source controllers see only the Sources labelled
 	// labelProvisioned, so that a test can provision one by hand.
-	sourceMgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: scheme,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&v1alpha1.Source{}: {Label: labels.SelectorFromSet(labels.Set{labelProvisioned: "true"})},
-		}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	sourceOpts := testenv.ControllerOptions()
+	sourceOpts.Scheme = scheme
+	sourceOpts.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&v1alpha1.Source{}: {Label: labels.SelectorFromSet(labels.Set{labelProvisioned: "true"})},
+	}}
+	sourceMgr, err := ctrl.NewManager(env.Config, sourceOpts)
 	if err != nil {
 		return nil, err
 	}
 	if err := access.SetupWithManager(sourceMgr, 2*time.Second); err != nil {
 		return nil, err
 	}
-	chaperonMgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: scheme,
-		// As the fleetlet manager's: only heartbeat Leases are cached.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&coordinationv1.Lease{}: HeartbeatLeaseCache(),
-		}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
+	chaperonOpts := testenv.ControllerOptions()
+	chaperonOpts.Scheme = scheme
+	// As the fleetlet manager's: only heartbeat Leases are cached.
+	chaperonOpts.Cache = cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&coordinationv1.Lease{}: HeartbeatLeaseCache(),
+	}}
+	chaperonMgr, err := ctrl.NewManager(env.Config, chaperonOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -216,11 +210,7 @@ func startManagers(ctx context.Context) (func() error, error) {
 	if err := r.SetupWithManager(chaperonMgr); err != nil {
 		return nil, err
 	}
-	errs := make(chan error, 2)
-	for _, mgr := range []ctrl.Manager{sourceMgr, chaperonMgr} {
-		go func() { errs <- mgr.Start(ctx) }()
-	}
-	return func() error { return errors.Join(<-errs, <-errs) }, nil
+	return testenv.RunManagers(ctx, sourceMgr, chaperonMgr), nil
 }
 
 func ptrTo[T any](v T) *T { return &v }

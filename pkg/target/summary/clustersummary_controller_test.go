@@ -3,13 +3,13 @@ package summary
 import (
 	"context"
 	"fmt"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,12 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
@@ -45,9 +41,7 @@ func TestClusterSummaryIdentityAndHeartbeat(t *testing.T) {
 	c := newClient(t)
 	startManager(t)
 	var ks corev1.Namespace
-	if err := c.Get(t.Context(), client.ObjectKey{Name: metav1.NamespaceSystem}, &ks); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Get(t.Context(), client.ObjectKey{Name: metav1.NamespaceSystem}, &ks))
 	var first metav1.Time
 	waitFor(t, "a summary with the cluster's identity and an observedTime", func() string {
 		cs := &v1alpha1.ClusterSummary{}
@@ -147,17 +141,16 @@ func TestClusterSummaryController(t *testing.T) {
 		counted := &writeCounter{Client: mgrClient}
 		r := &ClusterSummaryReconciler{Client: counted, devices: true}
 		for range 3 {
-			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: v1alpha1.ClusterSummaryName}}); err != nil {
-				t.Fatal(err)
-			}
+			_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: v1alpha1.ClusterSummaryName}})
+			require.NoError(t, err)
 		}
 		// A server-side apply of the same status would leave the
 		// resourceVersion alone: count the requests too.
 		if n := counted.writes.Load(); n != 0 {
-			t.Errorf("%d writes with nothing changed, want none", n)
+			assert.Failf(t, "writes with nothing changed", "%d writes with nothing changed, want none", n)
 		}
 		if after := getSummary(t, c); after.ResourceVersion != before.ResourceVersion {
-			t.Errorf("resourceVersion went from %s to %s with nothing changed; managed fields now:\n%v",
+			assert.Failf(t, "resourceVersion changed", "resourceVersion went from %s to %s with nothing changed; managed fields now:\n%v",
 				before.ResourceVersion, after.ResourceVersion, after.ManagedFields)
 		}
 	})
@@ -215,21 +208,15 @@ func TestClusterSummaryController(t *testing.T) {
 		cs.Status.NodeCount = 42
 		cs.Status.Labels["tampered"] = "yes"
 		cs.Status.RequestedBySource["intruder"] = resources("cpu", "1")
-		if err := c.Status().Patch(ctx, cs, patch, client.FieldOwner("kubectl-edit")); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Status().Patch(ctx, cs, patch, client.FieldOwner("kubectl-edit")))
 		waitForSummary(t, c, realNodes)
 	})
 
 	step("a deleted summary comes back", func(t *testing.T) {
 		old := getSummary(t, c)
-		if err := c.Delete(ctx, old); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Delete(ctx, old))
 		got := waitForSummary(t, c, realNodes)
-		if got.UID == old.UID {
-			t.Errorf("ClusterSummary still has UID %s after deletion", old.UID)
-		}
+		assert.Falsef(t, got.UID == old.UID, "ClusterSummary still has UID %s after deletion", old.UID)
 	})
 
 	// Devices: two on n1, one on n3 (not Ready), one of n1's allocated.
@@ -238,30 +225,22 @@ func TestClusterSummaryController(t *testing.T) {
 		named(slice("gpu.example.com", "n1", 1, "a0", "a1"), "n1-gpus"),
 		named(slice("gpu.example.com", "n3", 1, "a2"), "n3-gpus"),
 	} {
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Create(ctx, obj))
 	}
 	claim := &resourcev1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "gpu", Namespace: ns},
 		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
 			{Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.example.com"}}}}},
 	}
-	if err := c.Create(ctx, claim); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Create(ctx, claim))
 	claim.Status = allocatedClaim("gpu.example.com", "n1", "a1").Status
-	if err := c.Status().Update(ctx, claim); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Status().Update(ctx, claim))
 	withDevices := realNodes
 	withDevices.DeviceClasses = []v1alpha1.DeviceClassSummary{{Name: "gpu.example.com", Devices: 2, Allocated: 1}}
 	step("devices are counted per class, on schedulable nodes", func(t *testing.T) {
 		waitForSummary(t, c, withDevices)
 	})
-	if err := c.Delete(ctx, deviceClass("gpu.example.com", "")); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Delete(ctx, deviceClass("gpu.example.com", "")))
 	step("the last class gone, no class is served", func(t *testing.T) {
 		waitForSummary(t, c, realNodes)
 	})
@@ -276,9 +255,7 @@ func named[T client.Object](obj T, name string) T {
 func newClient(t *testing.T) client.Client {
 	t.Helper()
 	c, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return c
 }
 
@@ -286,66 +263,21 @@ func newClient(t *testing.T) client.Client {
 // test ends, and returns its (cached) client.
 func startManager(t *testing.T) client.Client {
 	t.Helper()
-	logs := &testWriter{t: t}
-	t.Cleanup(logs.close) // runs last
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(logs)))
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.ActivePodNodeName); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&ClusterSummaryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Heartbeat: testHeartbeat}).SetupWithManager(ctx, mgr); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	mgr := testenv.NewManager(t, env.Config, testenv.ManagerOptions{Verbosity: 1})
+	// What logs through controller-runtime's global logger goes to the
+	// test too.
+	ctrl.SetLogger(mgr.GetLogger())
+	ctx := mgr.Context()
+	require.NoError(t, indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.ActivePodNodeName))
+	require.NoError(t, (&ClusterSummaryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Heartbeat: testHeartbeat}).SetupWithManager(ctx, mgr))
+	mgr.Run()
 	return mgr.GetClient()
-}
-
-// testWriter sends the manager's logs to the test's log, shown on failure,
-// until the test ends (logging to a finished test panics).
-type testWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.done = true
 }
 
 func createNamespace(t *testing.T, c client.Client) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "summary-"}}
-	if err := c.Create(t.Context(), ns); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Create(t.Context(), ns))
 	return ns.Name
 }
 
@@ -354,40 +286,29 @@ func createNamespace(t *testing.T, c client.Client) string {
 func createNode(t *testing.T, c client.Client, node *corev1.Node) {
 	t.Helper()
 	status := node.Status
-	if err := c.Create(t.Context(), node); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Create(t.Context(), node))
 	node.Status = status
-	if err := c.Status().Update(t.Context(), node); err != nil {
-		t.Fatalf("setting the status of node %s: %v", node.Name, err)
-	}
+	require.NoErrorf(t, c.Status().Update(t.Context(), node), "setting the status of node %s", node.Name)
 	t.Cleanup(func() {
-		if err := c.Delete(context.Background(), node); client.IgnoreNotFound(err) != nil {
-			t.Errorf("deleting node %s: %v", node.Name, err)
-		}
+		err := c.Delete(context.Background(), node)
+		assert.Falsef(t, client.IgnoreNotFound(err) != nil, "deleting node %s: %v", node.Name, err)
 	})
 }
 
 func patchNode(t *testing.T, c client.Client, name string, change func(*corev1.Node)) {
 	t.Helper()
 	node := &corev1.Node{}
-	if err := c.Get(t.Context(), client.ObjectKey{Name: name}, node); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Get(t.Context(), client.ObjectKey{Name: name}, node))
 	patch := client.MergeFrom(node.DeepCopy())
 	change(node)
-	if err := c.Patch(t.Context(), node, patch); err != nil {
-		t.Fatalf("patching node %s: %v", name, err)
-	}
+	require.NoErrorf(t, c.Patch(t.Context(), node, patch), "patching node %s", name)
 }
 
 func createPod(t *testing.T, c client.Client, pod *corev1.Pod, namespace string) *corev1.Pod {
 	t.Helper()
 	pod.Namespace = namespace
 	pod.Status = corev1.PodStatus{}
-	if err := c.Create(t.Context(), pod); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Create(t.Context(), pod))
 	return pod
 }
 
@@ -395,17 +316,13 @@ func setPodPhase(t *testing.T, c client.Client, pod *corev1.Pod, phase corev1.Po
 	t.Helper()
 	patch := client.MergeFrom(pod.DeepCopy())
 	pod.Status.Phase = phase
-	if err := c.Status().Patch(t.Context(), pod, patch); err != nil {
-		t.Fatalf("setting the phase of pod %s: %v", pod.Name, err)
-	}
+	require.NoErrorf(t, c.Status().Patch(t.Context(), pod, patch), "setting the phase of pod %s", pod.Name)
 }
 
 func getSummary(t *testing.T, c client.Client) *v1alpha1.ClusterSummary {
 	t.Helper()
 	cs := &v1alpha1.ClusterSummary{}
-	if err := c.Get(t.Context(), client.ObjectKey{Name: v1alpha1.ClusterSummaryName}, cs); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Get(t.Context(), client.ObjectKey{Name: v1alpha1.ClusterSummaryName}, cs))
 	return cs
 }
 
@@ -420,7 +337,7 @@ func waitForSummary(t *testing.T, c client.Client, want v1alpha1.ClusterSummaryS
 			if apierrors.IsNotFound(err) {
 				return "ClusterSummary not found"
 			}
-			t.Fatal(err)
+			require.NoError(t, err)
 		}
 		status := cs.Status.DeepCopy()
 		status.Conditions = nil
@@ -459,12 +376,10 @@ func waitFor(t *testing.T, what string, check func() string) {
 		if last == "" {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s: %s", convergeTimeout, what, last)
-		}
+		require.Falsef(t, time.Now().After(deadline), "waited %v for %s: %s", convergeTimeout, what, last)
 		select {
 		case <-t.Context().Done():
-			t.Fatalf("test ended waiting for %s: %s", what, last)
+			require.FailNowf(t, "test ended", "test ended waiting for %s: %s", what, last)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
