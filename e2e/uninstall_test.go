@@ -23,7 +23,6 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/cleanup"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/sandbox"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 )
 
 // TestUninstall: a user uninstalls fleetlet (helm uninstall, in every
@@ -93,7 +92,7 @@ func TestUninstall(t *testing.T) {
 	require.NoError(t, err)
 	virtual := map[string]bool{}
 	for _, c := range u.ClusterNames() {
-		virtual[vnode.NodeName(proxy.TargetKey{Name: c})] = true
+		virtual[proxy.NodeName(proxy.TargetKey{Name: c})] = true
 	}
 	eventually(t, 2*time.Minute, "the Deployment's replicas Running on virtual nodes", func(ctx context.Context) (bool, string) {
 		pods, err := src.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})

@@ -15,7 +15,6 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 )
 
 // Index is one field index: the kind it indexes, its name (what
@@ -39,7 +38,7 @@ var (
 	// PinnedProxy indexes gated pods by the node they are pinned to.
 	PinnedProxy = Index{Object: &corev1.Pod{}, Field: "elector.pinned", Extract: pinnedProxy}
 	// HeadedProxy indexes gated pods by the virtual node they are pinned
-	// or elected to (vnode.ProxyNode), which counts them in its
+	// or elected to (proxy.HeadedTo), which counts them in its
 	// allocatable: its growth may let them go.
 	HeadedProxy = Index{Object: &corev1.Pod{}, Field: "elector.headed", Extract: headedProxy}
 	// TargetSecret indexes Targets by their kubeconfig Secret's name.
@@ -102,7 +101,7 @@ func headedProxy(obj client.Object) []string {
 	if !ok || !proxy.Gated(p) {
 		return nil
 	}
-	if node := vnode.ProxyNode(p); node != "" {
+	if node := proxy.HeadedTo(p); node != "" {
 		return []string{node}
 	}
 	return nil

@@ -13,7 +13,6 @@ import (
 	"github.com/fleetlet/fleetlet/config"
 	"github.com/fleetlet/fleetlet/pkg/connect"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 )
 
 // fleetlet in the sandbox.
@@ -246,7 +245,7 @@ func (s *Sandbox) connectOne(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	node := vnode.NodeName(proxy.TargetKey{Name: name})
+	node := proxy.NodeName(proxy.TargetKey{Name: name})
 	return s.waitFor(ctx, source, "virtual node "+node+" to be Ready", nil, func(ctx context.Context) error {
 		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {

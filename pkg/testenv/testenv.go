@@ -115,7 +115,9 @@ func Start(opts Options) (*Env, error) {
 	env.ControlPlane.GetAPIServer().Configure().Set("endpoint-reconciler-type", "none")
 	cfg, err := env.Start()
 	if err != nil {
-		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", dir, err)
+		// envtest may have started the control plane before it failed
+		// (installing the CRDs, say): stop what runs.
+		return nil, errors.Join(fmt.Errorf("starting kube-apiserver and etcd from %s: %w", dir, err), env.Stop())
 	}
 	return &Env{Environment: env, Config: cfg}, nil
 }

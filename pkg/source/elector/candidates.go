@@ -23,7 +23,6 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
 	"github.com/fleetlet/fleetlet/pkg/source/follow"
 	"github.com/fleetlet/fleetlet/pkg/source/placement"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 )
 
 // targetState is one target's view for one proxy.
@@ -56,7 +55,7 @@ func (r *Reconciler) targets(ctx context.Context, pod *corev1.Pod, userSpec *cor
 		ts := &targetState{key: key, cluster: cl}
 		cl.WatchChaperons(pod.Namespace)
 		var node corev1.Node
-		if err := r.client.Get(ctx, types.NamespacedName{Name: vnode.NodeName(key)}, &node); err == nil {
+		if err := r.client.Get(ctx, types.NamespacedName{Name: proxypod.NodeName(key)}, &node); err == nil {
 			ts.node = &node
 		}
 		ts.eligible, ts.reason = Eligible(pod, TargetView{Namespace: key.Namespace, Name: key.Name, Ready: h.Ready, Reason: h.Reason, Draining: cl.Draining(), SummaryStale: cl.SummaryStale(), Node: ts.node}, clusters)

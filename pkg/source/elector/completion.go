@@ -22,7 +22,6 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
 	"github.com/fleetlet/fleetlet/pkg/source/follow"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 )
 
 // finishElection carries an election out, one step per pass: the elected
@@ -213,7 +212,7 @@ func refused(st *corev1.PodStatus) bool {
 // already (by an older manager) is only ungated.
 func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *corev1.PodCondition, cl *fleet.Cluster) (reconcile.Result, error) {
 	key := cl.Key()
-	nodeName := vnode.NodeName(key)
+	nodeName := proxy.NodeName(key)
 	if res, wait, err := r.bindSourceClaims(ctx, pod, cl, nodeName); wait {
 		return res, err
 	}

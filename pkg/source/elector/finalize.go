@@ -23,7 +23,6 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
 	"github.com/fleetlet/fleetlet/pkg/source/follow"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 )
 
 // finalize deletes a deleted proxy's chaperons everywhere (foreground: each
@@ -181,7 +180,7 @@ func mayRunIn(pod *corev1.Pod, key proxy.TargetKey) bool {
 	if prev, ok := previousDelegate(pod); ok && keyOf(prev) == key {
 		return true
 	}
-	node := vnode.NodeName(key)
+	node := proxy.NodeName(key)
 	return pod.Spec.NodeName == node || proxy.PinnedNode(pod) == node
 }
 

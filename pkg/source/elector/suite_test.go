@@ -30,7 +30,6 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/source/elector"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet/fleettest"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
@@ -183,7 +182,7 @@ func (h *harness) connect(t *testing.T, name string, cfg *rest.Config) proxy.Tar
 }
 
 func nodeName(key proxy.TargetKey) string {
-	return vnode.NodeName(key)
+	return proxy.NodeName(key)
 }
 
 // allocatable sets the virtual node's allocatable CPU and pod count.

@@ -25,7 +25,6 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/indexer"
 	proxypod "github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 )
 
 // Event reasons on proxy pods.
@@ -77,7 +76,7 @@ func (r *Reconciler) boundTo(ctx context.Context, ch fleet.Change) []reconcile.R
 		return nil
 	}
 	key := ch.Key
-	node := vnode.NodeName(key)
+	node := proxypod.NodeName(key)
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.ActivePodNodeName.Field: node}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
@@ -153,7 +152,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: staleCacheRecheck}, nil
 	}
 	key, name, ok := proxypod.ElectedTarget(&proxy)
-	if !ok || proxy.Spec.NodeName != vnode.NodeName(key) {
+	if !ok || proxy.Spec.NodeName != proxypod.NodeName(key) {
 		return reconcile.Result{}, nil
 	}
 	cl, ok := r.registry.Get(key)

@@ -25,7 +25,6 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/naming"
 	proxypod "github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/feedback"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 	"github.com/fleetlet/fleetlet/pkg/target/chaperon"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
@@ -124,7 +123,7 @@ func (h *harness) elect(t *testing.T, p *corev1.Pod, key proxypod.TargetKey, pc 
 }
 
 func nodeName(key proxypod.TargetKey) string {
-	return vnode.NodeName(key)
+	return proxypod.NodeName(key)
 }
 
 // virtualNode creates the target's virtual node with its InternalIP, as the

@@ -10,7 +10,6 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 )
 
 // Two registrations may want what only one may have: the same virtual node
@@ -88,7 +87,7 @@ func (r *Registry) nodeNameOwner(ctx context.Context, obj targetObject, nodeName
 	me := claim{key: keyOfObject(obj), created: obj.GetCreationTimestamp().Time, holds: holds(obj)}
 	for _, o := range all {
 		k := keyOfObject(o)
-		if k == me.key || vnode.NodeName(k) != nodeName {
+		if k == me.key || proxy.NodeName(k) != nodeName {
 			continue
 		}
 		if (claim{key: k, created: o.GetCreationTimestamp().Time, holds: holds(o)}).before(me) {

@@ -17,7 +17,6 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
@@ -121,7 +120,7 @@ func TestNodeNameTakenRefusesTheNewer(t *testing.T) {
 
 	require.NoError(t, f.source.Delete(ctx, &v1alpha1.Target{ObjectMeta: metav1.ObjectMeta{Namespace: older.Namespace, Name: older.Name}}))
 	st = f.waitCondition(t, newer, v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonConnected, "")
-	require.Equal(t, vnode.NodeName(proxy.TargetKey{Name: ct.Name}), st.VirtualNodeName)
+	require.Equal(t, proxy.NodeName(proxy.TargetKey{Name: ct.Name}), st.VirtualNodeName)
 }
 
 // Two Targets that reach one cluster (the same ClusterSummary clusterID):
@@ -209,7 +208,7 @@ func TestOrphanNodesCollectedAtStart(t *testing.T) {
 	require.NoError(t, src.Create(ctx, live))
 	t.Cleanup(func() { forceDelete(t, src, live) })
 	node := func(key proxy.TargetKey, annotate bool) proxy.TargetKey {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: vnode.NodeName(key), Labels: map[string]string{v1alpha1.LabelNodeType: v1alpha1.NodeTypeVirtualKubelet}}}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: proxy.NodeName(key), Labels: map[string]string{v1alpha1.LabelNodeType: v1alpha1.NodeTypeVirtualKubelet}}}
 		if annotate {
 			n.Annotations = map[string]string{v1alpha1.AnnotationTarget: key.String()}
 		}
@@ -259,7 +258,7 @@ func TestRefusedRegistrationsLeaveTheHolderAlone(t *testing.T) {
 	f.putSecret(t, "c", testenv.Kubeconfig(t, targetEnv.Config, "default", ""))
 	f.createTarget(t, "x", "c")
 	f.waitReady(t, "x", metav1.ConditionTrue, v1alpha1.ReasonConnected)
-	node := vnode.NodeName(proxy.TargetKey{Namespace: f.ns, Name: "x"})
+	node := proxy.NodeName(proxy.TargetKey{Namespace: f.ns, Name: "x"})
 	bound := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "bound"},
 		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},

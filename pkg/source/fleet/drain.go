@@ -20,7 +20,6 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 )
 
 // Events of a drain.
@@ -68,7 +67,7 @@ func (r *Registry) drain(ctx context.Context, obj targetObject, key proxy.Target
 		defer r.hub.targetChanged(key)
 	}
 	force := obj.object().GetAnnotations()[v1alpha1.AnnotationForceDisconnect] == "true"
-	left, reason, why := r.drainStep(ctx, key, cl, connected, vnode.NodeName(key))
+	left, reason, why := r.drainStep(ctx, key, cl, connected, proxy.NodeName(key))
 	switch {
 	case why == "":
 	case force:

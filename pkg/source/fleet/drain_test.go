@@ -19,7 +19,6 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	proxypod "github.com/fleetlet/fleetlet/pkg/proxy"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
@@ -49,7 +48,7 @@ func startDrain(t *testing.T) *drainFixture {
 		return tg != nil && slices.Contains(tg.Finalizers, v1alpha1.FinalizerDrain)
 	})
 
-	node := vnode.NodeName(proxypod.TargetKey{Namespace: f.ns, Name: "leaving"})
+	node := proxypod.NodeName(proxypod.TargetKey{Namespace: f.ns, Name: "leaving"})
 	d.proxy = &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "db-0", Labels: map[string]string{"app": "db"}},
 		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},

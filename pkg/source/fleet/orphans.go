@@ -11,7 +11,6 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 )
 
 // orphanNodes deletes, once each time this replica starts leading, the
@@ -46,7 +45,7 @@ func (r *Registry) collectOrphanNodes(ctx context.Context) error {
 			continue
 		}
 		key := keyFromAnnotation(named)
-		if vnode.NodeName(key) != n.Name {
+		if proxy.NodeName(key) != n.Name {
 			continue // not a name fleetlet gives that target: not ours
 		}
 		_, err := getTarget(ctx, r.apiReader, key)

@@ -434,7 +434,7 @@ func (r *Registry) reconcile(ctx context.Context, key proxy.TargetKey) (err erro
 	if obj.GetDeletionTimestamp() != nil {
 		return r.drain(ctx, obj, key)
 	}
-	nodeName := vnode.NodeName(key)
+	nodeName := proxy.NodeName(key)
 	if refused, err := r.refuseTakenNodeName(ctx, obj, key, nodeName); refused || err != nil {
 		return err
 	}

@@ -164,7 +164,7 @@ func (f *fixture) waitReady(t *testing.T, name string, status metav1.ConditionSt
 		return last != nil && last.Status == status && last.Reason == reason && last.ObservedGeneration == tg.Generation, nil
 	})
 	require.NoErrorf(t, err, "Target %s never became Ready=%s/%s; last condition: %+v", name, status, reason, last)
-	assert.Falsef(t, tg.Status.VirtualNodeName != vnode.NodeName(proxypod.TargetKey{Namespace: f.ns, Name: name}), "status.virtualNodeName = %q", tg.Status.VirtualNodeName)
+	assert.Falsef(t, tg.Status.VirtualNodeName != proxypod.NodeName(proxypod.TargetKey{Namespace: f.ns, Name: name}), "status.virtualNodeName = %q", tg.Status.VirtualNodeName)
 	return last.Message
 }
 

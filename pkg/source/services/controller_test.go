@@ -10,60 +10,27 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
+	"github.com/fleetlet/fleetlet/pkg/source/fleet/fleettest"
 	"github.com/fleetlet/fleetlet/pkg/source/services"
-	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
-
-// noNodes stands in for the virtual node controller.
-type noNodes struct{}
-
-func (noNodes) Upsert(context.Context, vnode.TargetState)     {}
-func (noNodes) Remove(context.Context, proxy.TargetKey) error { return nil }
-func (noNodes) Release(proxy.TargetKey)                       {}
 
 // startServices runs a manager on the source with the target registry and
 // the Service controller, as cmd/fleetlet wires them, until the test ends.
 func (f *fixture) startServices(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	logger, quiet := testenv.Logger(t, 1)
-	mgr, err := ctrl.NewManager(sourceEnv.Config, ctrl.Options{
-		Scheme:     testenv.Scheme(),
-		Logger:     logger,
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-		Metrics:    metricsserver.Options{BindAddress: "0"},
-		Client:     client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-	})
+	mgr := testenv.NewManager(t, sourceEnv.Config, testenv.ManagerOptions{Verbosity: 1, UncachedSecrets: true})
+	reg, err := fleet.New(fleettest.Options(sourceName), fleettest.NoNodes{})
 	require.NoError(t, err)
-	reg, err := fleet.New(fleet.Options{
-		SourceName: sourceName, ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 2 * time.Second,
-		ProbeBackoffInitial: 100 * time.Millisecond, HeartbeatDuration: 5 * time.Second,
-	}, noNodes{})
-	require.NoError(t, err)
-	require.NoError(t, reg.SetupWithManager(ctx, mgr))
+	require.NoError(t, reg.SetupWithManager(mgr.Context(), mgr))
 	svc := &services.Controller{Follower: f.follower(t), Registry: reg}
 	require.NoError(t, svc.SetupWithManager(mgr))
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		assert.NoError(t, mgr.Start(ctx), "manager")
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-stopped
-	})
-	t.Cleanup(quiet) // first: the manager may log while it stops
+	mgr.Run()
 }
 
 // serviceReconciles is how many passes the Service controllers of this

@@ -237,7 +237,7 @@ func NewController(cfg Config) (*Controller, error) {
 // is logged, and the node then carries none of the target's labels: the
 // registry reports it on the Target (see CompileExcludedLabels).
 func (c *Controller) Upsert(_ context.Context, s TargetState) {
-	name := NodeName(s.Key)
+	name := proxy.NodeName(s.Key)
 	s.Summary = s.Summary.DeepCopy()
 
 	c.mu.Lock()
@@ -274,7 +274,7 @@ func (c *Controller) Upsert(_ context.Context, s TargetState) {
 // a target it does not know it deletes the node and Lease of that name,
 // unless the node stands for another target.
 func (c *Controller) Remove(ctx context.Context, key proxy.TargetKey) error {
-	name := NodeName(key)
+	name := proxy.NodeName(key)
 	c.mu.Lock()
 	delete(c.refused, key)
 	if owner, ok := c.owners[name]; ok && owner != key {

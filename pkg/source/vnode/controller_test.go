@@ -261,7 +261,7 @@ func targetState(key proxy.TargetKey) TargetState {
 func TestUpsertCreatesReadyNodeWithRenewedLease(t *testing.T) {
 	f := startController(t)
 	key := uniqueKey("ready")
-	name := NodeName(key)
+	name := proxy.NodeName(key)
 	f.c.Upsert(f.ctx, targetState(key))
 
 	n := f.waitNode(name, "Ready", isReady(corev1.ConditionTrue, ReasonTargetReady))
@@ -312,7 +312,7 @@ func TestUpsertCreatesReadyNodeWithRenewedLease(t *testing.T) {
 func TestTargetNotReadyKeepsRenewingLease(t *testing.T) {
 	f := startController(t)
 	key := uniqueKey("down")
-	name := NodeName(key)
+	name := proxy.NodeName(key)
 	s := targetState(key)
 	f.c.Upsert(f.ctx, s)
 	f.waitNode(name, "Ready", isReady(corev1.ConditionTrue, ReasonTargetReady))
@@ -359,7 +359,7 @@ func (f *fixture) createPod(ns string, p *corev1.Pod) *corev1.Pod {
 // node, whose name it returns with its key.
 func (f *fixture) fullTarget(base string) (proxy.TargetKey, string) {
 	key := uniqueKey(base)
-	name := NodeName(key)
+	name := proxy.NodeName(key)
 	s := targetState(key)
 	s.Summary.Allocatable = rl("cpu", "2", "memory", "4Gi", "pods", "10")
 	s.Summary.Requested = rl("cpu", "2", "memory", "4Gi", "pods", "10")
@@ -433,7 +433,7 @@ watching:
 func TestOwnedLabelsFollowTargetOthersStay(t *testing.T) {
 	f := startController(t)
 	key := uniqueKey("labels")
-	name := NodeName(key)
+	name := proxy.NodeName(key)
 	s := targetState(key)
 	f.c.Upsert(f.ctx, s)
 	f.waitNode(name, "tier label", func(n *corev1.Node) (bool, string) {
@@ -467,7 +467,7 @@ func TestOwnedLabelsFollowTargetOthersStay(t *testing.T) {
 func TestRemoveDeletesNodeAndLease(t *testing.T) {
 	f := startController(t)
 	key := uniqueKey("removed")
-	name := NodeName(key)
+	name := proxy.NodeName(key)
 	f.c.Upsert(f.ctx, targetState(key))
 	f.waitNode(name, "Ready", isReady(corev1.ConditionTrue, ""))
 	waitFor(t, "lease", func() (bool, string) {
@@ -493,7 +493,7 @@ func TestRemoveDeletesNodeAndLease(t *testing.T) {
 func TestStoppingLeavesNodesAndLetsLeasesLapse(t *testing.T) {
 	f := startController(t)
 	key := uniqueKey("stopped")
-	name := NodeName(key)
+	name := proxy.NodeName(key)
 	f.c.Upsert(f.ctx, targetState(key))
 	f.waitNode(name, "Ready", isReady(corev1.ConditionTrue, ""))
 	f.waitLeaseRenewed(name)
@@ -515,7 +515,7 @@ func TestStoppingLeavesNodesAndLetsLeasesLapse(t *testing.T) {
 func TestDeletedNodeIsCreatedAgain(t *testing.T) {
 	f := startController(t)
 	key := uniqueKey("deleted")
-	name := NodeName(key)
+	name := proxy.NodeName(key)
 	f.c.Upsert(f.ctx, targetState(key))
 	old := f.waitNode(name, "Ready", isReady(corev1.ConditionTrue, ""))
 	require.NoError(t, f.cs.CoreV1().Nodes().Delete(f.ctx, name, metav1.DeleteOptions{}))
@@ -538,7 +538,7 @@ func TestUpsertBeforeRun(t *testing.T) {
 	go func() { _ = c.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	f := &fixture{t: t, ctx: context.Background(), cs: cs, c: c}
-	f.waitNode(NodeName(key), "Ready", isReady(corev1.ConditionTrue, ""))
+	f.waitNode(proxy.NodeName(key), "Ready", isReady(corev1.ConditionTrue, ""))
 }
 
 // Two targets whose node names collide: the second is refused, and removing
@@ -549,17 +549,17 @@ func TestNodeNameConflict(t *testing.T) {
 	require.NoError(t, err)
 	first := proxy.TargetKey{Name: "a-b"}
 	second := proxy.TargetKey{Namespace: "a", Name: "b"}
-	require.Equal(t, NodeName(first), NodeName(second), "test premise")
+	require.Equal(t, proxy.NodeName(first), proxy.NodeName(second), "test premise")
 	c.Upsert(context.Background(), TargetState{Key: first, Ready: true})
 	c.Upsert(context.Background(), TargetState{Key: second, Ready: true})
 	assert.NotContains(t, c.nodes, second, "the second target was accepted")
-	_, err = cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: NodeName(first)}}, metav1.CreateOptions{})
+	_, err = cs.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: proxy.NodeName(first)}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	require.NoError(t, c.Remove(context.Background(), second))
-	_, err = cs.CoreV1().Nodes().Get(context.Background(), NodeName(first), metav1.GetOptions{})
+	_, err = cs.CoreV1().Nodes().Get(context.Background(), proxy.NodeName(first), metav1.GetOptions{})
 	assert.NoError(t, err, "removing the refused target deleted the first one's node")
 	require.NoError(t, c.Remove(context.Background(), first))
-	_, err = cs.CoreV1().Nodes().Get(context.Background(), NodeName(first), metav1.GetOptions{})
+	_, err = cs.CoreV1().Nodes().Get(context.Background(), proxy.NodeName(first), metav1.GetOptions{})
 	assert.Truef(t, apierrors.IsNotFound(err), "node after removing its target: %v, want NotFound", err)
 }
 
@@ -598,8 +598,8 @@ func TestRemoveLeavesAnotherTargetsNode(t *testing.T) {
 	suffix := utilrand.String(5)
 	holder := proxy.TargetKey{Namespace: "p" + suffix, Name: "q"}
 	other := proxy.TargetKey{Name: "p" + suffix + "-q"}
-	name := NodeName(holder)
-	require.Equal(t, name, NodeName(other), "NodeName(%v) and NodeName(%v): not a collision", holder, other)
+	name := proxy.NodeName(holder)
+	require.Equal(t, name, proxy.NodeName(other), "NodeName(%v) and NodeName(%v): not a collision", holder, other)
 
 	// The other target ran the node first, then gave it up.
 	f.c.Upsert(f.ctx, targetState(other))
@@ -630,7 +630,7 @@ func TestEachNodeAdvertisesItsOwnKubeletPort(t *testing.T) {
 	f.c.Upsert(f.ctx, targetState(b))
 	ports := map[int32]string{}
 	for _, key := range []proxy.TargetKey{a, b} {
-		name := NodeName(key)
+		name := proxy.NodeName(key)
 		n := f.waitNode(name, "a kubelet port", func(n *corev1.Node) (bool, string) {
 			return n.Status.DaemonEndpoints.KubeletEndpoint.Port != 0, fmt.Sprint(n.Status.DaemonEndpoints)
 		})
@@ -641,14 +641,14 @@ func TestEachNodeAdvertisesItsOwnKubeletPort(t *testing.T) {
 	}
 	assert.Lenf(t, ports, 2, "two nodes share a kubelet port: %v", ports)
 	require.NoError(t, f.c.Remove(f.ctx, a))
-	ctx, _ := f.kubelet.servedCtx(NodeName(a))
+	ctx, _ := f.kubelet.servedCtx(proxy.NodeName(a))
 	select {
 	case <-ctx.Done():
 	case <-time.After(waitTimeout):
-		assert.Failf(t, "still served", "the kubelet API of removed node %s still serves", NodeName(a))
+		assert.Failf(t, "still served", "the kubelet API of removed node %s still serves", proxy.NodeName(a))
 	}
-	ctxB, _ := f.kubelet.servedCtx(NodeName(b))
-	assert.NoError(t, ctxB.Err(), "the kubelet API of node %s stopped with another node's removal", NodeName(b))
+	ctxB, _ := f.kubelet.servedCtx(proxy.NodeName(b))
+	assert.NoError(t, ctxB.Err(), "the kubelet API of node %s stopped with another node's removal", proxy.NodeName(b))
 }
 
 // An elected proxy counts on its node from its election record on, before

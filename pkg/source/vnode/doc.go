@@ -59,7 +59,7 @@
 // one informer of the unbound, non-terminal pods, whose proxies (pods with
 // the multicluster.fleetlet.io/delegate finalizer) are indexed by the node
 // they are pinned to (nodeSelector kubernetes.io/hostname) or, before
-// that, elected to (their election record, ProxyNode); and per virtual
+// that, elected to (their election record, proxy.HeadedTo); and per virtual
 // node one informer of the non-terminal pods bound to it (spec.nodeName),
 // like a kubelet's. A change there rebuilds that node only. The two watches
 // deliver a pod's binding in no set order, so a pinned proxy that leaves the

@@ -121,7 +121,7 @@ func TestNodeLabels(t *testing.T) {
 		{
 			name: "a target name too long for a label value has no cluster label",
 			key:  proxy.TargetKey{Name: longName},
-			want: conventions(NodeName(proxy.TargetKey{Name: longName}), ""),
+			want: conventions(proxy.NodeName(proxy.TargetKey{Name: longName}), ""),
 		},
 		{
 			name:     "invalid regexp: conventions only, and the error",
@@ -134,7 +134,7 @@ func TestNodeLabels(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := NodeLabels(NodeName(tc.key), tc.key, tc.shared, tc.excluded)
+			got, err := NodeLabels(proxy.NodeName(tc.key), tc.key, tc.shared, tc.excluded)
 			require.Equal(t, tc.wantErr, err != nil, "error = %v, want error", err)
 			assert.Empty(t, cmp.Diff(tc.want, got), "NodeLabels (-want,+got)")
 		})

@@ -22,7 +22,7 @@ import (
 
 // IndexPinnedNode indexes the unbound proxy pods by the virtual node they
 // are pinned to (their kubernetes.io/hostname node selector) or elected to
-// (ProxyNode).
+// (proxy.HeadedTo).
 const IndexPinnedNode = "pinnedNode"
 
 // handoffTTL bounds how long a pod that left the unbound pods (it was bound,
@@ -250,7 +250,7 @@ func podListWatch(client kubernetes.Interface, sel fields.Selector) *cache.ListW
 }
 
 // pinnedNode returns the virtual node an unbound pod counts on: for a pod
-// that carries fleetlet's delegate finalizer (a proxy pod), ProxyNode; for
+// that carries fleetlet's delegate finalizer (a proxy pod), proxy.HeadedTo; for
 // a DaemonSet's pod, the node the DaemonSet controller pinned it to
 // (daemonpods.go), so that it always finds room there.
 func pinnedNode(obj any) string {
@@ -259,24 +259,9 @@ func pinnedNode(obj any) string {
 		return ""
 	}
 	if proxy.IsManaged(pod) {
-		return ProxyNode(pod)
+		return proxy.HeadedTo(pod)
 	}
 	return daemonNode(pod)
-}
-
-// ProxyNode is the virtual node an unbound proxy is headed to: the one it
-// is pinned to, else the one its standing election record names ("" for
-// neither). Its allocatable counts the proxy from the record on, so that
-// the proxy fits it by the time its delegate is admitted, and the gate
-// goes with the pin in one write.
-func ProxyNode(pod *corev1.Pod) string {
-	if n := proxy.PinnedNode(pod); n != "" {
-		return n
-	}
-	if rec, ok := proxy.Elected(pod); ok {
-		return NodeName(rec.Target())
-	}
-	return ""
 }
 
 func indexPinnedNode(obj any) ([]string, error) {

@@ -1,14 +1,14 @@
-package vnode
+package proxy
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 // nameHashLen is how many hex digits of the key's hash end a name that had
@@ -29,8 +29,9 @@ const nameHashLen = 8
 // get different names.
 //
 // A ClusterTarget "a-b" and a Target "b" in namespace "a" share a name; the
-// Controller refuses the second of them (see Controller.Upsert).
-func NodeName(key proxy.TargetKey) string {
+// source's virtual node controller refuses the second of them (package
+// vnode, Controller.Upsert).
+func NodeName(key TargetKey) string {
 	plain := v1alpha1.VirtualNodeNamePrefix + key.Name
 	if key.Namespace != "" {
 		plain = v1alpha1.VirtualNodeNamePrefix + key.Namespace + "-" + key.Name
@@ -56,4 +57,19 @@ func NodeName(key proxy.TargetKey) string {
 	// The prefix guarantees a letter first; what is left of the name must
 	// not end with a dash before the suffix's own.
 	return strings.TrimRight(sanitized, "-") + suffix
+}
+
+// HeadedTo is the virtual node an unbound proxy is headed to: the one it
+// is pinned to, else the one its standing election record names ("" for
+// neither). The virtual node's allocatable counts the proxy from the
+// record on, so that the proxy fits it by the time its delegate is
+// admitted, and the gate goes with the pin in one write.
+func HeadedTo(pod *corev1.Pod) string {
+	if n := PinnedNode(pod); n != "" {
+		return n
+	}
+	if rec, ok := Elected(pod); ok {
+		return NodeName(rec.Target())
+	}
+	return ""
 }

@@ -1,4 +1,4 @@
-package vnode
+package proxy
 
 import (
 	"regexp"
@@ -8,8 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 // hashed matches a name that ends with a dash and 8 hex digits after an
@@ -20,21 +18,21 @@ func TestNodeName(t *testing.T) {
 	long := strings.Repeat("a", 60)
 	cases := []struct {
 		name string
-		key  proxy.TargetKey
+		key  TargetKey
 		// want is the exact name, or empty to check only its prefix and
 		// that it is hashed.
 		want       string
 		wantPrefix string
 	}{
-		{name: "cluster target", key: proxy.TargetKey{Name: "cluster-2"}, want: "fleetlet-cluster-2"},
-		{name: "namespaced target", key: proxy.TargetKey{Namespace: "team-a", Name: "cluster-2"}, want: "fleetlet-team-a-cluster-2"},
-		{name: "exactly 63 characters is kept", key: proxy.TargetKey{Name: strings.Repeat("b", 54)}, want: "fleetlet-" + strings.Repeat("b", 54)},
-		{name: "64 characters is hashed", key: proxy.TargetKey{Name: strings.Repeat("b", 55)}, wantPrefix: "fleetlet-" + strings.Repeat("b", 45)},
-		{name: "long namespaced target is hashed", key: proxy.TargetKey{Namespace: long, Name: "x"}, wantPrefix: "fleetlet-" + long[:45]},
-		{name: "dots are replaced and the name hashed", key: proxy.TargetKey{Name: "eu.west.1"}, wantPrefix: "fleetlet-eu-west-1-"},
-		{name: "invalid characters", key: proxy.TargetKey{Name: "Prod_Cluster"}, wantPrefix: "fleetlet-prod-cluster-"},
-		{name: "trailing invalid character", key: proxy.TargetKey{Name: "edge_"}, wantPrefix: "fleetlet-edge-"},
-		{name: "cut before a dash", key: proxy.TargetKey{Name: strings.Repeat("c", 44) + "-" + strings.Repeat("d", 20)}, wantPrefix: "fleetlet-" + strings.Repeat("c", 44) + "-"},
+		{name: "cluster target", key: TargetKey{Name: "cluster-2"}, want: "fleetlet-cluster-2"},
+		{name: "namespaced target", key: TargetKey{Namespace: "team-a", Name: "cluster-2"}, want: "fleetlet-team-a-cluster-2"},
+		{name: "exactly 63 characters is kept", key: TargetKey{Name: strings.Repeat("b", 54)}, want: "fleetlet-" + strings.Repeat("b", 54)},
+		{name: "64 characters is hashed", key: TargetKey{Name: strings.Repeat("b", 55)}, wantPrefix: "fleetlet-" + strings.Repeat("b", 45)},
+		{name: "long namespaced target is hashed", key: TargetKey{Namespace: long, Name: "x"}, wantPrefix: "fleetlet-" + long[:45]},
+		{name: "dots are replaced and the name hashed", key: TargetKey{Name: "eu.west.1"}, wantPrefix: "fleetlet-eu-west-1-"},
+		{name: "invalid characters", key: TargetKey{Name: "Prod_Cluster"}, wantPrefix: "fleetlet-prod-cluster-"},
+		{name: "trailing invalid character", key: TargetKey{Name: "edge_"}, wantPrefix: "fleetlet-edge-"},
+		{name: "cut before a dash", key: TargetKey{Name: strings.Repeat("c", 44) + "-" + strings.Repeat("d", 20)}, wantPrefix: "fleetlet-" + strings.Repeat("c", 44) + "-"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,7 +54,7 @@ func TestNodeName(t *testing.T) {
 // could be confused with.
 func TestNodeNameDistinct(t *testing.T) {
 	long := strings.Repeat("x", 80)
-	keys := []proxy.TargetKey{
+	keys := []TargetKey{
 		{Name: long + "1"},
 		{Name: long + "2"},
 		{Namespace: "ns", Name: long + "1"},
@@ -68,7 +66,7 @@ func TestNodeNameDistinct(t *testing.T) {
 		{Namespace: "a", Name: "b.c"},
 		{Namespace: "a", Name: "b-c"},
 	}
-	seen := map[string]proxy.TargetKey{}
+	seen := map[string]TargetKey{}
 	for _, k := range keys {
 		n := NodeName(k)
 		other, ok := seen[n]
