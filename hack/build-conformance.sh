@@ -4,8 +4,10 @@
 # hack/conformance/suite, compiled from the k8s.io/kubernetes module of the
 # sandbox's version) and the ginkgo CLI that runs them in parallel into
 # bin/ginkgo, from their own tools module, hack/conformance/go.mod: the
-# e2e framework's dependencies stay out of fleetlet's go.mod. About 10
-# minutes on 2 cores the first time, a relink at most after.
+# e2e framework's dependencies stay out of fleetlet's go.mod. Every module
+# both compile is at fleetlet's version (hack/align-tools.sh, checked by
+# `make verify`) and the Makefile gives every build the same flags, so the
+# Kubernetes packages fleetlet's own build compiled are not compiled again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local
