@@ -13,6 +13,13 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/target/chaperon"
 )
 
+// cacheOptions is what the manager's cache keeps: what cacheByObject
+// allows, without managed fields (nothing reads who wrote which field, and
+// they are a large part of each cached pod).
+func (o *managerOptions) cacheOptions() cache.Options {
+	return cache.Options{ByObject: o.cacheByObject(), DefaultTransform: cache.TransformStripManagedFields()}
+}
+
 // cacheByObject restricts what the manager's cache lists and watches: only
 // the sources' heartbeat Leases; only fleetlet's mirror volumes; with --secret-namespaces, Secrets (their
 // metadata: their data is never cached) only in those namespaces, so that

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -15,6 +16,9 @@ import (
 )
 
 func main() {
+	// Best-effort: without a readable cgroup limit the runtime keeps its
+	// default (no limit), which is what it had before.
+	_, _ = setMemoryLimit(memlimit.FromCgroup)
 	if err := newRootCommand().ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)

@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -355,7 +354,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 			// Secrets are read when needed, never cached with their data.
 			DisableFor: []client.Object{&corev1.Secret{}},
 		}},
-		Cache: cache.Options{ByObject: o.cacheByObject()},
+		Cache: o.cacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestManagerOptionsValidate(t *testing.T) {
@@ -80,4 +81,22 @@ func TestSecretNamespacesRestrictTheCache(t *testing.T) {
 		}
 	}
 	assert.True(t, found, "the cache does not restrict Secrets")
+}
+
+// The manager's cache drops managed fields from every object it keeps.
+// Before: each cached pod kept them.
+func TestCacheDropsManagedFields(t *testing.T) {
+	o := defaultManagerOptions()
+	opts := o.cacheOptions()
+	require.NotNil(t, opts.DefaultTransform, "the manager's cache has no default transform")
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate}}}}
+	out, err := opts.DefaultTransform(pod)
+	require.NoError(t, err)
+	got, ok := out.(*corev1.Pod)
+	require.True(t, ok, "the transform returned a %T", out)
+	assert.Empty(t, got.ManagedFields, "managed fields kept in the cache")
+	assert.Equal(t, "p", got.Name, "the transform lost the pod")
+	for obj, by := range opts.ByObject {
+		assert.Nilf(t, by.Transform, "%T has its own transform, which replaces the default", obj)
+	}
 }

@@ -413,6 +413,39 @@ func TestProxyDeletedWithAGracePeriodGoes(t *testing.T) {
 	})
 }
 
+// A deleted proxy waits for its delegate to go on the target's events, not
+// on a timer: while its chaperon is Terminating in a target that answers,
+// no pass runs for a timer, and the chaperon's deletion there brings the
+// proxy's last pass. Before: it looked again every second, reading every
+// target each time (counted as unreachable-target, though the target
+// answered), which made deleting thousands of proxies crawl.
+func TestDeletedProxyWaitsForItsDelegateOnEvents(t *testing.T) {
+	h, remote, local := start(t, elector.Options{})
+	ctx := context.Background()
+	p := h.proxy(t, "web-1")
+	runIn(t, h, remote, local, p)
+	h.collect(t, local, p) // the loser
+	before := requeues(t)
+
+	require.NoError(t, h.source.Delete(ctx, p))
+	testenv.EventuallyTrue(t, waitTimeout, "the delegate's chaperon Terminating", func(context.Context) bool {
+		pc, ok := h.chaperon(t, remote, p)
+		return ok && pc.DeletionTimestamp != nil
+	})
+	// Long enough for a poll of one second to show.
+	time.Sleep(3 * time.Second)
+	_, present := h.waitProxyDeleted(t, p, "deleted, its delegate going")
+	require.True(t, present, "the proxy went while its delegate's chaperon was Terminating")
+	h.collect(t, remote, p)
+	testenv.EventuallyTrue(t, waitTimeout, "the proxy gone once its delegate is", func(ctx context.Context) bool {
+		return apierrors.IsNotFound(h.source.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}))
+	})
+	after := requeues(t)
+	for reason, v := range after {
+		assert.Zerof(t, v-before[reason], "passes ran for a timer (%s) while the deleted proxy's delegate went", reason)
+	}
+}
+
 // The same rule after a re-election: the new delegate may bind only once
 // the old one's pod is gone, not only its chaperon. Before: it was marked
 // as soon as the old chaperon was NotFound.

@@ -36,7 +36,12 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	remaining := 0
+	// What keeps the proxy: a delegate still going in a target that
+	// answers (its chaperon's or its pod's deletion there enqueues the
+	// proxy through the registry's ChaperonSource, so the proxy waits for
+	// that event), or a target that does not answer (nothing will tell: it
+	// is asked again, as is one that refused to delete the chaperon).
+	going, unanswered := 0, 0
 	name := naming.RemoteName(pod.Name, pod.UID)
 	for _, cl := range clusters {
 		if cl.Key().Namespace != "" && cl.Key().Namespace != pod.Namespace {
@@ -50,7 +55,8 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 			// collector and to the pod's grace period.
 			if gone, why := delegatePodGone(ctx, cl, pod.Namespace, name, pod.UID); !gone {
 				ctrl.LoggerFrom(ctx).V(1).Info("Waiting for the delegate of a deleted chaperon to go", "target", cl.Key().String(), "why", why)
-				remaining++
+				cl.WatchChaperons(pod.Namespace)
+				going++
 			}
 			continue
 		}
@@ -62,20 +68,23 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		}
 		if err != nil {
 			ctrl.LoggerFrom(ctx).V(1).Info("A target did not confirm the chaperon gone", "target", cl.Key().String(), "error", err.Error())
-			remaining++
+			unanswered++
 			continue
 		}
 		if pc.Labels[v1alpha1.LabelParentUID] != string(pod.UID) {
 			continue
 		}
-		remaining++
 		if pc.DeletionTimestamp == nil {
 			r.passDeletionGrace(ctx, cl, pod, &pc)
 			if err := r.deleteChaperon(ctx, cl, &pc, pod.UID); err != nil {
 				ctrl.LoggerFrom(ctx).Error(err, "Deleting a chaperon of a deleted proxy", "target", cl.Key().String())
+				unanswered++
+				continue
 			}
 			crashpoint.Hit(crashpoint.MidFinalize)
 		}
+		cl.WatchChaperons(pod.Namespace)
+		going++
 	}
 	// A target the source knows but cannot reach (its credentials
 	// unreadable, say) is not one where the delegate is gone: the proxy
@@ -83,11 +92,14 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 	for _, key := range unconnected {
 		if mayRunIn(pod, key) {
 			ctrl.LoggerFrom(ctx).V(1).Info("Waiting for an unreachable target before removing the finalizer", "target", key.String())
-			remaining++
+			unanswered++
 		}
 	}
-	if remaining > 0 {
+	if unanswered > 0 {
 		return r.requeueAfter(pod, requeueUnreachable, time.Second), nil
+	}
+	if going > 0 {
+		return r.requeueAfter(pod, requeueDelegateGoing, finalizeSafety), nil
 	}
 	for _, cl := range r.registry.List() {
 		if cl.Key().Namespace == "" || cl.Key().Namespace == pod.Namespace {
@@ -107,6 +119,13 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 	}
 	return reconcile.Result{}, r.finishDeletion(ctx, pod)
 }
+
+// finalizeSafety is how long a deleted proxy whose delegate is still going
+// in a target that answers waits before it looks again without an event:
+// the chaperon's and the pod's deletion there enqueue it, so this only
+// bounds what a lost event would cost. Before, it looked every second,
+// with a read of every target each time.
+const finalizeSafety = 10 * time.Second
 
 // passDeletionGrace tells a chaperon the grace period its proxy was
 // deleted with when it is not the pod's own (`kubectl delete

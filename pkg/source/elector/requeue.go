@@ -28,6 +28,7 @@ const (
 	requeueAwaitingBind     = "awaiting-bind"      // the marked winner not bound and started yet
 	requeueAwaitingRoom     = "awaiting-room"      // elected, its virtual node shows no room for it yet
 	requeueUnreachable      = "unreachable-target" // finalizing waits for a target out of reach
+	requeueDelegateGoing    = "delegate-going"     // deleted, its delegate still going: the slow resync after a lost event
 	requeueTargetNotReady   = "target-not-ready"   // its delegate's target not Ready
 	requeueAwaitingSource   = "awaiting-source"    // ungated, the source scheduler has not bound it yet
 	requeueTargetEligible   = "target-eligibility" // a target's health, drain or labels changed

@@ -247,6 +247,9 @@ func (c *Cluster) newChaperonCache(ctx context.Context, ns string) (*chaperonCac
 		Mapper:            mapper,
 		DefaultNamespaces: map[string]cache.Config{ns: {}},
 		ByObject:          byObject,
+		// Nothing reads who wrote which field: a chaperon's, a pod's and
+		// an Event's managed fields are most of their size.
+		DefaultTransform: cache.TransformStripManagedFields(),
 	})
 	if err != nil {
 		return nil, err

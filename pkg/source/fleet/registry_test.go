@@ -412,6 +412,35 @@ func TestChaperonsDeliveredOnceSynced(t *testing.T) {
 	})
 }
 
+// A target's chaperon cache keeps no managed fields: nothing reads who wrote
+// which field, and they are most of a cached chaperon's, pod's or Event's
+// size. Before: every cached object kept them.
+func TestChaperonCacheKeepsNoManagedFields(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	ensureSummary(t, f.target)
+	require.NoError(t, f.target.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}))
+	pc := &v1alpha1.PodChaperon{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "a-1", Labels: map[string]string{v1alpha1.LabelParentCluster: "src", v1alpha1.LabelParentUID: "u-a"},
+			Annotations: map[string]string{v1alpha1.AnnotationParentName: "a", v1alpha1.AnnotationParentNamespace: f.ns}},
+		Spec: v1alpha1.PodChaperonSpec{Template: v1alpha1.PodChaperonTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}},
+	}
+	require.NoError(t, f.target.Create(ctx, pc))
+	require.NotEmpty(t, pc.ManagedFields, "the API server wrote no managed fields: the check below would prove nothing")
+	f.putSecret(t, "s", testenv.Kubeconfig(t, targetEnv.Config, f.ns, ""))
+	f.createTarget(t, "t", "s") // a namespaced Target watches its namespace from the start
+	var cached v1alpha1.PodChaperon
+	testenv.EventuallyTrue(t, waitTimeout, "the chaperon in the synced cache", func(ctx context.Context) bool {
+		cl, ok := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "t"})
+		if !ok {
+			return false
+		}
+		r, synced := cl.ChaperonCache(f.ns)
+		return synced && r.Get(ctx, client.ObjectKeyFromObject(pc), &cached) == nil
+	})
+	assert.Empty(t, cached.ManagedFields, "the cached chaperon's managed fields")
+}
+
 // syncedQueue counts, per proxy, the requests added while the target's
 // chaperon cache of its namespace had synced.
 type syncedQueue struct {
