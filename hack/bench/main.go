@@ -237,8 +237,10 @@ func run(o options) error {
 		return fmt.Errorf("warm-up: %s", warm.incomplete)
 	}
 	paths := []path{
-		{name: "fleetlet (proxy Running)", where: func(int) (kubernetes.Interface, string) { return clients[sandbox.SourceCluster], ns }, delegatesIn: ns},
-		{name: "direct (pod Running)", where: func(i int) (kubernetes.Interface, string) { return clients[names[i%len(names)]], directNS }},
+		{name: "fleetlet (proxy Running)", where: func(int) (kubernetes.Interface, string) { return clients[sandbox.SourceCluster], ns }, delegatesIn: ns,
+			deleteIn: []place{{sandbox.SourceCluster, ns}}, goneIn: append([]place{{sandbox.SourceCluster, ns}}, inEach(names, ns)...)},
+		{name: "direct (pod Running)", where: func(i int) (kubernetes.Interface, string) { return clients[names[i%len(names)]], directNS },
+			deleteIn: inEach(names, directNS), goneIn: inEach(names, directNS)},
 	}
 	modes := []mode{{Name: "burst", Pods: o.pods}}
 	if o.rate > 0 {
@@ -261,6 +263,11 @@ measuring:
 				m, err := paths[k].measure(ctx, sb, clients, o, md)
 				if err != nil {
 					return err
+				}
+				m.deletedPods = len(m.finished)
+				m.deleted, err = paths[k].deleteTimed(ctx, clients, m.deletedPods)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, err)
 				}
 				if k == 0 {
 					run.Fleetlet = m
@@ -429,4 +436,13 @@ feed:
 			len(finished), n, total.Round(time.Second), len(failed), want-len(finished))
 	}
 	return r, nil
+}
+
+// inEach is namespace ns in each of the clusters.
+func inEach(clusters []string, ns string) []place {
+	out := make([]place, 0, len(clusters))
+	for _, c := range clusters {
+		out = append(out, place{c, ns})
+	}
+	return out
 }

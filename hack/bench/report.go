@@ -68,12 +68,13 @@ func report(w io.Writer, runs []benchRun, modes []mode, o options) error {
 // printRuns prints the runs of one mode and the medians of their ratios.
 func printRuns(w io.Writer, runs []benchRun) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tpath\tpods\ttotal\tpods/s\tp50\tp99\tRunning\tcreates retried\tnot created\tqueue depth max/mean\t")
+	fmt.Fprintln(tw, "run\tpath\tpods\ttotal\tpods/s\tp50\tp99\tRunning\tcreates retried\tnot created\tqueue depth max/mean\tdeleted in\tdeleted/s\t")
 	var totals, p50s, p99s, lags []float64
 	for _, r := range runs {
 		for _, m := range []measured{r.Fleetlet, r.Direct} {
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.1f\t%s\t%s\t%d\t%d\t%d\t%s\t\n", r.Index, m.name, m.pods, m.total.Round(10*time.Millisecond), m.throughput(),
-				m.percentile(0.5).Round(time.Millisecond), m.percentile(0.99).Round(time.Millisecond), len(m.finished), m.retried, len(m.failed), m.queues.summary())
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%.1f\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%.1f\t\n", r.Index, m.name, m.pods, m.total.Round(10*time.Millisecond), m.throughput(),
+				m.percentile(0.5).Round(time.Millisecond), m.percentile(0.99).Round(time.Millisecond), len(m.finished), m.retried, len(m.failed), m.queues.summary(),
+				m.deleted.Round(10*time.Millisecond), m.deletionRate())
 		}
 		totals = append(totals, r.Fleetlet.total.Seconds()/r.Direct.total.Seconds())
 		p50s = append(p50s, ratio(r.Fleetlet.percentile(0.5), r.Direct.percentile(0.5)))
@@ -189,12 +190,17 @@ type jsonPath struct {
 	Incomplete    string  `json:"incomplete,omitempty"`
 	LagP50Seconds float64 `json:"feedbackLagP50Seconds,omitempty"`
 	Cost          cost    `json:"cost"`
+	// DeletedSeconds is how long the pods took to go (delegates
+	// included) after one DeleteCollection per namespace.
+	DeletedSeconds       float64 `json:"deletedSeconds"`
+	DeletedPodsPerSecond float64 `json:"deletedPodsPerSecond"`
 }
 
 func toJSON(m measured) jsonPath {
 	return jsonPath{Pods: m.pods, TotalSeconds: m.total.Seconds(), PodsPerSecond: m.throughput(), P50Seconds: m.percentile(0.5).Seconds(),
 		P99Seconds: m.percentile(0.99).Seconds(), Running: len(m.finished), Retried: m.retried, NotCreated: len(m.failed),
-		Incomplete: m.incomplete, LagP50Seconds: percentile(m.lag, 0.5).Seconds(), Cost: m.cost}
+		Incomplete: m.incomplete, LagP50Seconds: percentile(m.lag, 0.5).Seconds(), Cost: m.cost,
+		DeletedSeconds: m.deleted.Seconds(), DeletedPodsPerSecond: m.deletionRate()}
 }
 
 func writeJSON(file string, runs []benchRun, costs map[string][2]cost) error {

@@ -22,7 +22,14 @@ type path struct {
 	// delegatesIn is the targets' namespace of the path's delegates, for
 	// the feedback lag (empty: no delegates).
 	delegatesIn string
+	// deleteIn is where its user deletes the path's pods (the proxies in
+	// the source; the pods in each target), and goneIn where they and
+	// their delegates must be gone before the deletion counts as done.
+	deleteIn, goneIn []place
 }
+
+// place is a namespace of one cluster.
+type place struct{ cluster, namespace string }
 
 // mode is how pods are created: a burst (as fast as the creators go) or
 // paced (Rate pods per second).
@@ -49,6 +56,19 @@ type measured struct {
 	// queues are the source manager's workqueue depths, sampled every
 	// second (fleetlet's path only).
 	queues queueDepths
+	// deleted is how long the path's pods took to go, from one
+	// DeleteCollection per namespace to the last pod gone (delegates
+	// included), and deletedPods how many there were.
+	deleted     time.Duration
+	deletedPods int
+}
+
+// deletionRate is pods deleted per second.
+func (m measured) deletionRate() float64 {
+	if m.deleted <= 0 {
+		return 0
+	}
+	return float64(m.deletedPods) / m.deleted.Seconds()
 }
 
 // measure runs the path once, with the clusters' counters read before and
@@ -82,6 +102,37 @@ func (p path) measure(ctx context.Context, sb *sandbox.Sandbox, clients map[stri
 		}
 	}
 	return m, nil
+}
+
+// deleteTimed deletes the path's pods as its user would, with no grace
+// period, and says how long until they and their delegates were gone. A
+// proxy goes only once its delegate has: the time includes fleetlet's
+// finalizing.
+func (p path) deleteTimed(ctx context.Context, clients map[string]kubernetes.Interface, pods int) (time.Duration, error) {
+	began := time.Now()
+	for _, pl := range p.deleteIn {
+		err := retry.OnError(cleanBackoff, func(error) bool { return ctx.Err() == nil }, func() error {
+			return clients[pl.cluster].CoreV1().Pods(pl.namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{})
+		})
+		if err != nil {
+			return 0, fmt.Errorf("deleting the pods of %s in %s: %w", pl.namespace, pl.cluster, err)
+		}
+	}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, pl := range p.goneIn {
+			list, err := clients[pl.cluster].CoreV1().Pods(pl.namespace).List(ctx, metav1.ListOptions{Limit: 1})
+			if err != nil || len(list.Items) > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	took := time.Since(began)
+	if err != nil {
+		return took, fmt.Errorf("%s: the %d pods not gone after %s: %w", p.name, pods, took.Round(time.Second), err)
+	}
+	fmt.Fprintf(os.Stderr, "%s: %d pods deleted in %s\n", p.name, pods, took.Round(10*time.Millisecond))
+	return took, nil
 }
 
 // cleanBackoff paces the tries of a deletion of a run's pods.
