@@ -227,7 +227,7 @@ func (r *Reconciler) release(ctx context.Context, pod *corev1.Pod, cl *fleet.Clu
 	if r.opts.Follower == nil || cl.Self() {
 		return
 	}
-	if err := r.opts.Follower.Release(ctx, cl.Client(), cl.Key().String(), pod.UID, pod.Namespace); err != nil {
+	if err := r.opts.Follower.Release(ctx, cl.Client(), cl.Key().String(), pod); err != nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("Releasing followed objects; the garbage collector will", "target", cl.Key().String(), "err", err.Error())
 	}
 }

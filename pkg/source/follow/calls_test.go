@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -113,9 +114,59 @@ func TestAPICallsPerTarget(t *testing.T) {
 		return fl.Ensure(ctx, tc, "t1", p2, refsOf(t, p2, userSpec()), follow.StageCandidate)
 	})
 	step("first pod released (keeps the copies)", 8, func() error {
-		return fl.Release(ctx, tc, "t1", p1.UID, f.ns)
+		return fl.Release(ctx, tc, "t1", p1)
 	})
 	step("second pod released (deletes them)", 8, func() error {
-		return fl.Release(ctx, tc, "t1", p2.UID, f.ns)
+		return fl.Release(ctx, tc, "t1", p2)
 	})
+}
+
+// Release reads by name the copies Ensure wrote for the proxy, and asks
+// the target nothing for a proxy nothing was copied for (the usual pod, a
+// loser whose candidate needed no copy); a Follower that may not have seen
+// the proxy from its start (a restarted manager, a new leader) lists the
+// copies instead. Before: every Release listed every followed kind of the
+// namespace in the target, three LISTs per loser and per target at each
+// deletion, for a pod with nothing to follow too.
+func TestReleaseReadsWhatEnsureWrote(t *testing.T) {
+	f := setup(t)
+	f.sourceObjects(t)
+	fl := f.follower(t)
+	follow.KnowProxiesFromNow(fl)
+	ctx := context.Background()
+	wc, err := client.NewWithWatch(targetEnv.Config, client.Options{Scheme: testenv.Scheme()})
+	require.NoError(t, err)
+	n := &callCounter{calls: map[string]int{}}
+	tc := counting(wc, n)
+	copies := map[string]client.Object{"cfg": &corev1.ConfigMap{}, "creds": &corev1.Secret{}, "builder": &corev1.ServiceAccount{}}
+
+	p1 := f.proxy(t, "p1", nil)
+	none := f.proxy(t, "none", nil)
+	require.NoError(t, fl.Ensure(ctx, tc, "t1", p1, refsOf(t, p1, userSpec()), follow.StageDelegate))
+	for name, obj := range copies {
+		require.Truef(t, f.get(t, f.target, name, obj), "Ensure made no copy of %s", name)
+	}
+	n.take()
+
+	require.NoError(t, fl.Release(ctx, tc, "t1", none))
+	total, by := n.take()
+	assert.Zerof(t, total, "releasing a proxy nothing was copied for: calls to the target (%s)", by)
+
+	require.NoError(t, fl.Release(ctx, tc, "t1", p1))
+	_, by = n.take()
+	assert.NotContains(t, by, "list", "releasing a proxy the Follower copied for listed the copies")
+	for name, obj := range copies {
+		assert.Falsef(t, f.get(t, f.target, name, obj), "the copy of %s, which only the released proxy followed, is still there", name)
+	}
+
+	p2 := f.proxy(t, "p2", nil)
+	require.NoError(t, fl.Ensure(ctx, tc, "t1", p2, refsOf(t, p2, userSpec()), follow.StageDelegate))
+	restarted := f.follower(t) // first used below: p2 is older than it
+	n.take()
+	require.NoError(t, restarted.Release(ctx, tc, "t1", p2))
+	_, by = n.take()
+	assert.Contains(t, by, "list", "a Follower that did not see the proxy from its start did not list the copies")
+	for name, obj := range copies {
+		assert.Falsef(t, f.get(t, f.target, name, obj), "the copy of %s, after a restarted Follower released its only follower, is still there", name)
+	}
 }

@@ -98,6 +98,8 @@ type Follower struct {
 	// targetDefaultSA are the namespaces of targets whose own default
 	// ServiceAccount was seen lately.
 	targetDefaultSA seen
+	// written remembers what Ensure wrote for each proxy, for Release.
+	written written
 	// followsDRA is set once a pod referencing a
 	// ResourceClaimTemplate or ResourceClaim was seen: until then Release
 	// does not list their copies (the garbage collector always does).
@@ -246,6 +248,7 @@ func (f *Follower) resolveKind(r Ref) (schema.GroupVersionKind, error) {
 // cluster label. Never call Ensure for a self target (it follows nothing)
 // or for a proxy being deleted. Conflicts are retried.
 func (f *Follower) Ensure(ctx context.Context, target client.Client, targetName string, proxy *corev1.Pod, refs RefSet, stage Stage) error {
+	f.written.used(time.Now())
 	err := f.ensure(ctx, target, targetName, proxy, refs, stage)
 	f.countError(targetName, err)
 	return err
@@ -354,6 +357,11 @@ func (f *Follower) clash(it item, existing metav1.Object) *Refusal {
 // nil) to its followers.
 func (f *Follower) write(ctx context.Context, target client.Client, targetName string, it item, src *unstructured.Unstructured, proxy *corev1.Pod) error {
 	log := f.opts.Logger.WithValues("target", targetName, "kind", it.gvk.Kind, "object", klog.KObj(src))
+	if proxy != nil {
+		// Before the write: one that fails after the API server took it
+		// is released all the same.
+		f.written.add(targetName, proxy.UID, copyRef{gvk: it.gvk, namespace: src.GetNamespace(), name: src.GetName()})
+	}
 	desired := desiredCopy(src, f.opts.SourceName)
 	err := retry.OnError(conflictBackoff, retriable, func() error {
 		existing, err := getCopy(ctx, target, it.gvk, src.GetNamespace(), src.GetName())
@@ -422,7 +430,54 @@ func (f *Follower) write(ctx context.Context, target client.Client, targetName s
 // a namespace of a target, and deletes the copies no one follows any
 // more. Call it when a candidate is deleted (another target won, the
 // proxy went) and when a target is filtered after Ensure wrote to it.
-func (f *Follower) Release(ctx context.Context, target client.Client, targetName string, proxyUID types.UID, namespace string) error {
+// It reads by name the copies this Follower wrote for the proxy; for a
+// proxy it may not have seen from the start, it lists every followed kind.
+func (f *Follower) Release(ctx context.Context, target client.Client, targetName string, proxy *corev1.Pod) error {
+	f.written.used(time.Now())
+	var err error
+	if refs, known := f.written.take(targetName, proxy.UID, proxy.CreationTimestamp.Time); known {
+		err = f.releaseWritten(ctx, target, targetName, proxy.UID, refs)
+	} else {
+		err = f.releaseListed(ctx, target, targetName, proxy.UID, proxy.Namespace)
+	}
+	f.countError(targetName, err)
+	return err
+}
+
+// releaseWritten releases the proxy from the copies refs names; those it
+// could not are remembered again, for the next Release.
+func (f *Follower) releaseWritten(ctx context.Context, target client.Client, targetName string, proxyUID types.UID, refs []copyRef) error {
+	var errs []error
+	for _, ref := range refs {
+		if err := f.releaseOne(ctx, target, targetName, proxyUID, ref); err != nil {
+			errs = append(errs, err)
+			f.written.add(targetName, proxyUID, ref)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (f *Follower) releaseOne(ctx context.Context, target client.Client, targetName string, proxyUID types.UID, ref copyRef) error {
+	cp, err := getCopy(ctx, target, ref.gvk, ref.namespace, ref.name)
+	if err != nil {
+		if skippable(ref.gvk, err) {
+			return nil
+		}
+		return fmt.Errorf("reading the copy of %s %s/%s in %s: %w", ref.gvk.Kind, ref.namespace, ref.name, targetName, err)
+	}
+	if cp == nil || !f.owned(cp) {
+		return nil
+	}
+	if _, ok := followersOf(cp)[proxyUID]; !ok {
+		return nil
+	}
+	_, err = f.dropFollowers(ctx, target, targetName, cp, map[types.UID]bool{proxyUID: true}, "released by proxy "+string(proxyUID))
+	return err
+}
+
+// releaseListed releases the proxy from every copy of the namespace that
+// lists it as a follower.
+func (f *Follower) releaseListed(ctx context.Context, target client.Client, targetName string, proxyUID types.UID, namespace string) error {
 	var errs []error
 	for _, gvk := range f.followedKinds(f.followsDRA.Load()) {
 		list, err := f.listOwned(ctx, target, gvk, namespace)
@@ -443,9 +498,7 @@ func (f *Follower) Release(ctx context.Context, target client.Client, targetName
 			}
 		}
 	}
-	err := errors.Join(errs...)
-	f.countError(targetName, err)
-	return err
+	return errors.Join(errs...)
 }
 
 // Sync pushes the source object's current content (data, labels,

@@ -124,13 +124,13 @@ func TestEnsureAndRelease(t *testing.T) {
 	assert.Equal(t, rv, cm.ResourceVersion, "a second Ensure wrote the copy (resourceVersion)")
 
 	// Releasing the first keeps what the second follows.
-	require.NoError(t, fl.Release(ctx, f.target, "t1", p1.UID, f.ns))
+	require.NoError(t, fl.Release(ctx, f.target, "t1", p1))
 	f.get(t, f.target, "cfg", &cm)
 	assert.Equal(t, entry(p2), followersOf(&cm), "after releasing %s, followers", p1.Name)
 	assert.False(t, f.get(t, f.target, "creds", &corev1.Secret{}), "the Secret only the released proxy followed was kept")
 
 	// Releasing the second removes everything.
-	require.NoError(t, fl.Release(ctx, f.target, "t1", p2.UID, f.ns))
+	require.NoError(t, fl.Release(ctx, f.target, "t1", p2))
 	assert.False(t, f.get(t, f.target, "cfg", &corev1.ConfigMap{}) || f.get(t, f.target, "builder", &corev1.ServiceAccount{}), "copies no proxy follows were kept")
 	assert.Equal(t, 0.0, objects(t, "t1", "ConfigMap"), "fleetlet_follow_objects{t1,ConfigMap}")
 }
@@ -185,7 +185,7 @@ func TestClash(t *testing.T) {
 			// not copied either.
 			assert.False(t, f.get(t, f.target, "builder", &corev1.ServiceAccount{}), "a copy was written before the clash was found")
 			// Release leaves the foreign object alone.
-			require.NoError(t, fl.Release(ctx, f.target, "t1", p.UID, f.ns))
+			require.NoError(t, fl.Release(ctx, f.target, "t1", p))
 			assert.True(t, f.get(t, f.target, "cfg", &cur) && cur.ResourceVersion == foreign.ResourceVersion, "Release touched an object this source did not create")
 		})
 	}
@@ -290,7 +290,7 @@ func TestSync(t *testing.T) {
 	assert.Empty(t, cmp.Diff([]string{string(p.UID)}, uidStrings(gone.Followers)), "SourceGone followers (-want +got)")
 	require.True(t, f.get(t, f.target, "cfg", &corev1.ConfigMap{}), "the copy a delegate follows was deleted with its source")
 	// Its last follower gone, it goes.
-	require.NoError(t, fl.Release(ctx, f.target, "t1", p.UID, f.ns))
+	require.NoError(t, fl.Release(ctx, f.target, "t1", p))
 	assert.False(t, f.get(t, f.target, "cfg", &corev1.ConfigMap{}), "the copy was kept after its last follower was released")
 }
 
@@ -329,7 +329,7 @@ func TestAnnotatedKinds(t *testing.T) {
 		"claim copy: labels %v, followers %q", pvc.Labels, followersOf(&pvc))
 	// Released, the claim stays with no follower: its data goes only with
 	// its source claim (package claims).
-	require.NoError(t, fl.Release(ctx, f.target, "t1", p.UID, f.ns))
+	require.NoError(t, fl.Release(ctx, f.target, "t1", p))
 	kept := f.get(t, f.target, "data", &pvc)
 	assert.Falsef(t, !kept || pvc.DeletionTimestamp != nil || followersOf(&pvc) != "",
 		"the claim copy after its follower was released: deleting %v, followers %q; want it kept, followed by none", pvc.DeletionTimestamp != nil, followersOf(&pvc))
