@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"os"
 	"runtime/debug"
 	"testing"
 
@@ -17,6 +18,9 @@ func TestMemoryLimitFollowsTheContainer(t *testing.T) {
 	t.Cleanup(func() { debug.SetMemoryLimit(before) })
 	const mib = 1 << 20
 
+	// AUTOMEMLIMIT (a ratio, or off) would change what is asked.
+	t.Setenv("AUTOMEMLIMIT", "")
+	require.NoError(t, os.Unsetenv("AUTOMEMLIMIT"))
 	t.Setenv("GOMEMLIMIT", "")
 	limit := uint64(512 * mib)
 	want := int64(float64(limit) * memoryRatio)

@@ -378,6 +378,7 @@ func TestDeletedProxyWaitsForItsDelegatePodNotOnlyItsChaperon(t *testing.T) {
 	runIn(t, h, remote, local, p)
 	h.collect(t, local, p) // the loser
 	delegate := h.orphanDelegate(t, remote, p)
+	before := requeues(t)
 
 	require.NoError(t, h.source.Delete(ctx, p))
 	gone := func() bool {
@@ -388,6 +389,9 @@ func TestDeletedProxyWaitsForItsDelegatePodNotOnlyItsChaperon(t *testing.T) {
 
 	require.NoError(t, h.clientOf(remote).Delete(ctx, delegate))
 	testenv.EventuallyTrue(t, waitTimeout, "the proxy gone once its delegate's pod is", func(context.Context) bool { return gone() })
+	// The pod's deletion, seen by the target's cache, brought the last
+	// pass: no timer did.
+	noTimedPasses(t, before, "while the deleted proxy's delegate pod went")
 }
 
 // A bound proxy deleted with a grace period (`kubectl delete
@@ -440,9 +444,15 @@ func TestDeletedProxyWaitsForItsDelegateOnEvents(t *testing.T) {
 	testenv.EventuallyTrue(t, waitTimeout, "the proxy gone once its delegate is", func(ctx context.Context) bool {
 		return apierrors.IsNotFound(h.source.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}))
 	})
-	after := requeues(t)
-	for reason, v := range after {
-		assert.Zerof(t, v-before[reason], "passes ran for a timer (%s) while the deleted proxy's delegate went", reason)
+	noTimedPasses(t, before, "while the deleted proxy's delegate went")
+}
+
+// noTimedPasses fails for every pass that ran for a timer since before
+// (requeues' counts then).
+func noTimedPasses(t *testing.T, before map[string]float64, when string) {
+	t.Helper()
+	for reason, v := range requeues(t) {
+		assert.Zerof(t, v-before[reason], "passes ran for a timer (%s) %s", reason, when)
 	}
 }
 

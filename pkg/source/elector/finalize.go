@@ -36,55 +36,18 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	// What keeps the proxy: a delegate still going in a target that
-	// answers (its chaperon's or its pod's deletion there enqueues the
-	// proxy through the registry's ChaperonSource, so the proxy waits for
-	// that event), or a target that does not answer (nothing will tell: it
-	// is asked again, as is one that refused to delete the chaperon).
-	going, unanswered := 0, 0
+	onEvent, soon := 0, 0
 	name := naming.RemoteName(pod.Name, pod.UID)
 	for _, cl := range clusters {
 		if cl.Key().Namespace != "" && cl.Key().Namespace != pod.Namespace {
 			continue
 		}
-		var pc v1alpha1.PodChaperon
-		err := cl.Client().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: name}, &pc)
-		if apierrors.IsNotFound(err) && mayRunIn(pod, cl.Key()) {
-			// The chaperon alone is no proof: deleted there without
-			// propagation, it leaves its pod to the target's garbage
-			// collector and to the pod's grace period.
-			if gone, why := delegatePodGone(ctx, cl, pod.Namespace, name, pod.UID); !gone {
-				ctrl.LoggerFrom(ctx).V(1).Info("Waiting for the delegate of a deleted chaperon to go", "target", cl.Key().String(), "why", why)
-				cl.WatchChaperons(pod.Namespace)
-				going++
-			}
-			continue
+		switch r.finalizeIn(ctx, pod, cl, name) {
+		case holdOnEvent:
+			onEvent++
+		case holdSoon:
+			soon++
 		}
-		if apierrors.IsNotFound(err) || (apierrors.IsForbidden(err) && cl.Namespace(ctx, pod.Namespace) == fleet.NamespaceGone) {
-			// A namespace deleted in the target took its chaperons and
-			// pods with it (its deletion ends only when they are gone),
-			// and the source's rights there with it.
-			continue
-		}
-		if err != nil {
-			ctrl.LoggerFrom(ctx).V(1).Info("A target did not confirm the chaperon gone", "target", cl.Key().String(), "error", err.Error())
-			unanswered++
-			continue
-		}
-		if pc.Labels[v1alpha1.LabelParentUID] != string(pod.UID) {
-			continue
-		}
-		if pc.DeletionTimestamp == nil {
-			r.passDeletionGrace(ctx, cl, pod, &pc)
-			if err := r.deleteChaperon(ctx, cl, &pc, pod.UID); err != nil {
-				ctrl.LoggerFrom(ctx).Error(err, "Deleting a chaperon of a deleted proxy", "target", cl.Key().String())
-				unanswered++
-				continue
-			}
-			crashpoint.Hit(crashpoint.MidFinalize)
-		}
-		cl.WatchChaperons(pod.Namespace)
-		going++
 	}
 	// A target the source knows but cannot reach (its credentials
 	// unreadable, say) is not one where the delegate is gone: the proxy
@@ -92,13 +55,13 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 	for _, key := range unconnected {
 		if mayRunIn(pod, key) {
 			ctrl.LoggerFrom(ctx).V(1).Info("Waiting for an unreachable target before removing the finalizer", "target", key.String())
-			unanswered++
+			soon++
 		}
 	}
-	if unanswered > 0 {
+	if soon > 0 {
 		return r.requeueAfter(pod, requeueUnreachable, time.Second), nil
 	}
-	if going > 0 {
+	if onEvent > 0 {
 		return r.requeueAfter(pod, requeueDelegateGoing, finalizeSafety), nil
 	}
 	for _, cl := range r.registry.List() {
@@ -107,6 +70,9 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		}
 	}
 	r.forget(pod.UID)
+	if r.opts.Follower != nil {
+		r.opts.Follower.Forget(pod.UID)
+	}
 	if patch, ok := proxy.RemoveFinalizerPatch(pod.UID, pod.Finalizers, v1alpha1.FinalizerDelegate); ok {
 		if err := r.client.Patch(ctx, pod, client.RawPatch(types.JSONPatchType, patch)); err != nil {
 			if apierrors.IsInvalid(err) {
@@ -118,6 +84,74 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		}
 	}
 	return reconcile.Result{}, r.finishDeletion(ctx, pod)
+}
+
+// hold is what keeps a deleted proxy in one target.
+type hold int
+
+const (
+	// holdNone: nothing of it is left there.
+	holdNone hold = iota
+	// holdOnEvent: its delegate is going, and the target's cache of the
+	// namespace's chaperons and their pods had synced before it was read:
+	// the chaperon's or the pod's deletion there enqueues the proxy
+	// (the registry's ChaperonSource), so it waits for that event.
+	holdOnEvent
+	// holdSoon: the target did not answer, refused a delete, or its cache
+	// was not watching yet: nothing would tell, so it asks again soon.
+	holdSoon
+)
+
+// finalizeIn deletes the proxy's chaperon in one target (name is its
+// name there) and says what of it is left.
+func (r *Reconciler) finalizeIn(ctx context.Context, pod *corev1.Pod, cl *fleet.Cluster, name string) hold {
+	_, watched := cl.ChaperonCache(pod.Namespace)
+	going := func() hold {
+		cl.WatchChaperons(pod.Namespace)
+		if watched {
+			return holdOnEvent
+		}
+		return holdSoon
+	}
+	var pc v1alpha1.PodChaperon
+	err := cl.Client().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: name}, &pc)
+	if apierrors.IsNotFound(err) && mayRunIn(pod, cl.Key()) {
+		// The chaperon alone is no proof: deleted there without
+		// propagation, it leaves its pod to the target's garbage
+		// collector and to the pod's grace period.
+		gone, why, err := delegatePod(ctx, cl, pod.Namespace, name, pod.UID)
+		switch {
+		case err != nil:
+			ctrl.LoggerFrom(ctx).V(1).Info("A target did not confirm the delegate gone", "target", cl.Key().String(), "error", err.Error())
+			return holdSoon
+		case !gone:
+			ctrl.LoggerFrom(ctx).V(1).Info("Waiting for the delegate of a deleted chaperon to go", "target", cl.Key().String(), "why", why)
+			return going()
+		}
+		return holdNone
+	}
+	if apierrors.IsNotFound(err) || (apierrors.IsForbidden(err) && cl.Namespace(ctx, pod.Namespace) == fleet.NamespaceGone) {
+		// A namespace deleted in the target took its chaperons and
+		// pods with it (its deletion ends only when they are gone),
+		// and the source's rights there with it.
+		return holdNone
+	}
+	if err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("A target did not confirm the chaperon gone", "target", cl.Key().String(), "error", err.Error())
+		return holdSoon
+	}
+	if pc.Labels[v1alpha1.LabelParentUID] != string(pod.UID) {
+		return holdNone
+	}
+	if pc.DeletionTimestamp == nil {
+		r.passDeletionGrace(ctx, cl, pod, &pc)
+		if err := r.deleteChaperon(ctx, cl, &pc, pod.UID); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Deleting a chaperon of a deleted proxy", "target", cl.Key().String())
+			return holdSoon
+		}
+		crashpoint.Hit(crashpoint.MidFinalize)
+	}
+	return going()
 }
 
 // finalizeSafety is how long a deleted proxy whose delegate is still going
@@ -170,21 +204,31 @@ func (r *Reconciler) finishDeletion(ctx context.Context, pod *corev1.Pod) error 
 // proxy's delegate is not, and a StatefulSet must not make its pod again
 // elsewhere. A pod that has finished (Succeeded, Failed) runs nothing.
 func delegatePodGone(ctx context.Context, cl *fleet.Cluster, namespace, name string, uid types.UID) (bool, string) {
+	gone, why, err := delegatePod(ctx, cl, namespace, name, uid)
+	if err != nil {
+		return false, fmt.Sprintf("reading its pod in %s: %v", cl.Key(), err)
+	}
+	return gone, why
+}
+
+// delegatePod is delegatePodGone with a failed read apart (err): the pod
+// may be gone or not.
+func delegatePod(ctx context.Context, cl *fleet.Cluster, namespace, name string, uid types.UID) (gone bool, why string, err error) {
 	var p corev1.Pod
-	err := cl.Client().Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &p)
+	err = cl.Client().Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &p)
 	switch {
 	case apierrors.IsNotFound(err):
-		return true, ""
+		return true, "", nil
 	case apierrors.IsForbidden(err) && cl.Namespace(ctx, namespace) == fleet.NamespaceGone:
-		return true, ""
+		return true, "", nil
 	case err != nil:
-		return false, fmt.Sprintf("reading its pod in %s: %v", cl.Key(), err)
+		return false, "", err
 	case p.Labels[v1alpha1.LabelParentUID] != string(uid):
-		return true, ""
+		return true, "", nil
 	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
-		return true, ""
+		return true, "", nil
 	}
-	return false, fmt.Sprintf("its chaperon is gone from %s but its pod is not (the target's garbage collector or the pod's grace period)", cl.Key())
+	return false, fmt.Sprintf("its chaperon is gone from %s but its pod is not (the target's garbage collector or the pod's grace period)", cl.Key()), nil
 }
 
 // mayRunIn says whether a proxy's delegate may run in a target: the target

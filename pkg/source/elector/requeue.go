@@ -27,7 +27,7 @@ const (
 	requeuePreviousDelegate = "previous-delegate"  // a re-election waits for the old delegate to be gone
 	requeueAwaitingBind     = "awaiting-bind"      // the marked winner not bound and started yet
 	requeueAwaitingRoom     = "awaiting-room"      // elected, its virtual node shows no room for it yet
-	requeueUnreachable      = "unreachable-target" // finalizing waits for a target out of reach
+	requeueUnreachable      = "unreachable-target" // finalizing waits for a target out of reach (or not watched yet)
 	requeueDelegateGoing    = "delegate-going"     // deleted, its delegate still going: the slow resync after a lost event
 	requeueTargetNotReady   = "target-not-ready"   // its delegate's target not Ready
 	requeueAwaitingSource   = "awaiting-source"    // ungated, the source scheduler has not bound it yet

@@ -146,6 +146,10 @@ func TestReleaseReadsWhatEnsureWrote(t *testing.T) {
 	for name, obj := range copies {
 		require.Truef(t, f.get(t, f.target, name, obj), "Ensure made no copy of %s", name)
 	}
+	// A candidate of another pod: it follows the ConfigMap and the
+	// ServiceAccount too (a candidate gets no Secret).
+	shared := f.proxy(t, "shared", nil)
+	require.NoError(t, fl.Ensure(ctx, tc, "t1", shared, refsOf(t, shared, userSpec()), follow.StageCandidate))
 	n.take()
 
 	require.NoError(t, fl.Release(ctx, tc, "t1", none))
@@ -155,9 +159,18 @@ func TestReleaseReadsWhatEnsureWrote(t *testing.T) {
 	require.NoError(t, fl.Release(ctx, tc, "t1", p1))
 	_, by = n.take()
 	assert.NotContains(t, by, "list", "releasing a proxy the Follower copied for listed the copies")
-	for name, obj := range copies {
-		assert.Falsef(t, f.get(t, f.target, name, obj), "the copy of %s, which only the released proxy followed, is still there", name)
+	assert.False(t, f.get(t, f.target, "creds", &corev1.Secret{}), "the Secret's copy, which only the released proxy followed, is still there")
+	for _, name := range []string{"cfg", "builder"} {
+		obj := copies[name]
+		if assert.Truef(t, f.get(t, f.target, name, obj), "the copy of %s, which another proxy follows, is gone", name) {
+			assert.Equalf(t, entries(shared), followersOf(obj), "the followers of %s", name)
+		}
 	}
+	require.NoError(t, fl.Release(ctx, tc, "t1", shared))
+	for name, obj := range copies {
+		assert.Falsef(t, f.get(t, f.target, name, obj), "the copy of %s, after its last follower was released, is still there", name)
+	}
+	n.take()
 
 	p2 := f.proxy(t, "p2", nil)
 	require.NoError(t, fl.Ensure(ctx, tc, "t1", p2, refsOf(t, p2, userSpec()), follow.StageDelegate))

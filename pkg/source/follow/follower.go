@@ -444,6 +444,11 @@ func (f *Follower) Release(ctx context.Context, target client.Client, targetName
 	return err
 }
 
+// Forget drops what the Follower remembers of a proxy that is gone (its
+// finalizer removed): a copy a Release missed keeps its follower until the
+// garbage collector drops it.
+func (f *Follower) Forget(proxyUID types.UID) { f.written.forget(proxyUID) }
+
 // releaseWritten releases the proxy from the copies refs names; those it
 // could not are remembered again, for the next Release.
 func (f *Follower) releaseWritten(ctx context.Context, target client.Client, targetName string, proxyUID types.UID, refs []copyRef) error {

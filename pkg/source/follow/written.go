@@ -1,6 +1,7 @@
 package follow
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -26,13 +27,9 @@ const clockSkew = 5 * time.Second
 type written struct {
 	mu sync.Mutex
 	// since is the first use of the Follower; zero until then.
-	since  time.Time
-	copies map[writtenKey][]copyRef
-}
-
-type writtenKey struct {
-	target string
-	proxy  types.UID
+	since time.Time
+	// copies are, per proxy and target, the copies written for it.
+	copies map[types.UID]map[string][]copyRef
 }
 
 // copyRef names a copy in a target.
@@ -54,16 +51,17 @@ func (w *written) used(now time.Time) {
 func (w *written) add(target string, proxy types.UID, ref copyRef) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	key := writtenKey{target, proxy}
-	for _, r := range w.copies[key] {
-		if r == ref {
-			return
+	byTarget := w.copies[proxy]
+	if byTarget == nil {
+		if w.copies == nil {
+			w.copies = map[types.UID]map[string][]copyRef{}
 		}
+		byTarget = map[string][]copyRef{}
+		w.copies[proxy] = byTarget
 	}
-	if w.copies == nil {
-		w.copies = map[writtenKey][]copyRef{}
+	if !slices.Contains(byTarget[target], ref) {
+		byTarget[target] = append(byTarget[target], ref)
 	}
-	w.copies[key] = append(w.copies[key], ref)
 }
 
 // take returns, and forgets, the copies the proxy (created at created)
@@ -72,11 +70,22 @@ func (w *written) add(target string, proxy types.UID, ref copyRef) {
 func (w *written) take(target string, proxy types.UID, created time.Time) (refs []copyRef, known bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	key := writtenKey{target, proxy}
-	refs = w.copies[key]
-	delete(w.copies, key)
+	if byTarget := w.copies[proxy]; byTarget != nil {
+		refs = byTarget[target]
+		delete(byTarget, target)
+		if len(byTarget) == 0 {
+			delete(w.copies, proxy)
+		}
+	}
 	// creationTimestamp is in whole seconds: created at or after the
 	// next whole second is after since.
 	known = !w.since.IsZero() && !created.Before(w.since.Add(clockSkew).Truncate(time.Second).Add(time.Second))
 	return refs, known
+}
+
+// forget drops what is remembered for the proxy, in every target.
+func (w *written) forget(proxy types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.copies, proxy)
 }
