@@ -473,7 +473,8 @@ func TestReelectionWaitsForThePreviousDelegatePod(t *testing.T) {
 
 // orphanDelegate plays what a chaperon deleted without propagation leaves
 // in a target: the pod it held (created here as the chaperon controller
-// would, with the proxy's labels), and the chaperon gone.
+// would, with the proxy's parent labels and annotations), and the chaperon
+// gone.
 func (h *harness) orphanDelegate(t *testing.T, key proxy.TargetKey, p *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
@@ -481,6 +482,8 @@ func (h *harness) orphanDelegate(t *testing.T, key proxy.TargetKey, p *corev1.Po
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: chaperonKey(p).Name, Labels: map[string]string{
 			v1alpha1.LabelParentUID: string(p.UID), v1alpha1.LabelParentCluster: sourceName,
+		}, Annotations: map[string]string{
+			v1alpha1.AnnotationParentName: p.Name, v1alpha1.AnnotationParentNamespace: p.Namespace,
 		}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "busybox"}}},
 	}
