@@ -45,7 +45,7 @@ help: ## Show the targets (start with `make demo`, then `make test`).
 
 all: build ## The same as build.
 
-build: cluster-bins fleetlet-bins chart ## Build every binary into bin/ and package the chart (the first build compiles Kubernetes: about 10 minutes on 2 cores).
+build: cluster-bins fleetlet-bins chart ## Build every binary into bin/ and package the chart (the first build compiles Kubernetes: about 7 minutes on 2 cores).
 
 cluster-bins: $(BIN)/.cluster-bins ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and helm from Go modules.
 

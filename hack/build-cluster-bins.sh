@@ -19,7 +19,7 @@ ldflags="${ldflags} -X k8s.io/client-go/pkg/version.gitVersion=${kube_version} -
 if [ -x "$BIN/kube-apiserver" ]; then
   what="building the control-plane binaries (cached: a relink at most)"
 else
-  what="first build here: compiling the control-plane binaries from their Go modules (about 10 minutes on 2 cores when the Go build cache is empty)"
+  what="first build here: compiling the control-plane binaries from their Go modules (about 6 minutes on 2 cores when the Go build cache is empty)"
 fi
 hack/step.sh "$what" go build -ldflags "${ldflags}" -o "$BIN/" \
   k8s.io/kubernetes/cmd/kube-apiserver \

@@ -24,7 +24,7 @@ fi
 if [ -x "$BIN/kube-e2e.test" ]; then
   what="building the upstream e2e specs of Kubernetes ${kube_version} (cached: a relink at most)"
 else
-  what="first build here: compiling the upstream e2e specs of Kubernetes ${kube_version} (about 10 minutes on 2 cores)"
+  what="first build here: compiling the upstream e2e specs of Kubernetes ${kube_version} (about 4 minutes on 2 cores after fleetlet's own build)"
 fi
 "$root/hack/step.sh" "$what" go test -c -o "$BIN/kube-e2e.test" ./suite
 "$root/hack/step.sh" "building the ginkgo CLI" go build -o "$BIN/ginkgo" github.com/onsi/ginkgo/v2/ginkgo

@@ -7,7 +7,7 @@
 # v0.37.2 one of its dependencies (github.com/kubeflow/trainer/v2) refers to
 # core/v1 types that no longer exist. So it is built from its own tools
 # module, hack/kueue/go.mod, with the dependency versions Kueue was released
-# with (k8s.io v0.35, controller-runtime v0.23): about 3 minutes on 2 cores
+# with (k8s.io v0.35, controller-runtime v0.23): about 5.5 minutes on 2 cores
 # the first time, a relink at most after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ version=$(go list -m -f '{{.Version}}' sigs.k8s.io/kueue)
 if [ -x "$BIN/kueue" ]; then
   what="building Kueue ${version} (cached: a relink at most)"
 else
-  what="first build here: compiling Kueue ${version} from its Go module (about 3 minutes on 2 cores)"
+  what="first build here: compiling Kueue ${version} from its Go module (about 5.5 minutes on 2 cores)"
 fi
 "$OLDPWD/hack/step.sh" "$what" go build -trimpath \
   -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=${version}" \
