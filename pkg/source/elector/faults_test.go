@@ -145,9 +145,7 @@ func TestElectedTargetNotReadyReelectsWithoutOverlap(t *testing.T) {
 	back()
 	h.collect(t, local, p) // the unmarked candidate, deleted with the proxy
 	h.collect(t, remote, p)
-	testenv.EventuallyTrue(t, waitTimeout, "the proxy gone once its old delegate is", func(ctx context.Context) bool {
-		return apierrors.IsNotFound(h.source.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}))
-	})
+	h.waitProxyGone(t, p, "the proxy gone once its old delegate is")
 }
 
 // After a re-election the new delegate may bind only once the old one is
@@ -412,9 +410,7 @@ func TestProxyDeletedWithAGracePeriodGoes(t *testing.T) {
 
 	require.NoError(t, h.source.Delete(ctx, p, client.GracePeriodSeconds(30)))
 	h.collect(t, remote, p) // the delegate's chaperon, and so its pod
-	testenv.EventuallyTrue(t, waitTimeout, "the proxy gone once its delegate is", func(ctx context.Context) bool {
-		return apierrors.IsNotFound(h.source.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}))
-	})
+	h.waitProxyGone(t, p, "the proxy gone once its delegate is")
 }
 
 // A deleted proxy waits for its delegate to go on the target's events, not
@@ -441,9 +437,7 @@ func TestDeletedProxyWaitsForItsDelegateOnEvents(t *testing.T) {
 	_, present := h.waitProxyDeleted(t, p, "deleted, its delegate going")
 	require.True(t, present, "the proxy went while its delegate's chaperon was Terminating")
 	h.collect(t, remote, p)
-	testenv.EventuallyTrue(t, waitTimeout, "the proxy gone once its delegate is", func(ctx context.Context) bool {
-		return apierrors.IsNotFound(h.source.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}))
-	})
+	h.waitProxyGone(t, p, "the proxy gone once its delegate is")
 	noTimedPasses(t, before, "while the deleted proxy's delegate went")
 }
 

@@ -403,6 +403,15 @@ func (h *harness) waitProxyDeleted(t *testing.T, p *corev1.Pod, what string) (cu
 	return &got, present
 }
 
+// waitProxyGone waits until the proxy is gone from the source (its
+// finalizer removed).
+func (h *harness) waitProxyGone(t *testing.T, p *corev1.Pod, what string) {
+	t.Helper()
+	testenv.EventuallyTrue(t, waitTimeout, what, func(ctx context.Context) bool {
+		return apierrors.IsNotFound(h.source.Get(ctx, client.ObjectKeyFromObject(p), &corev1.Pod{}))
+	})
+}
+
 // waitEvent waits for an Event with reason about the proxy.
 func (h *harness) waitEvent(t *testing.T, p *corev1.Pod, reason string) {
 	t.Helper()
