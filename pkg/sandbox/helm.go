@@ -321,7 +321,7 @@ func (s *Sandbox) stopComponentsOf(c *ClusterState, grace time.Duration, names .
 	s.mu.Unlock()
 	var errs []error
 	for _, p := range stop {
-		if err := stopProcess(p, grace); err != nil {
+		if err := stopProcess(p, stopGrace(p.Component, grace)); err != nil {
 			errs = append(errs, err)
 			keep = append(keep, p)
 			continue

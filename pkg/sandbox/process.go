@@ -136,6 +136,23 @@ func (p Process) Alive() bool {
 	return err == nil && start == p.StartTime
 }
 
+// apiServerStopGrace caps the SIGTERM grace of a kube-apiserver. On SIGTERM it
+// closes its listener and then waits up to its request timeout (a minute)
+// for requests still in flight, such as a call proxied to a webhook or an
+// aggregated API whose server is already gone, so a whole grace period was
+// spent on nearly every cluster stop in the e2e suite. It keeps no state of
+// its own (etcd does, and is stopped after it with the full grace), so
+// cutting that wait short loses nothing; an outage ends it the same way.
+const apiServerStopGrace = 2 * time.Second
+
+// stopGrace is the grace a component gets between SIGTERM and SIGKILL.
+func stopGrace(component string, grace time.Duration) time.Duration {
+	if component == binAPIServer {
+		return min(grace, apiServerStopGrace)
+	}
+	return grace
+}
+
 // stopProcess sends SIGTERM, waits up to grace for the process to end, then
 // sends SIGKILL; with no grace, SIGKILL at once. A process that is already
 // gone is not an error.

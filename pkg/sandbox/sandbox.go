@@ -342,7 +342,7 @@ func (s *Sandbox) stopCluster(c *ClusterState) error {
 	var left []Process
 	for i := len(procs) - 1; i >= 0; i-- {
 		p := procs[i]
-		if err := stopProcess(p, s.opts.StopGracePeriod); err != nil {
+		if err := stopProcess(p, stopGrace(p.Component, s.opts.StopGracePeriod)); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", c.Name, err))
 			left = append([]Process{p}, left...)
 			continue
