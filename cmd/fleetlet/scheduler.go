@@ -207,6 +207,9 @@ func runScheduler(ctx context.Context, cmd *cobra.Command, o *schedulerOptions) 
 		return err
 	}
 	fg := up.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
+	if err := applyCandidateFeatureDefaults(cmd.Flags(), fg); err != nil {
+		return err
+	}
 	if err := logsapi.ValidateAndApply(up.Logs, fg); err != nil {
 		return err
 	}
@@ -230,6 +233,21 @@ func runScheduler(ctx context.Context, cmd *cobra.Command, o *schedulerOptions) 
 	}
 	up.ComponentGlobalsRegistry.AddMetrics()
 	return app.Run(ctx, cc, sched)
+}
+
+// applyCandidateFeatureDefaults turns off, in the candidate scheduler, the
+// kube-scheduler feature gates candidate.SchedulerFeatureDefaults lists,
+// unless --feature-gates names them.
+func applyCandidateFeatureDefaults(fs *pflag.FlagSet, fg featuregate.FeatureGate) error {
+	mfg, ok := fg.(featuregate.MutableFeatureGate)
+	if !ok {
+		return fmt.Errorf("the feature gate %T cannot be set", fg)
+	}
+	given := ""
+	if f := fs.Lookup("feature-gates"); f != nil && f.Changed {
+		given = f.Value.String()
+	}
+	return candidate.ApplySchedulerFeatureDefaults(mfg, given)
 }
 
 // setupScheduler is kube-scheduler's app.Setup with the configuration given
@@ -279,6 +297,7 @@ func setupScheduler(ctx context.Context, opts *options.Options, cfg *schedulerco
 	if err != nil {
 		return nil, nil, err
 	}
+	candidate.QuietLosses(sched)
 	if err := options.LogOrWriteConfig(klog.FromContext(ctx), "", &cc.ComponentConfig, completedProfiles); err != nil {
 		return nil, nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -28,10 +29,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/kubernetes/pkg/features"
 	schedulerconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -227,6 +230,37 @@ func TestSchedulerWriteConfigTo(t *testing.T) {
 	assert.Falsef(t, got.Lease != "ns1/fleetlet-candidate-scheduler" || got.PermitTimeout != 90*time.Second || !got.MultiPointHas, "written configuration = %+v\n%s", got, data)
 }
 
+// The candidate scheduler runs with NominatedNodeNameForExpectation off (a
+// status write per candidate that waits at Permit) unless --feature-gates
+// names it.
+func TestSchedulerFeatureDefaults(t *testing.T) {
+	require.NotNil(t, newSchedulerOptions().command().Flags().Lookup("feature-gates"), "kube-scheduler's --feature-gates flag")
+	for name, tc := range map[string]struct {
+		args []string
+		want bool
+	}{
+		"no --feature-gates":          {nil, false},
+		"another gate given":          {[]string{"--feature-gates=SchedulerAsyncAPICalls=true"}, false},
+		"the gate given on":           {[]string{"--feature-gates=NominatedNodeNameForExpectation=true"}, true},
+		"the gate given off, as ours": {[]string{"--feature-gates=NominatedNodeNameForExpectation=false"}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fs := pflag.NewFlagSet("scheduler", pflag.ContinueOnError)
+			given := fs.String("feature-gates", "", "")
+			require.NoError(t, fs.Parse(tc.args))
+			// kube-scheduler's gates, its defaults, then --feature-gates as
+			// the component registry applies it.
+			fg := utilfeature.DefaultMutableFeatureGate.DeepCopy()
+			require.True(t, fg.Enabled(features.NominatedNodeNameForExpectation), "kube-scheduler's default")
+			if *given != "" {
+				require.NoError(t, fg.Set(*given))
+			}
+			require.NoError(t, applyCandidateFeatureDefaults(fs, fg))
+			assert.Equal(t, tc.want, fg.Enabled(features.NominatedNodeNameForExpectation))
+		})
+	}
+}
+
 // schedHelperEnv makes the test binary run `fleetlet scheduler` with the
 // arguments after "--" (TestSchedulerHelperProcess): a real process, with
 // signals and leader election, from the code under test.
@@ -373,6 +407,9 @@ func TestIntegrationSchedulerProcess(t *testing.T) {
 		return nil
 	})
 	require.Empty(t, schedPodNode(t, c, pod), "bound before the election")
+	// The reservation is on the chaperon: the scheduler writes no
+	// nominatedNodeName on a candidate that waits at Permit.
+	testenv.CandidateUnwritten(t, c, pod, 2*time.Second)
 	schedElect(t, c, ch)
 	testenv.Eventually(t, 30*time.Second, "the elected candidate binds", func() error { return schedBound(t, c, pod) })
 
@@ -388,6 +425,30 @@ func TestIntegrationSchedulerProcess(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A candidate that loses (its chaperon deleted while it waits; no
+	// garbage collector here, so its pod stays) is rejected, and the
+	// scheduler writes nothing about it: no FailedScheduling Event, no
+	// PodScheduled=False. Its pod is about to go with its chaperon.
+	lch, lpod := schedCandidate(t, c, "team-a", "web-lost")
+	testenv.Eventually(t, 30*time.Second, "the loser's reservation", func() error {
+		got := &v1alpha1.PodChaperon{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(lch), got); err != nil {
+			return err
+		}
+		if got.Annotations[v1alpha1.AnnotationReserved] == "" {
+			return errors.New("not reserved yet")
+		}
+		return nil
+	})
+	require.NoError(t, c.Delete(ctx, lch))
+	testenv.Eventually(t, 10*time.Second, "the loser rejected", func() error {
+		if m := schedScrape(t, fmt.Sprintf("https://127.0.0.1:%d/metrics", port)); !strings.Contains(m, `fleetlet_candidate_waits_total{result="rejected"} 1`) {
+			return errors.New("no rejection counted yet")
+		}
+		return nil
+	})
+	testenv.CandidateUnwritten(t, c, lpod, 2*time.Second)
 
 	assert.NoError(t, first.stop(t), "the scheduler's exit after SIGTERM, want 0")
 	require.NoError(t, c.Get(ctx, leaseKey, lease))

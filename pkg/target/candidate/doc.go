@@ -41,6 +41,14 @@
 // controller is a PodChaperon; every other pod passes untouched. An
 // unschedulable candidate gets PodScheduled=False with the scheduler's
 // message from the framework itself; the chaperon controller mirrors it.
+// A candidate that lost (rejected because its chaperon is gone, replaced or
+// being deleted) gets nothing written: QuietLosses drops it from the
+// scheduler's queue without the FailedScheduling Event and the status patch
+// kube-scheduler writes for a rejection, since its pod goes with its
+// chaperon. The scheduler runs with kube-scheduler's
+// NominatedNodeNameForExpectation gate off (SchedulerFeatureDefaults), so a
+// candidate waiting at Permit gets no nominatedNodeName either: the
+// reservation on the chaperon says the same.
 //
 // What it watches: the metadata of every PodChaperon (a metadata-only
 // informer, started through the scheduler's kubeconfig; pod templates are

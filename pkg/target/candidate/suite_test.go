@@ -16,10 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/utils/ptr"
@@ -162,12 +164,15 @@ func startScheduler(t *testing.T, permitTimeout time.Duration) (stop func()) {
 	opts.ConfigFile = file
 	opts.SecureServing.BindPort = 0
 
+	// As `fleetlet scheduler` runs it (cmd/fleetlet/scheduler.go).
+	require.NoError(t, candidate.ApplySchedulerFeatureDefaults(utilfeature.DefaultMutableFeatureGate, ""))
 	ctx, cancel := context.WithCancel(context.Background())
 	cc, sched, err := app.Setup(ctx, opts, app.WithPlugin(candidate.Name, candidate.New))
 	if err != nil {
 		cancel()
 		require.FailNow(t, err.Error())
 	}
+	candidate.QuietLosses(sched)
 	cc.EventBroadcaster.StartRecordingToSink(ctx.Done())
 	cc.InformerFactory.Start(ctx.Done())
 	cc.DynInformerFactory.Start(ctx.Done())
@@ -326,4 +331,38 @@ func podScheduled(pod *corev1.Pod) *corev1.PodCondition {
 		}
 	}
 	return nil
+}
+
+// rejections is how many candidates the plugin has rejected in this
+// process, at Permit ("permit") or while they waited ("waits").
+func rejections(t *testing.T, where string) float64 {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	require.NoError(t, err)
+	name := "fleetlet_candidate_" + where + "_total"
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == "rejected" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// waitRejected waits until the plugin has rejected more candidates than
+// before, at Permit or while they waited.
+func waitRejected(t *testing.T, where string, before float64) {
+	t.Helper()
+	testenv.Eventually(t, waitTimeout, "a rejection counted ("+where+")", func() error {
+		if n := rejections(t, where); n <= before {
+			return fmt.Errorf("%s rejections: %v", where, n)
+		}
+		return nil
+	})
 }
