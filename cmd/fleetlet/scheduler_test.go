@@ -248,10 +248,12 @@ func TestSchedulerFeatureDefaults(t *testing.T) {
 			fs := pflag.NewFlagSet("scheduler", pflag.ContinueOnError)
 			given := fs.String("feature-gates", "", "")
 			require.NoError(t, fs.Parse(tc.args))
-			// kube-scheduler's gates, its defaults, then --feature-gates as
-			// the component registry applies it.
+			// kube-scheduler's gates with its default for this one (the
+			// process's may have been changed by a test that ran the
+			// command), then --feature-gates as the component registry
+			// applies it.
 			fg := utilfeature.DefaultMutableFeatureGate.DeepCopy()
-			require.True(t, fg.Enabled(features.NominatedNodeNameForExpectation), "kube-scheduler's default")
+			require.NoError(t, fg.SetFromMap(map[string]bool{string(features.NominatedNodeNameForExpectation): true}))
 			if *given != "" {
 				require.NoError(t, fg.Set(*given))
 			}

@@ -66,6 +66,7 @@ const (
 	msgChaperonGone     = "its PodChaperon is gone"
 	msgChaperonReplaced = "its PodChaperon was replaced"
 	msgChaperonDeleting = "its PodChaperon is being deleted"
+	msgPodDeleting      = "it is being deleted"
 )
 
 // judge reads a chaperon's verdict on its candidate. ch is nil when the

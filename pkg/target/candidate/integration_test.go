@@ -51,7 +51,7 @@ func TestIntegrationCandidateWaitsForElection(t *testing.T) {
 // A candidate whose chaperon is deleted while it waits is rejected: it never
 // binds, and the scheduler writes nothing about it (no FailedScheduling
 // Event, no PodScheduled=False, no nominatedNodeName): its pod goes with its
-// chaperon.
+// chaperon, and its deletion brings it back to no queue.
 func TestIntegrationDeletedChaperonRejectsWaitingCandidate(t *testing.T) {
 	ns := newNamespace(t)
 	startScheduler(t, candidate.DefaultPermitTimeout)
@@ -67,6 +67,12 @@ func TestIntegrationDeletedChaperonRejectsWaitingCandidate(t *testing.T) {
 	elect(t, winner)
 	waitBound(t, winnerPod)
 	waitRejected(t, "waits", before)
+	testenv.CandidateUnwritten(t, k8sClient, loserPod, 2*time.Second)
+
+	// The garbage collector's part: deleting a pod that is not bound sets
+	// its deletionTimestamp first, an update that must not bring the loser
+	// back to the queue for a FailedScheduling "skip schedule deleting pod".
+	require.NoError(t, k8sClient.Delete(context.Background(), loserPod))
 	testenv.CandidateUnwritten(t, k8sClient, loserPod, 2*time.Second)
 }
 

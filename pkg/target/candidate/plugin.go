@@ -60,6 +60,7 @@ type Plugin struct {
 }
 
 var (
+	_ fwk.PreEnqueuePlugin  = &Plugin{}
 	_ fwk.ReservePlugin     = &Plugin{}
 	_ fwk.PermitPlugin      = &Plugin{}
 	_ fwk.EnqueueExtensions = &Plugin{}
@@ -158,6 +159,25 @@ func (p *Plugin) Name() string { return Name }
 // would make the scheduler keep a second, full copy of every chaperon.
 func (p *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return nil, nil
+}
+
+// PreEnqueue keeps out of the scheduling queue a candidate that is being
+// deleted, or whose chaperon the plugin knows is gone. Deleting a pod that
+// is not bound first sets its deletionTimestamp, and that update would
+// bring a loser back to the queue only for the scheduler to skip it with a
+// FailedScheduling Event ("skip schedule deleting pod"). Kept out, it waits
+// gated, with nothing written, until it is gone.
+func (p *Plugin) PreEnqueue(_ context.Context, pod *corev1.Pod) *fwk.Status {
+	ref, ok := chaperonOf(pod)
+	switch {
+	case !ok:
+		return nil
+	case pod.DeletionTimestamp != nil:
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msgPodDeleting)
+	case p.reservations.isGone(ref):
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msgChaperonGone)
+	}
+	return nil
 }
 
 // Reserve records the candidate's reservation on its chaperon
