@@ -118,8 +118,14 @@ func requeues(t *testing.T) map[string]float64 {
 // requests (reading /metrics itself) left out.
 func served(t *testing.T) map[string]int64 {
 	t.Helper()
+	return servedIn(t, sourceEnv.Config, targetEnv.Config)
+}
+
+// servedIn is served over the control planes of cfgs.
+func servedIn(t *testing.T, cfgs ...*rest.Config) map[string]int64 {
+	t.Helper()
 	by := map[string]int64{}
-	for _, cfg := range []*rest.Config{sourceEnv.Config, targetEnv.Config} {
+	for _, cfg := range cfgs {
 		cs, err := kubernetes.NewForConfig(cfg)
 		require.NoError(t, err)
 		raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())

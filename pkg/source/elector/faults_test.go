@@ -441,6 +441,33 @@ func TestDeletedProxyWaitsForItsDelegateOnEvents(t *testing.T) {
 	noTimedPasses(t, before, "while the deleted proxy's delegate went")
 }
 
+// A target confirmed empty of a deleted proxy is not read again by the
+// passes that follow, each brought by its delegate's going elsewhere: only
+// the target still holding something is. Before: every pass read every
+// target (a live GET of the chaperon each), so a proxy's deletion cost
+// about twice as many reads as targets.
+func TestFinalizeRereadsOnlyTheTargetsStillHolding(t *testing.T) {
+	h, remote, local := start(t, elector.Options{})
+	ctx := context.Background()
+	p := h.proxy(t, "web-1")
+	runIn(t, h, remote, local, p)
+	h.collect(t, local, p) // the loser
+
+	require.NoError(t, h.source.Delete(ctx, p))
+	testenv.EventuallyTrue(t, waitTimeout, "the delegate's chaperon Terminating", func(context.Context) bool {
+		pc, ok := h.chaperon(t, remote, p)
+		return ok && pc.DeletionTimestamp != nil
+	})
+	// From here the harness reads no chaperon in local (the source's own
+	// control plane): every GET of one there is the elector's.
+	before := servedIn(t, sourceEnv.Config)
+	h.collect(t, remote, p)
+	h.waitProxyGone(t, p, "the proxy gone once its delegate is")
+	after := servedIn(t, sourceEnv.Config)
+	const get = "GET podchaperons/"
+	assert.Zerof(t, after[get]-before[get], "chaperons read in %s, confirmed empty of the proxy before", local.Name)
+}
+
 // noTimedPasses fails for every pass that ran for a timer since before
 // (requeues' counts then).
 func noTimedPasses(t *testing.T, before map[string]float64, when string) {

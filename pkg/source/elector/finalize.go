@@ -42,7 +42,12 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		if cl.Key().Namespace != "" && cl.Key().Namespace != pod.Namespace {
 			continue
 		}
+		if r.cleared.has(pod.UID, cl.Key()) {
+			continue
+		}
 		switch r.finalizeIn(ctx, pod, cl, name) {
+		case holdNone:
+			r.cleared.add(pod.UID, cl.Key(), r.clock.Now())
 		case holdOnEvent:
 			onEvent++
 		case holdSoon:
@@ -70,6 +75,7 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		}
 	}
 	r.forget(pod.UID)
+	r.cleared.forget(pod.UID)
 	if r.opts.Follower != nil {
 		r.opts.Follower.Forget(pod.UID)
 	}
