@@ -42,12 +42,7 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		if cl.Key().Namespace != "" && cl.Key().Namespace != pod.Namespace {
 			continue
 		}
-		if r.cleared.has(pod.UID, cl.Key()) {
-			continue
-		}
 		switch r.finalizeIn(ctx, pod, cl, name) {
-		case holdNone:
-			r.cleared.add(pod.UID, cl.Key(), r.clock.Now())
 		case holdOnEvent:
 			onEvent++
 		case holdSoon:
@@ -75,7 +70,6 @@ func (r *Reconciler) finalize(ctx context.Context, pod *corev1.Pod) (reconcile.R
 		}
 	}
 	r.forget(pod.UID)
-	r.cleared.forget(pod.UID)
 	if r.opts.Follower != nil {
 		r.opts.Follower.Forget(pod.UID)
 	}
@@ -120,7 +114,7 @@ func (r *Reconciler) finalizeIn(ctx context.Context, pod *corev1.Pod, cl *fleet.
 		return holdSoon
 	}
 	var pc v1alpha1.PodChaperon
-	err := cl.Client().Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: name}, &pc)
+	err := r.readChaperon(ctx, cl, pod, name, &pc)
 	if apierrors.IsNotFound(err) && mayRunIn(pod, cl.Key()) {
 		// The chaperon alone is no proof: deleted there without
 		// propagation, it leaves its pod to the target's garbage
@@ -158,6 +152,21 @@ func (r *Reconciler) finalizeIn(ctx context.Context, pod *corev1.Pod, cl *fleet.
 		crashpoint.Hit(crashpoint.MidFinalize)
 	}
 	return going()
+}
+
+// readChaperon reads a deleted proxy's chaperon in one target: from the
+// target's cache of the namespace once it has synced, unless this elector
+// created the chaperon so lately that the cache may not show it yet (the
+// rule candidates are created by); else from the API server. Nothing of a
+// deleted proxy is created again, so what the cache lacks is gone. A
+// chaperon the cache still shows after it went is deleted again (NotFound,
+// nothing to do) and waited for on its event.
+func (r *Reconciler) readChaperon(ctx context.Context, cl *fleet.Cluster, pod *corev1.Pod, name string, pc *v1alpha1.PodChaperon) error {
+	key := types.NamespacedName{Namespace: pod.Namespace, Name: name}
+	if cached, synced := cl.ChaperonCache(pod.Namespace); synced && !r.createdLately(pod.UID, cl.Key()) {
+		return cached.Get(ctx, key, pc)
+	}
+	return cl.Client().Get(ctx, key, pc)
 }
 
 // finalizeSafety is how long a deleted proxy whose delegate is still going

@@ -166,8 +166,6 @@ type Reconciler struct {
 	// groups are the targets chosen for groups, and their waits
 	// (groups.go).
 	groups groupLedger
-	// cleared are the targets deleted proxies have left (cleared.go).
-	cleared clearedTargets
 }
 
 // New returns the elector.
