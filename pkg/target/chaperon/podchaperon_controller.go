@@ -461,15 +461,14 @@ func (r *PodChaperonReconciler) writeStatus(ctx context.Context, ch *v1alpha1.Po
 	return nil
 }
 
-// nodeName is where the pod runs (once bound), else the candidate
-// scheduler's reservation; a deleted pod keeps the last one known. ch
-// carries the status being written, with its new condition.
+// nodeName is where the pod runs, once bound; a deleted pod keeps the last
+// one known. ch carries the status being written, with its new condition.
+// A reservation is not mirrored: the candidate scheduler's annotation says
+// it already, and every candidate would cost its target a status write
+// more for it.
 func nodeName(ch *v1alpha1.PodChaperon, pod *corev1.Pod) string {
 	if pod != nil && pod.Spec.NodeName != "" {
 		return pod.Spec.NodeName
-	}
-	if reserved := ch.Annotations[v1alpha1.AnnotationReserved]; reserved != "" {
-		return reserved
 	}
 	if pod == nil && isDeletedRecord(ch) {
 		return ch.Status.NodeName

@@ -292,14 +292,14 @@ func TestReconcile(t *testing.T) {
 			wantNodeName:  "node-1",
 		},
 		{
-			name:     "an unbound pod: nodeName is the candidate scheduler's reservation",
+			name:     "an unbound pod, reserved: no nodeName (the reservation is the annotation's)",
 			chaperon: chaperon().annotation(v1alpha1.AnnotationReserved, "node-r").cond(metav1.ConditionTrue, ReasonPodCreated).obj(),
 			objects: []client.Object{ns, source,
 				heldPod(chaperon().obj(), "pod-uid", "", corev1.PodPending)},
 			wantStatus: metav1.ConditionTrue, wantReason: ReasonPodCreated,
 			wantPods:      map[string]types.UID{testName: "pod-uid"},
 			wantPodStatus: &corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort},
-			wantNodeName:  "node-r",
+			wantNodeName:  "",
 		},
 		{
 			name:       "a pod of that name that the chaperon does not own is left alone",

@@ -91,7 +91,7 @@ func TestDelegateRecreatedWhileSourceUnreachable(t *testing.T) {
 	// since then.
 	waitPast(time.Now().Add(testRecreateDelay + time.Second))
 	for _, ch := range []*v1alpha1.PodChaperon{candidate, onFailure, reachable} {
-		assertStaysDeleted(t, ch, "node-after-delay")
+		assertStaysDeleted(t, ch)
 	}
 
 	// The source comes back: its heartbeat is renewed. There is still one
@@ -101,10 +101,7 @@ func TestDelegateRecreatedWhileSourceUnreachable(t *testing.T) {
 	lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
 	lease.Spec.LeaseDurationSeconds = ptrTo(int32(3600))
 	require.NoError(t, k8sClient.Update(ctx, &lease))
-	patchChaperon(t, delegate, func(c *v1alpha1.PodChaperon) { c.Annotations[v1alpha1.AnnotationReserved] = "node-back" })
-	waitChaperon(t, delegate, "status.nodeName node-back", func(c *v1alpha1.PodChaperon) error {
-		return expect("status.nodeName", c.Status.NodeName, "node-back")
-	})
+	lookAgain(t, delegate)
 	var pods corev1.PodList
 	require.NoError(t, k8sClient.List(ctx, &pods, client.InNamespace(ns),
 		client.MatchingLabels{v1alpha1.LabelParentUID: delegate.Labels[v1alpha1.LabelParentUID]}))
@@ -123,7 +120,7 @@ func TestDelegateRecreatedWhileSourceUnreachable(t *testing.T) {
 	deletePod(t, delegate)
 	waitCondition(t, delegate, metav1.ConditionFalse, ReasonPodDeleted)
 	waitPast(time.Now().Add(testRecreateDelay + time.Second))
-	assertStaysDeleted(t, delegate, "node-after-return")
+	assertStaysDeleted(t, delegate)
 }
 
 // waitPast returns once instant has passed: what the controller decides
@@ -139,15 +136,12 @@ func deletePod(t *testing.T, ch *v1alpha1.PodChaperon) types.UID {
 	return pod.UID
 }
 
-// assertStaysDeleted makes the controller look at ch again (a new
-// reservation, which it mirrors as status.nodeName), then checks that ch
-// still records its pod deleted and that no pod of its name exists.
-func assertStaysDeleted(t *testing.T, ch *v1alpha1.PodChaperon, node string) {
+// assertStaysDeleted makes the controller look at ch again (lookAgain),
+// then checks that ch still records its pod deleted and that no pod of its
+// name exists.
+func assertStaysDeleted(t *testing.T, ch *v1alpha1.PodChaperon) {
 	t.Helper()
-	patchChaperon(t, ch, func(c *v1alpha1.PodChaperon) { c.Annotations[v1alpha1.AnnotationReserved] = node })
-	c := waitChaperon(t, ch, "status.nodeName "+node, func(c *v1alpha1.PodChaperon) error {
-		return expect("status.nodeName", c.Status.NodeName, node)
-	})
+	c := lookAgain(t, ch)
 	cond := podCreated(c)
 	assert.Falsef(t, cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != ReasonPodDeleted, "PodChaperon %s: PodCreated %+v, want it to stay False PodDeleted", klogKey(ch), cond)
 	assertNoPod(t, ch)

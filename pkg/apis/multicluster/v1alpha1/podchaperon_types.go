@@ -64,9 +64,9 @@ type PodChaperonStatus struct {
 	// +kubebuilder:validation:MaxItems=32
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// nodeName is the node the pod is reserved on (the candidate
-	// scheduler's reservation, multicluster.fleetlet.io/reserved) or, once
-	// bound, the node it runs on. Empty while neither.
+	// nodeName is the node the pod runs on, once bound (a pod deleted
+	// keeps the last one). The node a candidate is reserved on before it
+	// binds is the annotation multicluster.fleetlet.io/reserved.
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
 
@@ -93,6 +93,7 @@ type PodChaperonStatus struct {
 // +kubebuilder:resource:scope=Namespaced,shortName=pch,categories=fleetlet
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.podStatus.phase`
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`
+// +kubebuilder:printcolumn:name="Reserved",type=string,JSONPath=`.metadata.annotations.multicluster\.fleetlet\.io/reserved`
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.metadata.labels.multicluster\.fleetlet\.io/parent-cluster`
 // +kubebuilder:printcolumn:name="Elected",type=string,JSONPath=`.metadata.annotations.multicluster\.fleetlet\.io/elected`,priority=10
 // +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.metadata.annotations.multicluster\.fleetlet\.io/parent-name`,priority=10
