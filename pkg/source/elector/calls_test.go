@@ -1,23 +1,19 @@
 package elector_test
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strings"
 	"testing"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/elector"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
 // writeBudget is how many writes the elector may make per proxy, over
@@ -113,38 +109,8 @@ func requeues(t *testing.T) map[string]float64 {
 	return by
 }
 
-// served sums apiserver_request_total over both control planes by "VERB
-// resource/subresource", WATCH, leases, clustersummaries and non-resource
-// requests (reading /metrics itself) left out.
+// served is testenv.Served over both control planes.
 func served(t *testing.T) map[string]int64 {
 	t.Helper()
-	return servedIn(t, sourceEnv.Config, targetEnv.Config)
-}
-
-// servedIn is served over the control planes of cfgs.
-func servedIn(t *testing.T, cfgs ...*rest.Config) map[string]int64 {
-	t.Helper()
-	by := map[string]int64{}
-	for _, cfg := range cfgs {
-		cs, err := kubernetes.NewForConfig(cfg)
-		require.NoError(t, err)
-		raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
-		require.NoError(t, err)
-		p := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := p.TextToMetricFamilies(strings.NewReader(string(raw)))
-		require.NoError(t, err)
-		f := fams["apiserver_request_total"]
-		require.NotNil(t, f, "no apiserver_request_total")
-		for _, m := range f.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			if l["verb"] == "WATCH" || l["resource"] == "leases" || l["resource"] == "clustersummaries" || l["resource"] == "" {
-				continue
-			}
-			by[l["verb"]+" "+l["resource"]+"/"+l["subresource"]] += int64(m.GetCounter().GetValue())
-		}
-	}
-	return by
+	return testenv.Served(t, sourceEnv.Config, targetEnv.Config)
 }

@@ -213,6 +213,43 @@ func TestDeletedChaperonPassesItsGracePeriod(t *testing.T) {
 	})
 }
 
+// A chaperon being deleted whose pod is gone asks the API server nothing
+// more about it: nothing is created for a chaperon that is going. Before:
+// each pass after the pod went confirmed it gone with a live read.
+func TestDeletingChaperonReadsNoPodLive(t *testing.T) {
+	testenv.Need(t, env)
+	ctx := t.Context()
+	ns := newNamespace(t, nil)
+	sa := provisionSource(t, ns, "cluster-a")
+	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: sa})
+	ch := makeChaperon(ns, "db-0a1b2c3d").obj()
+	create(t, ch)
+	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+	t.Cleanup(func() { // no garbage collector here to end the foreground deletion
+		_ = k8sClient.Patch(context.Background(), ch, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	})
+
+	// The harness lists pods from here on: every GET of one is the
+	// controller's.
+	before := testenv.Served(t, env.Config)
+	require.NoError(t, k8sClient.Delete(ctx, ch, client.PropagationPolicy(metav1.DeletePropagationForeground)))
+	testenv.Eventually(t, waitTimeout, "the controller deleted the pod of the chaperon being deleted", func() error {
+		var pods corev1.PodList
+		if err := k8sClient.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if p.Name == ch.Name {
+				return fmt.Errorf("pod %s still there", p.Name)
+			}
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // the passes the pod's deletion brings
+	const get = "GET pods/"
+	assert.Zerof(t, testenv.Served(t, env.Config)[get]-before[get], "pods read from the API server for a chaperon being deleted")
+}
+
 func describeGrace(g *int64) string {
 	if g == nil {
 		return "unset"

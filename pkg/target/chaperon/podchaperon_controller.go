@@ -271,9 +271,11 @@ func (r *PodChaperonReconciler) sync(ctx context.Context, ch *v1alpha1.PodChaper
 		return ctrl.Result{}, err
 	}
 	created := wasCreated(ch)
-	if pod == nil && created {
+	if pod == nil && created && ch.DeletionTimestamp.IsZero() {
 		// Recorded as created but not in the cache: deleted, or created so
 		// recently that the cache has not seen it yet. Ask the API server.
+		// Not for a chaperon being deleted: nothing is created for it, and
+		// a pod the cache has not seen yet brings it back here when it does.
 		if pod, err = getPod(ctx, r.APIReader, key); err != nil {
 			return ctrl.Result{}, err
 		}
