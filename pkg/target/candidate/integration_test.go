@@ -59,14 +59,14 @@ func TestIntegrationDeletedChaperonRejectsWaitingCandidate(t *testing.T) {
 	winnerPod, loserPod := newCandidate(t, winner, "100m"), newCandidate(t, loser, "100m")
 	waitReserved(t, winner)
 	waitReserved(t, loser)
-	before := rejections(t, "waits")
+	before := allRejections(t)
 
 	// The source elects one and deletes the other (the envtest cluster has
 	// no garbage collector: the loser's pod stays, orphaned).
 	require.NoError(t, k8sClient.Delete(context.Background(), loser))
 	elect(t, winner)
 	waitBound(t, winnerPod)
-	waitRejected(t, "waits", before)
+	waitRejected(t, before)
 	testenv.CandidateUnwritten(t, k8sClient, loserPod, 2*time.Second)
 
 	// The garbage collector's part: deleting a pod that is not bound sets
@@ -86,10 +86,10 @@ func TestIntegrationChaperonBeingDeletedRejectsAtOnce(t *testing.T) {
 	})
 	require.NoError(t, k8sClient.Delete(context.Background(), ch))
 	startScheduler(t, candidate.DefaultPermitTimeout)
-	before := rejections(t, "permit")
+	before := allRejections(t)
 	pod := newCandidate(t, ch, "100m")
 
-	waitRejected(t, "permit", before)
+	waitRejected(t, before)
 	testenv.CandidateUnwritten(t, k8sClient, pod, time.Second)
 	consistently(t, "no reservation on a chaperon being deleted, and no binding", time.Second, func() error {
 		if r, ok := getChaperon(t, ch).Annotations[v1alpha1.AnnotationReserved]; ok {

@@ -355,13 +355,21 @@ func rejections(t *testing.T, where string) float64 {
 	return 0
 }
 
-// waitRejected waits until the plugin has rejected more candidates than
-// before, at Permit or while they waited.
-func waitRejected(t *testing.T, where string, before float64) {
+// allRejections is how many candidates the plugin has rejected in this
+// process, at Permit and while they waited.
+func allRejections(t *testing.T) float64 {
 	t.Helper()
-	testenv.Eventually(t, waitTimeout, "a rejection counted ("+where+")", func() error {
-		if n := rejections(t, where); n <= before {
-			return fmt.Errorf("%s rejections: %v", where, n)
+	return rejections(t, "permit") + rejections(t, "waits")
+}
+
+// waitRejected waits until the plugin has rejected more candidates than
+// before (allRejections): a candidate whose chaperon is deleted as it
+// reaches Permit is rejected there rather than while it waits.
+func waitRejected(t *testing.T, before float64) {
+	t.Helper()
+	testenv.Eventually(t, waitTimeout, "a rejection counted", func() error {
+		if n := allRejections(t); n <= before {
+			return fmt.Errorf("rejections: %v", n)
 		}
 		return nil
 	})
