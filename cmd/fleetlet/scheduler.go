@@ -232,6 +232,7 @@ func runScheduler(ctx context.Context, cmd *cobra.Command, o *schedulerOptions) 
 		mfg.AddMetrics()
 	}
 	up.ComponentGlobalsRegistry.AddMetrics()
+	serveSchedulerClientMetrics()
 	return app.Run(ctx, cc, sched)
 }
 

@@ -420,7 +420,9 @@ func TestIntegrationSchedulerProcess(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "the scheduler's and fleetlet's metrics", func() error {
 		metrics := schedScrape(t, fmt.Sprintf("https://127.0.0.1:%d/metrics", port))
 		for _, want := range []string{`fleetlet_candidate_permit_total{result="waiting"} 1`, `fleetlet_candidate_waits_total{result="allowed"} 1`,
-			`fleetlet_candidate_reservation_writes_total{operation="reserve",result="written"} 1`, "scheduler_schedule_attempts_total"} {
+			`fleetlet_candidate_reservation_writes_total{operation="reserve",result="written"} 1`, "scheduler_schedule_attempts_total",
+			// Its own API requests (the bench's per-client count).
+			`rest_client_requests_total{code="201",host=`} {
 			if !strings.Contains(metrics, want) {
 				return fmt.Errorf("/metrics lacks %q", want)
 			}

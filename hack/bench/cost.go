@@ -56,9 +56,8 @@ func take(ctx context.Context, sb *sandbox.Sandbox, clients map[string]kubernete
 				s.requeues[reason] += n
 			}
 		}
-		// The candidate scheduler's client metrics go to controller-
-		// runtime's registry in the fleetlet binary, which it does not
-		// serve: counted only when it does.
+		// The candidate scheduler serves its client's requests beside
+		// kube-scheduler's metrics (cmd/fleetlet/scheduler_metrics.go).
 		if hc, err := adminHTTPClient(sb, c.Name); err == nil {
 			if fams, err := scrape(ctx, hc, fmt.Sprintf("https://127.0.0.1:%d/metrics", c.Ports.FleetletScheduler)); err == nil {
 				if n, ok := clientRequests(fams); ok {

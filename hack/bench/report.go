@@ -155,7 +155,7 @@ func printCost(w io.Writer, name string, c cost) {
 		fmt.Fprintf(w, "    %s %.1f: %s\n", cluster, total(c.Requests[cluster]), strings.Join(top(c.Requests[cluster], 6, "%.1f"), ", "))
 	}
 	if len(c.Fleetlet) > 0 {
-		fmt.Fprintf(w, "  requests made by fleetlet's managers (to every cluster; the candidate schedulers' are not exported): %.1f: %s\n",
+		fmt.Fprintf(w, "  requests made by fleetlet's managers and candidate schedulers (to every cluster): %.1f: %s\n",
 			total(c.Fleetlet), strings.Join(top(c.Fleetlet, len(c.Fleetlet), "%.1f"), ", "))
 	}
 	if len(c.Requeues) > 0 {
