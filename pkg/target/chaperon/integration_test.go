@@ -152,12 +152,7 @@ func TestPodRejectedByRBACUntilGranted(t *testing.T) {
 func TestDeletedPodIsNotRecreated(t *testing.T) {
 	testenv.Need(t, env)
 	ctx := t.Context()
-	ns := newNamespace(t, nil)
-	sa := provisionSource(t, ns, "cluster-a")
-	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: sa})
-	ch := makeChaperon(ns, "api-0a1b2c3d").obj()
-	create(t, ch)
-	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+	_, ch := createdChaperon(t, "api-0a1b2c3d")
 
 	var pod corev1.Pod
 	require.NoError(t, k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod))
@@ -180,12 +175,7 @@ func TestDeletedPodIsNotRecreated(t *testing.T) {
 func TestDeletedChaperonPassesItsGracePeriod(t *testing.T) {
 	testenv.Need(t, env)
 	ctx := t.Context()
-	ns := newNamespace(t, nil)
-	sa := provisionSource(t, ns, "cluster-a")
-	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: sa})
-	ch := makeChaperon(ns, "web-0a1b2c3d").obj()
-	create(t, ch)
-	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+	ns, ch := createdChaperon(t, "web-0a1b2c3d")
 
 	// Bound, and held by a finalizer, as a pod whose kubelet stops it.
 	var pod corev1.Pod
@@ -219,12 +209,7 @@ func TestDeletedChaperonPassesItsGracePeriod(t *testing.T) {
 func TestDeletingChaperonReadsNoPodLive(t *testing.T) {
 	testenv.Need(t, env)
 	ctx := t.Context()
-	ns := newNamespace(t, nil)
-	sa := provisionSource(t, ns, "cluster-a")
-	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: sa})
-	ch := makeChaperon(ns, "db-0a1b2c3d").obj()
-	create(t, ch)
-	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+	ns, ch := createdChaperon(t, "db-0a1b2c3d")
 	t.Cleanup(func() { // no garbage collector here to end the foreground deletion
 		_ = k8sClient.Patch(context.Background(), ch, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
 	})
@@ -510,6 +495,19 @@ func patchChaperon(t *testing.T, ch *v1alpha1.PodChaperon, change func(*v1alpha1
 	}
 	change(&cur)
 	require.NoError(t, k8sClient.Patch(t.Context(), &cur, client.MergeFrom(orig)))
+}
+
+// createdChaperon makes a namespace where source cluster-a may create pods,
+// and a chaperon there whose pod the controller has created.
+func createdChaperon(t *testing.T, name string) (ns string, ch *v1alpha1.PodChaperon) {
+	t.Helper()
+	ns = newNamespace(t, nil)
+	sa := provisionSource(t, ns, "cluster-a")
+	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: sa})
+	ch = makeChaperon(ns, name).obj()
+	create(t, ch)
+	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+	return ns, ch
 }
 
 // lookAgain makes the controller reconcile ch again and returns ch once it
