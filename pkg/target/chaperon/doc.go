@@ -23,11 +23,13 @@
 //     does) finishes only once the pod is gone.
 //
 // It writes the chaperon's status, through the status subresource, only
-// when something changed, with the chaperon's resourceVersion as
-// precondition: observedGeneration; podStatus, the pod's whole status;
-// nodeName, the pod's spec.nodeName once bound, otherwise the chaperon's
-// multicluster.fleetlet.io/reserved annotation (the candidate scheduler's
-// reservation); and the PodCreated condition:
+// when something changed, as a JSON patch that first tests that the
+// status's conditions (its records) are still those it read, so that the
+// metadata others write meanwhile (the candidate scheduler's reservation,
+// the source's marks) refuses nothing: observedGeneration; podStatus, the
+// pod's whole status; nodeName, the pod's spec.nodeName once bound (the
+// reservation before it stays the multicluster.fleetlet.io/reserved
+// annotation's); and the PodCreated condition:
 //
 //   - True, PodCreated: the pod exists and is this chaperon's;
 //   - True, DelegateRecreated: the same, for a delegate created again
@@ -105,13 +107,16 @@
 // record is written in the same reconcile as the creation, and both
 // directions of cache lag are checked against the API server:
 //
+//   - no pass acts on a cache that has not shown our last status write: it
+//     waits for the event that shows it (the version the write made; the
+//     cache's events come in order), or a second if a relist skipped it;
 //   - before creating, the chaperon is read again from the API server when
-//     the cache may lack our own "created" record: the cache still shows a
-//     version one of our status writes replaced (kept until an event shows
-//     a later one), or the chaperon is older than this controller's lead
-//     (plus a margin: a manager before it may have recorded a creation).
-//     A burst of new chaperons thus costs no read, and no cache behind our
-//     record can cause a second creation;
+//     the cache may lack our own "created" record: it has not shown a
+//     status write of ours yet (a pass that waited past 5 s), or the
+//     chaperon is older than this controller's lead (plus a margin: a
+//     manager before it may have recorded a creation). A burst of new
+//     chaperons thus costs no read, and no cache behind our record can
+//     cause a second creation;
 //   - a pod recorded as created but missing from the cache is read from the
 //     API server before it is declared deleted, so a pod created a moment
 //     ago is not mistaken for a deleted one;

@@ -49,11 +49,13 @@ func TestCreateReadsTheChaperonOnlyWhenTheCacheMayBeBehind(t *testing.T) {
 		oursBehind bool
 		wantReads  int
 		wantCreate bool
+		// wantWait: the pass does nothing until the cache shows our write.
+		wantWait bool
 	}{
 		{name: "a chaperon newer than the lead: the cache's word, no read", leading: &leadLongBefore, wantCreate: true},
 		{name: "the lead's start unknown: read", wantReads: 1, wantCreate: true},
 		{name: "a chaperon from before the lead (and its margin): read", leading: &leadJustBefore, wantReads: 1, wantCreate: true},
-		{name: "the cache behind a write of ours: read, and the record the API server has counts", leading: &leadLongBefore, oursBehind: true, wantReads: 1},
+		{name: "the cache behind a write of ours: no read, no create, the pass waits for the cache", leading: &leadLongBefore, oursBehind: true, wantWait: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,7 +77,7 @@ func TestCreateReadsTheChaperonOnlyWhenTheCacheMayBeBehind(t *testing.T) {
 				stale := makeChaperon(testNS, testName).uid(chaperonUID).obj()
 				stale.CreationTimestamp, stale.ResourceVersion = created, "1"
 				cache = staleCache{Client: api, chaperon: stale}
-				r.writes.Wrote(chaperonUID, "1")
+				r.writes.wrote(chaperonUID, "2", testNow)
 			}
 			reader := &countingReader{Reader: api}
 			imp := &fakeImpersonator{c: api}
@@ -83,8 +85,11 @@ func TestCreateReadsTheChaperonOnlyWhenTheCacheMayBeBehind(t *testing.T) {
 			if tc.leading != nil {
 				r.leadingSince(*tc.leading)
 			}
-			_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ch)})
+			res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ch)})
 			require.NoError(t, err)
+			if tc.wantWait {
+				assert.Equal(t, waitForOwnWrite, res.RequeueAfter, "the requeue of a pass that waits for the cache")
+			}
 			assert.Equalf(t, tc.wantReads, reader.chaperonGets, "chaperon read from the API server %d times, want %d", reader.chaperonGets, tc.wantReads)
 			got := len(imp.creates) == 1
 			assert.Equalf(t, tc.wantCreate, got, "pod created: %v (%v), want %v", got, imp.creates, tc.wantCreate)
@@ -92,21 +97,43 @@ func TestCreateReadsTheChaperonOnlyWhenTheCacheMayBeBehind(t *testing.T) {
 	}
 }
 
-// The writes kept are only those the cache has not shown yet: an event of a
-// later version, or of the chaperon's deletion, forgets them (else one
-// would be kept for every chaperon ever written).
-func TestChaperonEventsForgetOurWrites(t *testing.T) {
-	r := &PodChaperonReconciler{}
+// A pass never acts on a cache behind a status write of our own: it waits
+// for the event that shows the write (which the predicate lets through for
+// it alone), or a second. Before, such a pass wrote the status again from
+// the version before, and its optimistic lock made it a conflict and a read
+// from the API server. The writes kept are only those the cache has not
+// shown yet: the event of the version a write made, of the chaperon's
+// deletion, forgets them; a pass stops waiting after ownWriteMemory (a
+// relist may have skipped the event).
+func TestAPassWaitsForTheCacheToShowOurWrite(t *testing.T) {
+	r := &PodChaperonReconciler{Clock: testingclock.NewFakePassiveClock(testNow)}
 	pred := r.chaperonChanged()
 	at := func(rv string) *v1alpha1.PodChaperon {
 		ch := makeChaperon(testNS, testName).uid(chaperonUID).obj()
 		ch.ResourceVersion = rv
 		return ch
 	}
-	r.writes.Wrote(chaperonUID, "1")
-	pred.Update(event.UpdateEvent{ObjectOld: at("1"), ObjectNew: at("2")})
-	assert.False(t, r.writes.Stale(chaperonUID, "1"), "a write the cache has shown is still kept")
-	r.writes.Wrote(chaperonUID, "2")
-	pred.Delete(event.DeleteEvent{Object: at("2")})
-	assert.False(t, r.writes.Stale(chaperonUID, "2"), "a write of a deleted chaperon is still kept")
+	// Status-only events, as our own writes make.
+	shown := func(from, to string) bool {
+		return pred.Update(event.UpdateEvent{ObjectOld: at(from), ObjectNew: at(to)})
+	}
+
+	r.writes.wrote(chaperonUID, "3", testNow)
+	assert.True(t, r.writes.wait(chaperonUID, "1", testNow), "the cache shows a version before our write")
+	assert.False(t, shown("1", "2"), "an event of a version before ours brings the pass back")
+	assert.True(t, r.writes.wait(chaperonUID, "2", testNow), "the cache shows another version before our write")
+	assert.True(t, shown("2", "3"), "the event of our write brings back the pass that waits")
+	assert.False(t, r.writes.wait(chaperonUID, "3", testNow), "the cache showed our write: nothing to wait for")
+
+	r.writes.wrote(chaperonUID, "5", testNow)
+	assert.False(t, shown("4", "5"), "our own write's event passes while no pass waits")
+	assert.False(t, r.writes.wait(chaperonUID, "4", testNow), "a write the cache has shown is still kept")
+
+	r.writes.wrote(chaperonUID, "7", testNow)
+	assert.False(t, r.writes.wait(chaperonUID, "6", testNow.Add(ownWriteMemory+time.Second)), "a write waited for past ownWriteMemory (a relist may have skipped it)")
+	assert.True(t, r.writes.behind(chaperonUID, "6"), "a write not shown yet, past ownWriteMemory: a creation still asks the API server")
+
+	r.writes.wrote(chaperonUID, "9", testNow)
+	pred.Delete(event.DeleteEvent{Object: at("9")})
+	assert.False(t, r.writes.wait(chaperonUID, "8", testNow), "a write of a deleted chaperon is still kept")
 }

@@ -33,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 // maxMessageLength bounds a condition's message (the API allows 32768).
@@ -79,10 +78,10 @@ type PodChaperonReconciler struct {
 
 	once    sync.Once
 	backoff workqueue.TypedRateLimiter[types.NamespacedName]
-	// writes are the chaperon versions our status writes replaced, so
-	// that a cache behind one of them is known without asking the API
-	// server (cacheMayBeBehind).
-	writes proxy.Writes
+	// writes are the chaperon versions our status writes made, until the
+	// cache shows them: a cache behind one of them is known without
+	// asking the API server, and a pass waits for it to catch up.
+	writes ownWrites
 	// leading is when this controller started to act (it runs only
 	// while its manager leads); zero until then.
 	leading atomic.Pointer[time.Time]
@@ -191,13 +190,20 @@ func (r *PodChaperonReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		}
 		return ctrl.Result{}, err
 	}
+	if r.writes.wait(ch.UID, ch.ResourceVersion, r.Clock.Now()) {
+		// The cache has not shown our last status write yet: the event
+		// that does brings the chaperon back (chaperonChanged), and so
+		// does the requeue if a relist skipped it.
+		return ctrl.Result{RequeueAfter: waitForOwnWrite}, nil
+	}
 	res, err := r.sync(ctx, ch, false)
-	if !apierrors.IsConflict(err) {
+	if !errors.Is(err, errStatusMoved) {
 		return res, err
 	}
-	// The cache is behind a write of our own to this chaperon's status:
-	// decide again on the chaperon as the API server has it.
-	ctrl.LoggerFrom(ctx).V(1).Info("Status write conflicted; reconciling again from the API server")
+	// The status changed since the cache's version (another manager's
+	// write while two leaders overlapped, or ours the cache had not
+	// shown): decide again on the chaperon as the API server has it.
+	ctrl.LoggerFrom(ctx).V(1).Info("Status write refused on a changed status; reconciling again from the API server")
 	ch = &v1alpha1.PodChaperon{}
 	if err := r.APIReader.Get(ctx, req.NamespacedName, ch); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -446,15 +452,13 @@ func (r *PodChaperonReconciler) writeStatus(ctx context.Context, ch *v1alpha1.Po
 	if equality.Semantic.DeepEqual(ch.Status, want.Status) {
 		return nil
 	}
-	replaced := ch.ResourceVersion
-	if err := r.Client.Status().Patch(ctx, want, client.MergeFromWithOptions(ch, client.MergeFromWithOptimisticLock{}),
-		client.FieldOwner(FieldOwner)); err != nil {
+	if err := r.patchStatus(ctx, ch, want); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("writing the status of PodChaperon %s: %w", klog.KObj(ch), err)
 	}
-	r.writes.Wrote(ch.UID, replaced)
+	r.writes.wrote(ch.UID, want.ResourceVersion, r.Clock.Now())
 	after := meta.FindStatusCondition(want.Status.Conditions, v1alpha1.ConditionPodCreated)
 	if after != nil && after.Status == metav1.ConditionFalse &&
 		(before == nil || before.Status != after.Status || before.Reason != after.Reason || before.Message != after.Message) {
@@ -544,19 +548,19 @@ func getPod(ctx context.Context, c client.Reader, key types.NamespacedName) (*co
 }
 
 // chaperonChanged passes the chaperon events that can change what to do:
-// not our own status writes. Every event also tells r.writes that the cache
-// has moved past the version it carries (so it keeps only the writes the
-// cache has not shown yet).
+// not our own status writes, unless a pass waits for the cache to show one.
+// Every event tells r.writes which version the cache shows (so it keeps
+// only the writes the cache has not shown yet).
 func (r *PodChaperonReconciler) chaperonChanged() predicate.Predicate {
 	return predicate.Funcs{
 		DeleteFunc: func(e event.DeleteEvent) bool {
-			r.writes.Forget(e.Object.GetUID())
+			r.writes.forget(e.Object.GetUID())
 			return true
 		},
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld, e.ObjectNew
-			r.writes.Stale(n.GetUID(), n.GetResourceVersion())
-			return o.GetGeneration() != n.GetGeneration() ||
+			return r.writes.seen(n.GetUID(), n.GetResourceVersion()) ||
+				o.GetGeneration() != n.GetGeneration() ||
 				!maps.Equal(o.GetLabels(), n.GetLabels()) ||
 				!maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
 				o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero()

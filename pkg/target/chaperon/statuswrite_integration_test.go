@@ -1,0 +1,60 @@
+package chaperon
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
+)
+
+// A status write computed from a chaperon read before someone else changed
+// its metadata (the candidate scheduler's reservation, the source's marks:
+// for most candidates both land within milliseconds of the pod's creation)
+// is not refused; only a change of the status's records refuses it. Before,
+// the write was locked on the chaperon's resourceVersion, and about one
+// status write in three conflicted: a 409, a read from the API server, and
+// the write again.
+func TestStatusWriteIgnoresMetadataChanges(t *testing.T) {
+	testenv.Need(t, env)
+	ctx := t.Context()
+	_, ch := createdChaperon(t, "web-5f6a7b8c")
+	r := &PodChaperonReconciler{Client: k8sClient}
+	r.defaults()
+	probe := func(reason string) *metav1.Condition {
+		return &metav1.Condition{Type: "test.fleetlet.io/Probe", Status: metav1.ConditionTrue, Reason: reason, Message: "written by the test"}
+	}
+
+	read := getChaperon(t, ch) // what the cache shows
+	patchChaperon(t, ch, func(c *v1alpha1.PodChaperon) { c.Annotations[v1alpha1.AnnotationReserved] = "node-1" })
+	require.NoError(t, r.writeStatus(ctx, read, outcome{cond: probe("First")}),
+		"a status write refused for a change of the chaperon's annotations")
+	got := getChaperon(t, ch)
+	assert.Equal(t, "node-1", got.Annotations[v1alpha1.AnnotationReserved], "the reservation, after the status write")
+	require.NotNil(t, meta.FindStatusCondition(got.Status.Conditions, "test.fleetlet.io/Probe"), "the status written")
+	assert.True(t, meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionPodCreated), "the creation record kept")
+
+	// The same stale read again: the status's conditions are no longer
+	// those it holds, so the write is refused, and the record stands.
+	err := r.writeStatus(ctx, read, outcome{cond: probe("Second")})
+	require.ErrorIs(t, err, errStatusMoved, "a write from a status older than the API server's")
+	got = getChaperon(t, ch)
+	assert.Equal(t, "First", meta.FindStatusCondition(got.Status.Conditions, "test.fleetlet.io/Probe").Reason, "the probe condition after a refused write")
+
+	t.Run("a status never written: tested absent", func(t *testing.T) {
+		// The API server drops status on create; a status set to null is
+		// the same state.
+		require.NoError(t, k8sClient.Status().Patch(ctx, getChaperon(t, ch), client.RawPatch(types.MergePatchType, []byte(`{"status":null}`))))
+		empty := getChaperon(t, ch)
+		require.Empty(t, empty.Status.Conditions, "status after clearing it")
+		require.NoError(t, r.writeStatus(ctx, empty, outcome{cond: probe("Third")}), "the first status write")
+		require.ErrorIs(t, r.writeStatus(ctx, empty, outcome{cond: probe("Fourth")}), errStatusMoved, "a second write from the chaperon without status")
+		assert.Equal(t, "Third", meta.FindStatusCondition(getChaperon(t, ch).Status.Conditions, "test.fleetlet.io/Probe").Reason, "the probe condition")
+	})
+}
