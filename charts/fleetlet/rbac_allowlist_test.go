@@ -100,6 +100,7 @@ var clusterWideWrites = map[string]string{
 	"cleanup patch targets.multicluster.fleetlet.io":               "the drain finalizer",
 	"cleanup patch clustertargets.multicluster.fleetlet.io":        "the drain finalizer",
 	"cleanup delete podchaperons.multicluster.fleetlet.io":         "every PodChaperon",
+	"cleanup patch podchaperons.multicluster.fleetlet.io":          "the delegate-pod finalizer no chaperon controller will remove",
 	"cleanup patch sources.multicluster.fleetlet.io":               "the Sources' finalizer",
 	"cleanup update sources.multicluster.fleetlet.io":              "the Sources' finalizer",
 	"cleanup patch clustersources.multicluster.fleetlet.io":        "the finalizer",

@@ -32,6 +32,8 @@ func report(w io.Writer, runs []benchRun, modes []mode, o options) error {
 		costs[md.Name] = [2]cost{fleetlet, direct}
 		printCost(w, "fleetlet", fleetlet)
 		printCost(w, "direct", direct)
+		printDeletionCost(w, "fleetlet", averageDeletionCost(these, true))
+		printDeletionCost(w, "direct", averageDeletionCost(these, false))
 	}
 	if o.out != "" {
 		if err := writeJSON(o.out, runs, costs); err != nil {
@@ -102,14 +104,25 @@ func median(v []float64) float64 {
 	return s[len(s)/2]
 }
 
-// averageCost is a path's cost per pod, averaged over the runs.
+// averageCost is a path's cost per pod of creating its pods, averaged over
+// the runs.
 func averageCost(runs []benchRun, fleetlet bool) cost {
+	return averageOf(runs, fleetlet, func(m measured) cost { return m.cost })
+}
+
+// averageDeletionCost is a path's cost per pod of deleting its pods,
+// averaged over the runs.
+func averageDeletionCost(runs []benchRun, fleetlet bool) cost {
+	return averageOf(runs, fleetlet, func(m measured) cost { return m.deletionCost })
+}
+
+func averageOf(runs []benchRun, fleetlet bool, of func(measured) cost) cost {
 	out := newCost()
 	n := float64(max(len(runs), 1))
 	for _, r := range runs {
-		c := r.Direct.cost
+		c := of(r.Direct)
 		if fleetlet {
-			c = r.Fleetlet.cost
+			c = of(r.Fleetlet)
 		}
 		for cluster, m := range c.Requests {
 			if out.Requests[cluster] == nil {
@@ -166,6 +179,24 @@ func printCost(w io.Writer, name string, c cost) {
 	fmt.Fprintf(w, "  resident MiB at the end (peak since start), largest: %s\n", strings.Join(rssTop(c, 6), ", "))
 }
 
+// printDeletionCost prints what deleting a path's pods cost per pod, from
+// one DeleteCollection to the last delegate gone: API requests answered by
+// each cluster (every client, the bench's own polls of what is left
+// included) and CPU by process.
+func printDeletionCost(w io.Writer, name string, c cost) {
+	all := 0.0
+	clusters := make([]string, 0, len(c.Requests))
+	for cluster := range c.Requests {
+		clusters = append(clusters, cluster)
+		all += total(c.Requests[cluster])
+	}
+	sort.Strings(clusters)
+	fmt.Fprintf(w, "\n%s, deleting, per pod: API requests answered, all clients: %.1f; CPU-milliseconds: %.0f\n", name, all, total(c.CPU))
+	for _, cluster := range clusters {
+		fmt.Fprintf(w, "    %s %.1f: %s\n", cluster, total(c.Requests[cluster]), strings.Join(top(c.Requests[cluster], 6, "%.1f"), ", "))
+	}
+}
+
 // rssTop is the n processes holding the most memory at the runs' end,
 // "process MiB (peak MiB)".
 func rssTop(c cost, n int) []string {
@@ -194,13 +225,14 @@ type jsonPath struct {
 	// included) after one DeleteCollection per namespace.
 	DeletedSeconds       float64 `json:"deletedSeconds"`
 	DeletedPodsPerSecond float64 `json:"deletedPodsPerSecond"`
+	DeletionCost         cost    `json:"deletionCost"`
 }
 
 func toJSON(m measured) jsonPath {
 	return jsonPath{Pods: m.pods, TotalSeconds: m.total.Seconds(), PodsPerSecond: m.throughput(), P50Seconds: m.percentile(0.5).Seconds(),
 		P99Seconds: m.percentile(0.99).Seconds(), Running: len(m.finished), Retried: m.retried, NotCreated: len(m.failed),
 		Incomplete: m.incomplete, LagP50Seconds: percentile(m.lag, 0.5).Seconds(), Cost: m.cost,
-		DeletedSeconds: m.deleted.Seconds(), DeletedPodsPerSecond: m.deletionRate()}
+		DeletedSeconds: m.deleted.Seconds(), DeletedPodsPerSecond: m.deletionRate(), DeletionCost: m.deletionCost}
 }
 
 func writeJSON(file string, runs []benchRun, costs map[string][2]cost) error {

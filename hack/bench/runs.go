@@ -61,6 +61,8 @@ type measured struct {
 	// included), and deletedPods how many there were.
 	deleted     time.Duration
 	deletedPods int
+	// deletionCost is what deleting them cost, per pod.
+	deletionCost cost
 }
 
 // deletionRate is pods deleted per second.

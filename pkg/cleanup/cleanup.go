@@ -519,17 +519,24 @@ func (r *run) targetSide(ctx context.Context) {
 	}
 	for i := range chaperons.Items {
 		pc := &chaperons.Items[i]
-		if pc.DeletionTimestamp != nil {
-			continue
+		if pc.DeletionTimestamp == nil {
+			r.log.Info("Deleting a PodChaperon", "chaperon", klog.KObj(pc), "source", pc.Labels[v1alpha1.LabelParentCluster])
+			r.sum.ChaperonsDeleted++
+			if r.opts.DryRun {
+				continue
+			}
+			err := r.c.Delete(ctx, pc, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: ptr.To(pc.UID)})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				r.problem("deleting PodChaperon %s: %v", klog.KObj(pc), err)
+				continue
+			}
 		}
-		r.log.Info("Deleting a PodChaperon", "chaperon", klog.KObj(pc), "source", pc.Labels[v1alpha1.LabelParentCluster])
-		r.sum.ChaperonsDeleted++
-		if r.opts.DryRun {
-			continue
-		}
-		err := r.c.Delete(ctx, pc, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: ptr.To(pc.UID)})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			r.problem("deleting PodChaperon %s: %v", klog.KObj(pc), err)
+		// No chaperon controller may be left to let it go once its pod
+		// is: the garbage collector deletes the pod after it.
+		if !r.opts.DryRun && containsString(pc.Finalizers, v1alpha1.FinalizerDelegatePod) {
+			if err := RemoveFinalizer(ctx, r.c, pc, v1alpha1.FinalizerDelegatePod); err != nil {
+				r.problem("removing %s from PodChaperon %s: %v", v1alpha1.FinalizerDelegatePod, klog.KObj(pc), err)
+			}
 		}
 	}
 	r.deleteSourceIdentities(ctx)

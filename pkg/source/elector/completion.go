@@ -4,7 +4,9 @@ package elector
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,10 +133,12 @@ func (r *Reconciler) markWinner(ctx context.Context, pod *corev1.Pod, cl *fleet.
 			return reconcile.Result{}, true, r.clearElection(ctx, pod, fmt.Sprintf("the elected target %s cannot run the pod: %s", key, why))
 		}
 	}
-	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true",%q:%q}}}`,
-		v1alpha1.AnnotationElected, v1alpha1.AnnotationElectedAt, r.clock.Now().UTC().Format(time.RFC3339)))
+	patch, err := markPatch(pc, r.clock.Now())
+	if err != nil {
+		return reconcile.Result{}, true, err
+	}
 	before := pc.ResourceVersion
-	if err := cl.Client().Patch(ctx, pc, patch); err != nil {
+	if err := cl.Client().Patch(ctx, pc, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return reconcile.Result{}, true, fmt.Errorf("marking the elected candidate in %s: %w", key, err)
 	}
 	r.chaperonWrites.Wrote(pc.UID, before)
@@ -316,4 +320,25 @@ func (r *Reconciler) liftGate(ctx context.Context, pod *corev1.Pod, patch []byte
 	}
 	r.writes.Wrote(pod.UID, before)
 	return nil
+}
+
+// markPatch elects a chaperon: the Elected mark, when, and the finalizer
+// that keeps it, once deleted, until its pod is gone
+// (v1alpha1.FinalizerDelegatePod). One write, the one the mark costs.
+func markPatch(pc *v1alpha1.PodChaperon, now time.Time) ([]byte, error) {
+	finalizers := pc.Finalizers
+	if proxy.FinalizerIndex(finalizers, v1alpha1.FinalizerDelegatePod) < 0 {
+		finalizers = append(slices.Clip(finalizers), v1alpha1.FinalizerDelegatePod)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"annotations": map[string]string{
+			v1alpha1.AnnotationElected:   "true",
+			v1alpha1.AnnotationElectedAt: now.UTC().Format(time.RFC3339),
+		},
+		"finalizers": finalizers,
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("encoding the mark: %w", err)
+	}
+	return patch, nil
 }

@@ -42,7 +42,8 @@
 //	                                            user changed to the delegate's
 //	                                            chaperon (updates.go)
 //	Held         another controller's gate too  nothing until it is lifted           a quota system decides first
-//	Finalizing   deletionTimestamp              delete the chaperons Foreground      no delegate outlives its proxy
+//	Finalizing   deletionTimestamp              delete the chaperons, each after     no delegate outlives its proxy
+//	                                            its pod (delegate-pod finalizer)
 //	                                            everywhere; remove our finalizer
 //	                                            once none is left (finalize.go)
 //

@@ -48,6 +48,7 @@ func TestPinnedProxyWhoseDelegateVanishesIsDeleted(t *testing.T) {
 
 	// The elected candidate vanishes in its target.
 	require.NoError(t, h.target.Delete(ctx, &v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: chaperonKey(p).Name}}))
+	h.collect(t, remote, p) // its finalizer, which the target's chaperon controller removes
 
 	if got, present := h.waitProxyDeleted(t, p, "deleted"); present {
 		assert.Equal(t, nodeName(remote), proxy.PinnedNode(got), "re-pinned")

@@ -303,9 +303,10 @@ func (h *harness) chaperon(t *testing.T, key proxy.TargetKey, p *corev1.Pod) (*v
 	return &pc, true
 }
 
-// collect plays the target's garbage collector for a chaperon deleted
-// Foreground (its pod, which no kubelet runs here, counts as gone): it
-// removes the finalizers so that the chaperon goes.
+// collect plays the target's chaperon controller and garbage collector for
+// a deleted chaperon (its pod, which no kubelet runs here, counts as gone):
+// it removes the finalizers (delegate-pod, foregroundDeletion) so that the
+// chaperon goes.
 func (h *harness) collect(t *testing.T, key proxy.TargetKey, p *corev1.Pod) {
 	t.Helper()
 	c := h.clientOf(key)

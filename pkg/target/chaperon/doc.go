@@ -19,8 +19,17 @@
 //   - the template's spec, as it is;
 //   - an ownerReference to the chaperon with controller and
 //     blockOwnerDeletion, so the garbage collector deletes the pod with the
-//     chaperon and a Foreground deletion of the chaperon (what the source
-//     does) finishes only once the pod is gone.
+//     chaperon and a Foreground deletion of the chaperon finishes only once
+//     the pod is gone.
+//
+// An elected chaperon carries the finalizer
+// multicluster.fleetlet.io/delegate-pod, which the source's mark adds, and
+// the source deletes it without propagation: this controller deletes its
+// pod (with the grace period the source passed) and, once the cache no
+// longer shows the pod, removes the finalizer, so that the chaperon is gone
+// only after its pod, as Foreground would have it, without the garbage
+// collector's live reads and finalizer patch (about 8.5 requests per
+// delegate). The source confirms the pod gone before its proxy goes.
 //
 // It writes the chaperon's status, through the status subresource, only
 // when something changed, as a JSON patch that first tests that the

@@ -5,6 +5,7 @@
 package chaperon
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -51,10 +52,21 @@ const ownWriteMemory = 5 * time.Second
 // one chaperon in three. The cache's events come in order, so until the
 // event of our version arrives every version the cache shows predates it;
 // the pass waits for that event (the predicate lets it through) instead.
+//
+// The event of a write can come before the write's answer does, and a
+// write that changes nothing makes no version: the versions the cache
+// showed last are kept, and a write of one of them is not waited for.
 type ownWrites struct {
 	mu sync.Mutex
 	m  map[types.UID]*ownWrite
+	// shown are, per chaperon, the versions the cache showed last, the
+	// newest last.
+	shown map[types.UID][]string
 }
+
+// shownKept is how many versions are kept per chaperon in shown: far more
+// than can come between a write and its answer.
+const shownKept = 8
 
 type ownWrite struct {
 	// made is the resourceVersion our write made.
@@ -68,6 +80,10 @@ type ownWrite struct {
 func (w *ownWrites) wrote(uid types.UID, made string, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if slices.Contains(w.shown[uid], made) {
+		delete(w.m, uid) // the cache showed it already
+		return
+	}
 	if w.m == nil {
 		w.m = map[types.UID]*ownWrite{}
 	}
@@ -103,6 +119,11 @@ func (w *ownWrites) wait(uid types.UID, rv string, now time.Time) bool {
 func (w *ownWrites) seen(uid types.UID, rv string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.shown == nil {
+		w.shown = map[types.UID][]string{}
+	}
+	shown := append(w.shown[uid], rv)
+	w.shown[uid] = shown[max(0, len(shown)-shownKept):]
 	e, ok := w.m[uid]
 	if !ok || e.made != rv {
 		return false
@@ -116,6 +137,7 @@ func (w *ownWrites) forget(uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.m, uid)
+	delete(w.shown, uid)
 }
 
 // waitForOwnWrite is how long a pass that waits for the cache to show our

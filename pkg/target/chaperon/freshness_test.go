@@ -133,6 +133,13 @@ func TestAPassWaitsForTheCacheToShowOurWrite(t *testing.T) {
 	assert.False(t, r.writes.wait(chaperonUID, "6", testNow.Add(ownWriteMemory+time.Second)), "a write waited for past ownWriteMemory (a relist may have skipped it)")
 	assert.True(t, r.writes.behind(chaperonUID, "6"), "a write not shown yet, past ownWriteMemory: a creation still asks the API server")
 
+	// The event of a write before its answer, or a write that changed
+	// nothing (the version it returns is one the cache showed): nothing to
+	// wait for. Before, such a pass waited the whole ownWriteMemory.
+	assert.False(t, shown("7", "8"), "an event of a version nobody waits for")
+	r.writes.wrote(chaperonUID, "8", testNow)
+	assert.False(t, r.writes.wait(chaperonUID, "7", testNow), "a write whose event came before its answer")
+
 	r.writes.wrote(chaperonUID, "9", testNow)
 	pred.Delete(event.DeleteEvent{Object: at("9")})
 	assert.False(t, r.writes.wait(chaperonUID, "8", testNow), "a write of a deleted chaperon is still kept")

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 // maxMessageLength bounds a condition's message (the API allows 32768).
@@ -87,7 +88,7 @@ type PodChaperonReconciler struct {
 	leading atomic.Pointer[time.Time]
 }
 
-// +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=podchaperons,verbs=get;list;watch
+// +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=podchaperons,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=podchaperons/status,verbs=get;patch
 // +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=sources;clustersources,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods;namespaces,verbs=get;list;watch
@@ -237,6 +238,26 @@ func (r *PodChaperonReconciler) deletePod(ctx context.Context, ch *v1alpha1.PodC
 	return nil
 }
 
+// release removes fleetlet's finalizer (v1alpha1.FinalizerDelegatePod)
+// from a chaperon being deleted whose pod is gone from the cache, or was
+// never its own: the chaperon goes. The cache's word is enough: a pod it
+// has not shown yet is still the chaperon's dependent, which the garbage
+// collector deletes after it, and the source confirms the pod gone before
+// its proxy goes.
+func (r *PodChaperonReconciler) release(ctx context.Context, ch *v1alpha1.PodChaperon) error {
+	patch, ok := proxy.RemoveFinalizerPatch(ch.UID, ch.Finalizers, v1alpha1.FinalizerDelegatePod)
+	if !ok {
+		return nil
+	}
+	err := r.Client.Patch(ctx, ch, client.RawPatch(types.JSONPatchType, patch), client.FieldOwner(FieldOwner))
+	if err != nil && !apierrors.IsNotFound(err) {
+		// Its finalizers moved (Invalid: the test failed): again, from
+		// the cache, with backoff.
+		return fmt.Errorf("removing %s from PodChaperon %s: %w", v1alpha1.FinalizerDelegatePod, klog.KObj(ch), err)
+	}
+	return nil
+}
+
 // maxDeletionGrace bounds the grace period a source may pass: what a pod's
 // own may be, in practice (a year).
 const maxDeletionGrace = 365 * 24 * 60 * 60
@@ -301,9 +322,13 @@ func (r *PodChaperonReconciler) sync(ctx context.Context, ch *v1alpha1.PodChaper
 		}
 	}
 
-	if !ch.DeletionTimestamp.IsZero() && pod != nil && isHeldBy(pod, ch) {
-		if err := r.deletePod(ctx, ch, pod); err != nil {
-			return ctrl.Result{}, err
+	if !ch.DeletionTimestamp.IsZero() {
+		if pod != nil && isHeldBy(pod, ch) {
+			if err := r.deletePod(ctx, ch, pod); err != nil {
+				return ctrl.Result{}, err
+			}
+		} else if proxy.FinalizerIndex(ch.Finalizers, v1alpha1.FinalizerDelegatePod) >= 0 {
+			return ctrl.Result{}, r.release(ctx, ch)
 		}
 	}
 

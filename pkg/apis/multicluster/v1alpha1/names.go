@@ -37,6 +37,15 @@ const (
 	// are gone in every target.
 	FinalizerDelegate = Prefix + "delegate"
 
+	// FinalizerDelegatePod keeps an elected PodChaperon, once deleted,
+	// until its pod is gone: the source adds it with the mark that elects
+	// the chaperon and deletes it without propagation, and the target's
+	// chaperon controller deletes the pod (with the grace period the
+	// source passed) and removes it. It does what Foreground propagation
+	// did (a chaperon goes only after its pod) without the garbage
+	// collector's live reads and finalizer patches.
+	FinalizerDelegatePod = Prefix + "delegate-pod"
+
 	// FinalizerDrain keeps a deleted Target or ClusterTarget until its
 	// proxies are evicted and this source's chaperons are gone there.
 	FinalizerDrain = Prefix + "drain"

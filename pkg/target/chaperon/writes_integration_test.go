@@ -1,10 +1,15 @@
 package chaperon
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -56,5 +61,52 @@ func TestStatusWriteIgnoresMetadataChanges(t *testing.T) {
 		require.NoError(t, r.writeStatus(ctx, empty, outcome{cond: probe("Third")}), "the first status write")
 		require.ErrorIs(t, r.writeStatus(ctx, empty, outcome{cond: probe("Fourth")}), errStatusMoved, "a second write from the chaperon without status")
 		assert.Equal(t, "Third", meta.FindStatusCondition(getChaperon(t, ch).Status.Conditions, "test.fleetlet.io/Probe").Reason, "the probe condition")
+	})
+}
+
+// An elected chaperon carries fleetlet's delegate-pod finalizer (the
+// source's mark adds it) and is deleted without propagation: this
+// controller deletes its pod and lets the chaperon go once the pod is gone,
+// with no garbage collector (there is none here). Before, the source
+// deleted it Foreground, and the target's garbage collector spent about 8.5
+// requests on each delegate doing the same.
+func TestElectedChaperonGoesAfterItsPod(t *testing.T) {
+	testenv.Need(t, env)
+	ctx := t.Context()
+	_, ch := createdChaperon(t, "db-9e8d7c6b")
+	const hold = "test.fleetlet.io/hold"
+	var pod corev1.Pod
+	require.NoError(t, k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod))
+	require.NoError(t, k8sClient.Patch(ctx, &pod, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+hold+`"]}}`))))
+	t.Cleanup(func() {
+		_ = k8sClient.Patch(context.Background(), &pod, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		_ = k8sClient.Patch(context.Background(), ch, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	})
+	patchChaperon(t, ch, func(c *v1alpha1.PodChaperon) { c.Finalizers = append(c.Finalizers, v1alpha1.FinalizerDelegatePod) })
+
+	require.NoError(t, k8sClient.Delete(ctx, ch, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	testenv.Eventually(t, waitTimeout, "the pod of the deleted chaperon deleted", func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(&pod), &pod); err != nil {
+			return err
+		}
+		if pod.DeletionTimestamp == nil {
+			return errors.New("not deleted")
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // the passes its deletion brings
+	got := getChaperon(t, ch)
+	assert.Contains(t, got.Finalizers, v1alpha1.FinalizerDelegatePod, "the chaperon of a pod still Terminating")
+
+	require.NoError(t, k8sClient.Patch(ctx, &pod, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))))
+	testenv.Eventually(t, waitTimeout, "the chaperon gone after its pod", func() error {
+		err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &v1alpha1.PodChaperon{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err == nil {
+			return errors.New("still there")
+		}
+		return err
 	})
 }
