@@ -436,6 +436,17 @@ func (r *run) deleteChaperon(ctx context.Context, rm *remote, ps *proxyState) {
 			return
 		}
 	}
+	// The target's chaperon controller may be gone (uninstalled first, or
+	// with this cluster when the target is the source itself): fleetlet's
+	// finalizer goes here, and the garbage collector's Foreground
+	// propagation keeps the chaperon until its pod is gone.
+	if !r.opts.DryRun && containsString(pc.Finalizers, v1alpha1.FinalizerDelegatePod) {
+		if err := RemoveFinalizer(ctx, rm.c, &pc, v1alpha1.FinalizerDelegatePod); err != nil {
+			ps.blocked = true
+			r.problem("%s %s: removing %s from chaperon %s: %v", rm.key.Kind(), rm.key, v1alpha1.FinalizerDelegatePod, key, err)
+			return
+		}
+	}
 	ps.waiting = append(ps.waiting, waitingChaperon{remote: rm, key: key, uid: pc.UID})
 }
 

@@ -324,19 +324,19 @@ func (r *Reconciler) liftGate(ctx context.Context, pod *corev1.Pod, patch []byte
 
 // markPatch elects a chaperon: the Elected mark, when, and the finalizer
 // that keeps it, once deleted, until its pod is gone
-// (v1alpha1.FinalizerDelegatePod). One write, the one the mark costs.
+// (v1alpha1.FinalizerDelegatePod). One write, the one the mark costs. A
+// chaperon already being deleted gets the mark alone: the API server adds
+// no finalizer to it, and the garbage collector's finalizers on it are
+// left as they are.
 func markPatch(pc *v1alpha1.PodChaperon, now time.Time) ([]byte, error) {
-	finalizers := pc.Finalizers
-	if proxy.FinalizerIndex(finalizers, v1alpha1.FinalizerDelegatePod) < 0 {
-		finalizers = append(slices.Clip(finalizers), v1alpha1.FinalizerDelegatePod)
+	meta := map[string]any{"annotations": map[string]string{
+		v1alpha1.AnnotationElected:   "true",
+		v1alpha1.AnnotationElectedAt: now.UTC().Format(time.RFC3339),
+	}}
+	if pc.DeletionTimestamp == nil && proxy.FinalizerIndex(pc.Finalizers, v1alpha1.FinalizerDelegatePod) < 0 {
+		meta["finalizers"] = append(slices.Clip(pc.Finalizers), v1alpha1.FinalizerDelegatePod)
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"annotations": map[string]string{
-			v1alpha1.AnnotationElected:   "true",
-			v1alpha1.AnnotationElectedAt: now.UTC().Format(time.RFC3339),
-		},
-		"finalizers": finalizers,
-	}})
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {
 		return nil, fmt.Errorf("encoding the mark: %w", err)
 	}

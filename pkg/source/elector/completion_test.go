@@ -13,8 +13,8 @@ import (
 )
 
 // The mark that elects a chaperon adds fleetlet's delegate-pod finalizer in
-// the same write, keeping any other, and deleting a chaperon that carries
-// it needs no propagation.
+// the same write (once), keeping any other, and deleting a chaperon that
+// carries it needs no propagation.
 func TestMarkAddsTheDelegatePodFinalizer(t *testing.T) {
 	at := time.Date(2026, 12, 5, 20, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
@@ -24,7 +24,7 @@ func TestMarkAddsTheDelegatePodFinalizer(t *testing.T) {
 	}{
 		{name: "none", want: []string{v1alpha1.FinalizerDelegatePod}},
 		{name: "another kept", had: []string{"example.com/keep"}, want: []string{"example.com/keep", v1alpha1.FinalizerDelegatePod}},
-		{name: "once", had: []string{v1alpha1.FinalizerDelegatePod}, want: []string{v1alpha1.FinalizerDelegatePod}},
+		{name: "once", had: []string{v1alpha1.FinalizerDelegatePod}, want: nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pc := &v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Finalizers: tc.had}}
@@ -40,9 +40,19 @@ func TestMarkAddsTheDelegatePodFinalizer(t *testing.T) {
 			assert.Equal(t, tc.want, got.Metadata.Finalizers, "finalizers")
 			assert.Equal(t, map[string]string{v1alpha1.AnnotationElected: "true", v1alpha1.AnnotationElectedAt: "2026-12-05T20:00:00Z"}, got.Metadata.Annotations)
 			assert.Equal(t, tc.had, pc.Finalizers, "the cached chaperon's finalizers, untouched")
-			pc.Finalizers = got.Metadata.Finalizers
+			if got.Metadata.Finalizers != nil {
+				pc.Finalizers = got.Metadata.Finalizers
+			}
 			assert.Equal(t, metav1.DeletePropagationBackground, chaperonPropagation(pc), "deleting the marked chaperon")
 		})
 	}
 	assert.Equal(t, metav1.DeletePropagationForeground, chaperonPropagation(&v1alpha1.PodChaperon{}), "deleting a chaperon never marked, or marked by an earlier release")
+
+	// A chaperon being deleted: the mark alone (the API server refuses a
+	// new finalizer on it, and a stale list would drop the garbage
+	// collector's).
+	deleting := &v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &metav1.Time{Time: at}, Finalizers: []string{metav1.FinalizerDeleteDependents}}}
+	raw, err := markPatch(deleting, at)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"metadata":{"annotations":{"multicluster.fleetlet.io/elected":"true","multicluster.fleetlet.io/elected-at":"2026-12-05T20:00:00Z"}}}`, string(raw), "the mark of a chaperon being deleted")
 }
