@@ -81,6 +81,7 @@ type managerOptions struct {
 	electedTargetTimeout time.Duration
 	pendingTargets       int
 	candidateTargets     int
+	electionsInFlight    int
 	electionRetry        time.Duration
 	groupTimeout         time.Duration
 	electionResync       time.Duration
@@ -155,6 +156,7 @@ func defaultManagerOptions() managerOptions {
 		groupTimeout:                elector.DefaultGroupTimeout,
 		electionResync:              elector.DefaultResyncInterval,
 		electorWorkers:              elector.DefaultWorkers,
+		electionsInFlight:           elector.DefaultElectionsInFlight,
 		gcInterval:                  gc.DefaultInterval,
 		gcMinAge:                    gc.DefaultMinAge,
 		kubeAPIQPS:                  200,
@@ -219,6 +221,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.electionResync, "election-resync-interval", o.electionResync, "how long an election waits for its candidates' answers before it looks again (their events usually bring it back sooner)")
 	f.IntVar(&o.electorWorkers, "elector-workers", o.electorWorkers, "how many proxies are reconciled at once")
 	f.IntVar(&o.pendingTargets, "pending-targets", o.pendingTargets, "how many targets keep a pending candidate of a pod no cluster can run now")
+	f.IntVar(&o.electionsInFlight, "elections-in-flight", o.electionsInFlight, "how many proxies may have an election in flight in each target at once; the others wait their turn, oldest first (0: no bound)")
 	f.IntVar(&o.candidateTargets, "candidate-targets", o.candidateTargets, "how many of the best-ranked eligible targets get a candidate first, the others only once all of those said no (0: every eligible target at once)")
 	f.DurationVar(&o.delegateRecreateDelay, "delegate-recreate-delay", o.delegateRecreateDelay, "target side: how long a deleted delegate (restartPolicy Always) stays gone, once its source's heartbeat Lease has expired, before it is created again; counted from the later of the deletion and the expiry")
 	f.StringSliceVar(&o.followAllowedKinds, "follow-allowed-kinds", o.followAllowedKinds, "namespaced kinds a pod may ask to take along to its targets with "+v1alpha1.Prefix+"follow (Kind names, comma-separated)")
@@ -265,6 +268,9 @@ func (o *managerOptions) validate() error {
 	}
 	if o.pendingTargets < 1 {
 		errs = append(errs, fmt.Errorf("--pending-targets must be at least 1, got %d", o.pendingTargets))
+	}
+	if o.electionsInFlight < 0 {
+		errs = append(errs, fmt.Errorf("--elections-in-flight must be 0 (no bound) or more, got %d", o.electionsInFlight))
 	}
 	if o.candidateTargets < 0 {
 		errs = append(errs, fmt.Errorf("--candidate-targets must be 0 (every eligible target) or more, got %d", o.candidateTargets))
@@ -506,6 +512,14 @@ func newTargetRegistry(o managerOptions, nodes *vnode.Controller, onDelegateEven
 	}, nodes)
 }
 
+// electionsInFlight is the elector's bound for the flag's value (0: none).
+func electionsInFlight(flag int) int {
+	if flag == 0 {
+		return -1
+	}
+	return flag
+}
+
 func setupElector(ctx context.Context, mgr ctrl.Manager, o managerOptions, openSpec func(*corev1.Pod) (*corev1.PodSpec, error), follower *follow.Follower, reg *fleet.Registry) error {
 	proxies, err := elector.New(elector.Options{
 		SourceName:           o.clusterName,
@@ -519,6 +533,7 @@ func setupElector(ctx context.Context, mgr ctrl.Manager, o managerOptions, openS
 		ElectedTargetTimeout: o.electedTargetTimeout,
 		PendingTargets:       o.pendingTargets,
 		CandidateTargets:     o.candidateTargets,
+		ElectionsInFlight:    electionsInFlight(o.electionsInFlight),
 		GroupTimeout:         o.groupTimeout,
 		RetryInterval:        o.electionRetry,
 		ResyncInterval:       o.electionResync,

@@ -26,6 +26,8 @@ func TestManagerOptionsValidate(t *testing.T) {
 		{name: "kubelet cert file with csr", mutate: func(o *managerOptions) { o.kubeletAPI.certFile = "tls.crt" }, wantErr: "--kubelet-serving-certificate=files"},
 		{name: "a Secret namespace that is no namespace name", mutate: func(o *managerOptions) { o.secretNamespaces = []string{"team-a", "Team_B"} }, wantErr: "--secret-namespaces"},
 		{name: "kubelet serving source", mutate: func(o *managerOptions) { o.kubeletAPI.serving = "acme" }, wantErr: "--kubelet-serving-certificate"},
+		{name: "no bound on elections in flight", mutate: func(o *managerOptions) { o.electionsInFlight = 0 }},
+		{name: "a negative bound on elections in flight", mutate: func(o *managerOptions) { o.electionsInFlight = -1 }, wantErr: "--elections-in-flight"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -40,6 +42,13 @@ func TestManagerOptionsValidate(t *testing.T) {
 			require.ErrorContainsf(t, err, tc.wantErr, "validate() = %v, want an error with %q", err, tc.wantErr)
 		})
 	}
+}
+
+// --elections-in-flight=0 is no bound, which the elector reads below 0 (its
+// own 0 is its default).
+func TestElectionsInFlightFlag(t *testing.T) {
+	assert.Equal(t, -1, electionsInFlight(0))
+	assert.Equal(t, 25, electionsInFlight(25))
 }
 
 // Every timeout is a flag a user can read in --help.

@@ -10,7 +10,10 @@
 // starts:
 //
 //	phase        what shows it                  step (file)                          invariant it guards
-//	Electing     our gate, no record standing   a candidate in every eligible        at most one delegate: only the
+//	Electing     our gate, no record standing   a slot in every eligible target      a burst never buries a target
+//	                                            (--elections-in-flight; else wait
+//	                                            in line: admission.go); then a
+//	                                            candidate in every eligible          at most one delegate: only the
 //	                                            target, never a Terminating one;     record counts after a crash
 //	                                            rank the reserved; write the record
 //	                                            first (candidates.go, election.go)

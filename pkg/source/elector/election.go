@@ -45,7 +45,13 @@ const preferredDeadlineFactor = 5
 func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
 	rd, stop, err := r.prepare(ctx, pod)
 	if stop != nil || err != nil {
+		r.admission.release(client.ObjectKeyFromObject(pod))
 		return ptr.Deref(stop, reconcile.Result{}), err
+	}
+	if !r.hasTurn(pod, rd) {
+		// Its turn comes when elections before it finish (their
+		// release enqueues it); the timer only covers a lost wake.
+		return r.requeueAfter(pod, requeueAdmission, r.opts.RetryInterval), nil
 	}
 	r.ensureCandidates(ctx, pod, rd)
 	t := r.tally(ctx, rd)
@@ -212,6 +218,7 @@ func (r *Reconciler) decide(ctx context.Context, pod *corev1.Pod, rd *round, t a
 		fitting := r.fitPeers(ctx, pod, rd.pl, rd.states, t.byKey, t.offers)
 		if len(fitting) == 0 {
 			unlock()
+			r.admission.release(client.ObjectKeyFromObject(pod))
 			return r.requeueAfter(pod, requeuePeers, r.opts.RetryInterval), r.setNotElected(ctx, pod, reasonNoClusters, reasons(rd.states), EventNotSchedulable)
 		}
 		winner = Rank(pod.UID, fitting)[0]
@@ -241,6 +248,7 @@ func (r *Reconciler) decide(ctx context.Context, pod *corev1.Pod, rd *round, t a
 	}
 	r.mu.Unlock()
 	r.forget(pod.UID)
+	r.admission.release(client.ObjectKeyFromObject(pod))
 	// The record stands: this pass goes on from the proxy the write
 	// returned, to mark the winner and remove the losers.
 	return r.finishElection(ctx, recorded, proxy.ElectedCondition(recorded))
@@ -278,6 +286,8 @@ func (r *Reconciler) record(ctx context.Context, pod *corev1.Pod, rd *round, ts 
 // anywhere: pending candidates are kept in the K best targets only, and
 // the proxy says why for each cluster.
 func (r *Reconciler) noCluster(ctx context.Context, pod *corev1.Pod, rd *round) (reconcile.Result, error) {
+	// Its pending candidates wait for room, not for an answer: no slot.
+	r.admission.release(client.ObjectKeyFromObject(pod))
 	r.trimPending(ctx, pod, rd.states, rd.requests)
 	retry, why := r.opts.RetryInterval, requeueNoCluster
 	if slices.ContainsFunc(rd.states, func(ts *targetState) bool { return ts.soon }) {

@@ -16,6 +16,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/elector"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
 func pinnedTo(node string) func(*corev1.Pod) bool {
@@ -115,4 +116,37 @@ func TestTerminatingChaperonIsNeverACandidate(t *testing.T) {
 	got := h.waitProxy(t, p, "elected", elected)
 	r, _ := proxy.Elected(got)
 	assert.Equal(t, remote.Name, r.TargetName)
+}
+
+// Back-pressure: with one election in flight per target, a second proxy
+// gets no candidate anywhere until the first is elected, then gets its
+// own and is elected in turn. Before the bound, every proxy of a burst
+// had its candidates at once.
+func TestElectionsInFlightAreBoundedPerTarget(t *testing.T) {
+	h, remote, local := start(t, elector.Options{ElectionsInFlight: 1})
+	p1, p2 := h.proxy(t, "first"), h.proxy(t, "second")
+	hasCandidate := func(p *corev1.Pod) bool {
+		_, inRemote := h.chaperon(t, remote, p)
+		_, inLocal := h.chaperon(t, local, p)
+		return inRemote || inLocal
+	}
+	var first, second *corev1.Pod
+	testenv.EventuallyTrue(t, waitTimeout, "a candidate of one of them", func(context.Context) bool {
+		switch {
+		case hasCandidate(p1):
+			first, second = p1, p2
+		case hasCandidate(p2):
+			first, second = p2, p1
+		}
+		return first != nil
+	})
+	assert.Never(t, func() bool { return hasCandidate(second) }, 3*time.Second, 100*time.Millisecond,
+		"a second election in flight in targets bounded at one")
+
+	h.reserve(t, remote, first)
+	h.unschedulable(t, local, first)
+	h.waitProxy(t, first, "elected", elected)
+	h.reserve(t, remote, second)
+	h.unschedulable(t, local, second)
+	h.waitProxy(t, second, "elected in its turn", elected)
 }

@@ -24,10 +24,18 @@ var (
 		Name: "fleetlet_elector_requeues_total",
 		Help: "Elector passes not caused by a proxy's own or its candidates' events, by reason: timers that fired (a pass asked to run again after a delay and nothing ran it sooner), and proxies enqueued by a change of a target or a virtual node.",
 	}, []string{"reason"})
+	electionsInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fleetlet_elections_in_flight",
+		Help: "Proxies holding a slot for their election (--elections-in-flight bounds them per target).",
+	})
+	electionsWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fleetlet_elections_waiting",
+		Help: "Proxies waiting for a slot before their candidates are made.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(electionDuration, candidatesTotal, electionsTotal, requeuesTotal)
+	metrics.Registry.MustRegister(electionDuration, candidatesTotal, electionsTotal, requeuesTotal, electionsInFlight, electionsWaiting)
 }
 
 // controllerOptions run elections in parallel (Options.Workers): each is

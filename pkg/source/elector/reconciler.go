@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -61,6 +62,10 @@ type Options struct {
 	// one of those said no. 0: every eligible target at once (the
 	// default, as the design says).
 	CandidateTargets int
+	// ElectionsInFlight is how many proxies may have an election in
+	// flight in each target at once (admission.go); the others wait, oldest
+	// first. 0: DefaultElectionsInFlight; below 0: no bound.
+	ElectionsInFlight int
 	// Follower takes the objects a pod references to its targets: nil
 	// follows nothing.
 	Follower *follow.Follower
@@ -89,6 +94,9 @@ const (
 	DefaultRetryInterval        = time.Minute
 	DefaultResyncInterval       = 30 * time.Second
 	DefaultWorkers              = 64
+	// DefaultElectionsInFlight keeps each target's candidate scheduler
+	// and API server answering in a burst (docs/performance.md).
+	DefaultElectionsInFlight = 100
 )
 
 // staleCacheRecheck is when a pass that read a proxy older than our last
@@ -166,6 +174,8 @@ type Reconciler struct {
 	// groups are the targets chosen for groups, and their waits
 	// (groups.go).
 	groups groupLedger
+	// admission bounds the elections in flight per target (admission.go).
+	admission *admission
 }
 
 // New returns the elector.
@@ -200,6 +210,9 @@ func New(opts Options) (*Reconciler, error) {
 	if opts.GroupTimeout == 0 {
 		opts.GroupTimeout = DefaultGroupTimeout
 	}
+	if opts.ElectionsInFlight == 0 {
+		opts.ElectionsInFlight = DefaultElectionsInFlight
+	}
 	r := &Reconciler{
 		opts:             opts,
 		registry:         opts.Registry,
@@ -209,6 +222,7 @@ func New(opts Options) (*Reconciler, error) {
 		usage:            newNodeUsage(),
 		deletedLosers:    map[types.UID]time.Time{},
 		created:          map[candidateKey]time.Time{},
+		admission:        newAdmission(opts.ElectionsInFlight),
 	}
 	r.groups.init()
 	return r, nil
@@ -220,6 +234,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.passStarts(req.NamespacedName)
 	var pod corev1.Pod
 	if err := r.client.Get(ctx, req.NamespacedName, &pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.admission.release(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if r.writes.Stale(pod.UID, pod.ResourceVersion) {
@@ -227,7 +244,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// brings the proxy back (the requeue covers a lost one).
 		return r.requeueAfter(&pod, requeueStaleCache, staleCacheRecheck), nil
 	}
-	switch PhaseOf(&pod) {
+	phase := PhaseOf(&pod)
+	if phase != PhaseElecting {
+		// No election in flight any more (or not yet, while held).
+		r.admission.release(req.NamespacedName)
+	}
+	switch phase {
 	case PhaseNotProxy, PhaseHeld:
 		// Not ours, or another controller's gate keeps the pod out of
 		// every cluster until it is lifted.

@@ -38,6 +38,7 @@ const (
 	requeueClaims           = "claims"             // its claims cannot be placed now (missing, being deleted, apart)
 	requeueAwaitingClaims   = "awaiting-claims"    // elected, its claims not bound to their mirror volumes in the source yet
 	requeueGroup            = "group"              // its group has too few members reserved in one target yet, or backs off
+	requeueAdmission        = "admission"          // waiting for a slot (--elections-in-flight): the backstop for a lost wake
 )
 
 // timers hold each proxy's pending timed requeue (types.NamespacedName to

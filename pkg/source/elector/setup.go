@@ -82,6 +82,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		WatchesRawSource(r.registry.ChaperonSource()).
 		// A target changed: the proxies still in election it concerns.
 		WatchesRawSource(r.registry.TargetChangeSource(r.proxiesAffectedBy)).
+		// A finished election: the proxies it made room for.
+		WatchesRawSource(r.admission.source()).
 		// A virtual node cordoned, uncordoned or (un)tainted changes
 		// where gated proxies may go.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.gatedProxies), builder.WithPredicates(virtualNodeSchedulingChanged())).
