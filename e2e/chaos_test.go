@@ -131,6 +131,16 @@ func leaseHolder(t *testing.T, ctx context.Context) string {
 	return *l.Spec.HolderIdentity
 }
 
+// restoreManager restarts the source manager with its own arguments, as a
+// scenario that ran it with others leaves it, and waits until it leads:
+// the next scenario starts on a source that elects (a killed manager's
+// Lease has to lapse first, about 15 s).
+func restoreManager(t *testing.T) {
+	t.Helper()
+	restartManager(t)
+	waitLeading(t, sandbox.ComponentManager)
+}
+
 // restartManager kills the source manager and starts it again, with extra
 // arguments for this run only.
 func restartManager(t *testing.T, args ...string) {

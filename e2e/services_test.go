@@ -343,7 +343,7 @@ func TestGlobalServices(t *testing.T) {
 	require.NoError(t, ctrlClient(t, sandbox.SourceCluster).Create(ctx, export))
 
 	restartManager(t, "--routable-pod-networks=true")
-	t.Cleanup(func() { restartManager(t) })
+	t.Cleanup(func() { restoreManager(t) })
 	slicesList := func(what string, want map[string][]string) time.Duration {
 		return eventually(t, 2*time.Minute, what, func(ctx context.Context) (bool, string) {
 			for c, ips := range want {

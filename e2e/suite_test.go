@@ -249,9 +249,12 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx 
 	return time.Since(start)
 }
 
-// dumpClusters prints what a failed scenario needs to be understood: the
-// fleetlet objects and nodes of every cluster.
+// dumpClusters keeps what a failed scenario needs to be understood: the
+// fleetlet objects, nodes, Leases and Events of every cluster, in a file
+// beside the sandbox's logs (kept when the suite fails), so that the
+// failure's own message stays the last thing the scenario prints.
 func dumpClusters(t *testing.T) {
+	var b strings.Builder
 	for _, c := range sb.ClusterNames() {
 		for _, what := range [][]string{
 			{"get", "nodes", "-o", "wide", "--show-labels"},
@@ -260,7 +263,13 @@ func dumpClusters(t *testing.T) {
 			{"get", "events", "-A", "--sort-by=.lastTimestamp"},
 		} {
 			out, _ := kubectl(t, append([]string{"--context", c}, what...)...)
-			t.Logf("%s: kubectl %s\n%s", c, strings.Join(what, " "), out)
+			fmt.Fprintf(&b, "%s: kubectl %s\n%s\n", c, strings.Join(what, " "), out)
 		}
 	}
+	path := filepath.Join(sb.Dir(), "logs", "failed-"+strings.ReplaceAll(t.Name(), "/", "_")+".txt")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Logf("%s (writing it to %s: %v)", b.String(), path, err)
+		return
+	}
+	t.Logf("the clusters' nodes, fleetlet objects, Leases and Events: %s", path)
 }

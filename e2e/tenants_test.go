@@ -92,7 +92,15 @@ func TestAnotherSourceCannotPoseAsADelegate(t *testing.T) {
 	var pc v1alpha1.PodChaperon
 	eventually(t, time.Minute, "the victim's chaperon in "+target, func(ctx context.Context) (bool, string) {
 		err := ctrlClient(t, target).Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pc)
-		return err == nil, fmt.Sprint(err)
+		if err == nil {
+			return true, ""
+		}
+		// Why not, as the source says it.
+		p, perr := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).Get(ctx, victim.Name, metav1.GetOptions{})
+		if perr != nil {
+			return false, fmt.Sprintf("%v; the proxy: %v", err, perr)
+		}
+		return false, fmt.Sprintf("%v; the proxy's Elected condition: %+v", err, electedCondition(p))
 	})
 	impostor := func(parent string) *corev1.Pod {
 		return &corev1.Pod{
