@@ -232,18 +232,6 @@ func (a *admission) gauge() {
 	electionsWaiting.Set(float64(len(a.waiting)))
 }
 
-// waits tells whether the proxy is in line: it holds no slot, and the
-// release that frees its slots takes them for it and enqueues it.
-func (a *admission) waits(key types.NamespacedName) bool {
-	if a == nil || a.limit <= 0 {
-		return false
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	_, ok := a.waiting[key]
-	return ok
-}
-
 // holds tells whether the proxy holds slots.
 func (a *admission) holds(key types.NamespacedName) bool {
 	if a == nil {

@@ -7,11 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
-	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fleetlet/fleetlet/pkg/proxy"
@@ -128,27 +125,4 @@ func TestAdmissionUnbounded(t *testing.T) {
 	a.release(key("p1"))
 	assert.Empty(t, woken(q))
 	assert.Zero(t, a.inFlight(ta))
-}
-
-// A proxy in line is passed over at once: its pass reads nothing (the
-// Reconciler here has no client, no registry and no seal to open, so a
-// pass that went on would fail) and comes back only on its timer, until
-// the release that frees its slots lets it in. Before: every pass of a
-// waiting proxy opened its seal and read every target's view first.
-func TestWaitingProxyPassReadsNothing(t *testing.T) {
-	a, q := admissionWithQueue(t, 1)
-	require.True(t, a.admit(key("p1"), age("p1"), []proxy.TargetKey{ta}))
-	require.False(t, a.admit(key("p2"), age("p2"), []proxy.TargetKey{ta}))
-	assert.True(t, a.waits(key("p2")))
-	assert.False(t, a.waits(key("p1")), "a holder is not in line")
-
-	r := &Reconciler{admission: a, clock: testingclock.NewFakeClock(age("p2")), opts: Options{RetryInterval: time.Minute}}
-	p2 := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p2", CreationTimestamp: metav1.NewTime(age("p2"))}}
-	res, err := r.elect(context.Background(), p2)
-	require.NoError(t, err)
-	assert.Equal(t, time.Minute, res.RequeueAfter, "a waiting pass comes back on its timer")
-
-	a.release(key("p1"))
-	assert.Equal(t, []string{"p2"}, woken(q))
-	assert.False(t, a.waits(key("p2")), "woken, its slot taken for it")
 }

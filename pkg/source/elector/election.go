@@ -43,12 +43,6 @@ const preferredDeadlineFactor = 5
 // election among the reserved (decide) or, when none is schedulable
 // anywhere, the reasons why (noCluster).
 func (r *Reconciler) elect(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
-	if r.admission.waits(client.ObjectKeyFromObject(pod)) {
-		// In line: the release that frees its slots enqueues it with
-		// them taken. Any other pass (a target's change, an event of
-		// the pod) would only read what it needs to learn it waits.
-		return r.requeueAfter(pod, requeueAdmission, r.opts.RetryInterval), nil
-	}
 	rd, stop, err := r.prepare(ctx, pod)
 	if stop != nil || err != nil {
 		r.admission.release(client.ObjectKeyFromObject(pod))
