@@ -33,7 +33,7 @@ const (
 	requeueAwaitingSource   = "awaiting-source"    // ungated, the source scheduler has not bound it yet
 	requeueTargetEligible   = "target-eligibility" // a target's health, drain or labels changed
 	requeueTargetRoom       = "target-room"        // a target has more room, for proxies no cluster could take
-	requeueNodeScheduling   = "node-scheduling"    // a virtual node opened (made, uncordoned, untainted), for proxies no cluster could take
+	requeueNodeScheduling   = "node-scheduling"    // a virtual node cordoned, uncordoned or tainted
 	requeueNodeAllocatable  = "node-allocatable"   // a virtual node's allocatable changed, for proxies headed there
 	requeueClaims           = "claims"             // its claims cannot be placed now (missing, being deleted, apart)
 	requeueAwaitingClaims   = "awaiting-claims"    // elected, its claims not bound to their mirror volumes in the source yet

@@ -5,12 +5,10 @@ package elector
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -86,9 +84,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		WatchesRawSource(r.registry.TargetChangeSource(r.proxiesAffectedBy)).
 		// A finished election: the proxies it made room for.
 		WatchesRawSource(r.admission.source()).
-		// A virtual node that opens (made, uncordoned, a taint removed)
-		// may take the proxies that wait for a cluster.
-		Watches(&corev1.Node{}, r.virtualNodeOpened()).
+		// A virtual node cordoned, uncordoned or (un)tainted changes
+		// where gated proxies may go.
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.gatedProxies), builder.WithPredicates(virtualNodeSchedulingChanged())).
 		// Its allocatable grown by an elected proxy's requests: that
 		// proxy's gate may go (see fits).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.headedProxies), builder.WithPredicates(virtualNodeAllocatableChanged())).
@@ -120,6 +118,19 @@ func (r *Reconciler) headedProxies(ctx context.Context, obj client.Object) []rec
 	return requeued(requeueNodeAllocatable, out)
 }
 
+// proxiesBy lists pods from the cache by an index, as requests.
+func (r *Reconciler) proxiesBy(ctx context.Context, fields client.MatchingFields) []reconcile.Request {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, fields); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(pods.Items))
+	for _, p := range pods.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}})
+	}
+	return out
+}
+
 // virtualNodeAllocatableChanged passes virtual nodes whose allocatable
 // changed.
 func virtualNodeAllocatableChanged() predicate.Predicate {
@@ -141,74 +152,24 @@ func virtualNodeAllocatableChanged() predicate.Predicate {
 	}
 }
 
-// virtualNodeOpened enqueues the proxies waiting for a cluster (Elected
-// False: none could take them at their last pass) when a virtual node
-// opens: it is made, uncordoned, or loses a taint a pod must tolerate to
-// go there. A node that closes (cordoned, tainted) concerns none of them,
-// and an election in flight sees it at its next pass, which its own
-// candidates' answers bring. Before, every change either way enqueued
-// every gated proxy: a burst over ten targets, whose virtual nodes the
-// node lifecycle controller tainted and untainted as the loaded source
-// renewed their Leases late, ran 36.7 such passes per pod.
-func (r *Reconciler) virtualNodeOpened() handler.EventHandler {
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if isVirtualNode(e.Object) {
-				addAll(q, r.waitingProxies(ctx))
-			}
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+// gatedProxies lists the proxies still in election.
+func (r *Reconciler) gatedProxies(ctx context.Context, _ client.Object) []reconcile.Request {
+	return requeued(requeueNodeScheduling, r.proxiesBy(ctx, client.MatchingFields{indexer.GatedProxy.Field: "true"}))
+}
+
+// virtualNodeSchedulingChanged passes virtual nodes whose schedulability
+// changed: cordoned or uncordoned, taints added or removed.
+func virtualNodeSchedulingChanged() predicate.Predicate {
+	virtual := func(o client.Object) bool { _, ok := o.GetLabels()[v1alpha1.LabelCluster]; return ok }
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return virtual(e.Object) },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, ok1 := e.ObjectOld.(*corev1.Node)
 			n, ok2 := e.ObjectNew.(*corev1.Node)
-			if ok1 && ok2 && isVirtualNode(n) && opened(o, n) {
-				addAll(q, r.waitingProxies(ctx))
-			}
+			return ok1 && ok2 && virtual(n) &&
+				(o.Spec.Unschedulable != n.Spec.Unschedulable || !equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints))
 		},
 	}
-}
-
-func isVirtualNode(o client.Object) bool {
-	_, ok := o.GetLabels()[v1alpha1.LabelCluster]
-	return ok
-}
-
-func addAll(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
-	for _, req := range reqs {
-		q.Add(req)
-	}
-}
-
-// opened tells whether a node may take pods it could not before:
-// uncordoned, or a NoSchedule or NoExecute taint gone (or its value
-// changed, which may change who tolerates it).
-func opened(o, n *corev1.Node) bool {
-	if o.Spec.Unschedulable && !n.Spec.Unschedulable {
-		return true
-	}
-	for _, t := range o.Spec.Taints {
-		if t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
-			continue
-		}
-		if !slices.ContainsFunc(n.Spec.Taints, func(k corev1.Taint) bool { return k.Key == t.Key && k.Value == t.Value && k.Effect == t.Effect }) {
-			return true
-		}
-	}
-	return false
-}
-
-// waitingProxies lists the gated proxies still electing that say no
-// cluster could take them (Elected False), as requests.
-func (r *Reconciler) waitingProxies(ctx context.Context) []reconcile.Request {
-	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.GatedProxy.Field: "true"}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if c := proxy.ElectedCondition(p); c != nil && c.Status == corev1.ConditionFalse && PhaseOf(p) == PhaseElecting {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
-		}
-	}
-	return requeued(requeueNodeScheduling, out)
 }
