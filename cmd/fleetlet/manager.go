@@ -58,6 +58,7 @@ type managerOptions struct {
 
 	metricsAddr string
 	probeAddr   string
+	pprofAddr   string
 
 	targetProbeInterval time.Duration
 	targetProbeTimeout  time.Duration
@@ -192,6 +193,7 @@ func newManagerCommand() *cobra.Command {
 	f.DurationVar(&o.leaderElectionRetryPeriod, "leader-election-retry-period", o.leaderElectionRetryPeriod, "how often leader election is tried")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, "address of the Prometheus metrics endpoint; 0 disables it")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", o.probeAddr, "address of the /healthz and /readyz endpoints; 0 disables them")
+	f.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof endpoints (heap and CPU profiles, for diagnosis); empty or 0 disables them")
 	f.DurationVar(&o.targetProbeInterval, "target-probe-interval", o.targetProbeInterval, "how often a healthy target is probed (and the source's heartbeat Lease there renewed)")
 	f.DurationVar(&o.targetProbeTimeout, "target-probe-timeout", o.targetProbeTimeout, "how long one probe of a target may take")
 	f.DurationVar(&o.targetProbeBackoff, "target-probe-backoff", o.targetProbeBackoff, "first retry delay after a failed probe; it doubles up to --target-probe-interval")
@@ -348,6 +350,7 @@ func runManager(ctx context.Context, o managerOptions) error {
 		Scheme:                        newScheme(),
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:        o.probeAddr,
+		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
 		LeaderElectionNamespace:       leNamespace,
