@@ -187,7 +187,7 @@ type virtualNode struct {
 	// Set while the node runs:
 	cancel context.CancelFunc
 	done   chan struct{}
-	bound  cache.SharedIndexInformer
+	bound  *boundPods
 	// feed and built are set once the node is built for the first time.
 	feed  *nodeFeed
 	built *corev1.Node
@@ -341,7 +341,7 @@ func (c *Controller) stopNode(vn *virtualNode) {
 	// The node controller ends promptly once cancelled (its API calls
 	// are); until it has, it could recreate a node deleted after.
 	<-vn.done
-	c.tracker.forget(vn.name, vn.bound.GetStore())
+	c.tracker.forget(vn.name, vn.bound)
 }
 
 // Run runs the virtual nodes until ctx ends, then stops every node
@@ -406,15 +406,17 @@ func (c *Controller) startLocked(vn *virtualNode) {
 // synced (so that allocatable counts every proxy from the first write), it
 // runs a virtual-kubelet node controller, and a new one with backoff
 // whenever one fails (it could not create or read the node).
-func (c *Controller) runNode(ctx context.Context, vn *virtualNode, bound cache.SharedIndexInformer) {
+func (c *Controller) runNode(ctx context.Context, vn *virtualNode, bound *boundPods) {
 	log := vn.log
 	ctx = vklog.WithLogger(ctx, vkLogger{l: log})
 	ctx, cancel := context.WithCancel(ctx)
 	var informer sync.WaitGroup
 	defer informer.Wait()
 	defer cancel()
-	informer.Go(func() { bound.RunWithContext(ctx) })
-	if !cache.WaitForCacheSync(ctx.Done(), c.tracker.pinned.HasSynced, bound.HasSynced) {
+	informer.Go(func() { bound.informer.RunWithContext(ctx) })
+	// The handlers' sync, not the stores': the sums count a pod once its
+	// event is handled.
+	if !cache.WaitForCacheSync(ctx.Done(), c.tracker.pinnedSynced, bound.synced) {
 		return
 	}
 

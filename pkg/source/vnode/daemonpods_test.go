@@ -53,9 +53,8 @@ func TestTrackerCountsDaemonPodsHeadedToTheNode(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	tr, _ := newTestTracker(t, clk)
 	const node = "fleetlet-c"
-	require.NoError(t, tr.pinned.GetIndexer().Add(stripped(t, newPod("kube-proxy-x").container("c", rl("cpu", "100m", "memory", "50Mi")).daemonFor(node).obj())))
-	require.NoError(t, tr.pinned.GetIndexer().Add(stripped(t, newPod("kube-proxy-y").container("c", rl("cpu", "100m")).daemonFor("node-1").obj())))
-	tr.bound[node] = nil
+	tr.pinnedChanged(nil, stripped(t, newPod("kube-proxy-x").container("c", rl("cpu", "100m", "memory", "50Mi")).daemonFor(node).obj()))
+	tr.pinnedChanged(nil, stripped(t, newPod("kube-proxy-y").container("c", rl("cpu", "100m")).daemonFor("node-1").obj()))
 	assert.Empty(t, cmp.Diff(rl("cpu", "100m", "memory", "50Mi", "pods", "1"), tr.requests(node), quantityEqual), "requests (-want,+got)")
 }
 

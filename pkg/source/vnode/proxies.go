@@ -20,11 +20,6 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
-// IndexPinnedNode indexes the unbound proxy pods by the virtual node they
-// are pinned to (their kubernetes.io/hostname node selector) or elected to
-// (proxy.HeadedTo).
-const IndexPinnedNode = "pinnedNode"
-
 // handoffTTL bounds how long a pod that left the unbound pods (it was bound,
 // most likely) is still counted on its node while the node's bound pods have
 // not shown it yet: the two watches deliver in no particular order, and a
@@ -38,10 +33,13 @@ var nonTerminal = fields.AndSelectors(
 )
 
 // proxyTracker keeps what the proxies of each virtual node request: the
-// source's unbound, non-terminal pods (one informer, those pinned to a node
-// indexed by it) and, per virtual node, its bound non-terminal pods (one
-// informer each, scoped by spec.nodeName, as a kubelet's). Pods are stripped
-// to what resource requests need before they are cached.
+// source's unbound, non-terminal pods (one informer; those pinned or
+// elected to a node count on it) and, per virtual node, its bound
+// non-terminal pods (one informer each, scoped by spec.nodeName, as a
+// kubelet's). Pods are stripped to what resource requests need before they
+// are cached, and each node's sums are kept by the informers' events, so
+// that reading a node's requests does not walk its pods: a burst changes
+// the node once per pod event, and each change reads them.
 type proxyTracker struct {
 	client   kubernetes.Interface
 	clock    clock.PassiveClock
@@ -50,10 +48,23 @@ type proxyTracker struct {
 	// has not acknowledged it yet (daemonpods.go).
 	onDaemonPod func(*corev1.Pod)
 	pinned      cache.SharedIndexInformer
+	// pinnedSynced tells whether the pinned pods' handler has seen every
+	// pod of the first list (the sums count them all).
+	pinnedSynced cache.InformerSynced
 
 	mu      sync.Mutex
+	pins    podSums // the unbound pods, by the node they count on
 	handoff map[types.UID]handoffPod
-	bound   map[string]cache.Store // node name → its bound pods
+	bound   map[string]*boundPods // node name → its bound pods
+}
+
+// boundPods are the non-terminal pods bound to one virtual node.
+type boundPods struct {
+	informer cache.SharedIndexInformer
+	// synced tells whether the handler has seen every pod of the first
+	// list.
+	synced cache.InformerSynced
+	sums   podSums // under the tracker's lock
 }
 
 type handoffPod struct {
@@ -63,97 +74,134 @@ type handoffPod struct {
 }
 
 func newProxyTracker(client kubernetes.Interface, clk clock.PassiveClock, onChange func(nodeName string), onDaemonPod func(*corev1.Pod)) (*proxyTracker, error) {
-	t := &proxyTracker{client: client, clock: clk, onChange: onChange, onDaemonPod: onDaemonPod, handoff: map[types.UID]handoffPod{}, bound: map[string]cache.Store{}}
+	t := &proxyTracker{client: client, clock: clk, onChange: onChange, onDaemonPod: onDaemonPod,
+		pins: newPodSums(), handoff: map[types.UID]handoffPod{}, bound: map[string]*boundPods{}}
 	unbound := fields.AndSelectors(fields.OneTermEqualSelector("spec.nodeName", ""), nonTerminal)
 	t.pinned = cache.NewSharedIndexInformerWithOptions(podListWatch(client, unbound), &corev1.Pod{},
-		cache.SharedIndexInformerOptions{
-			Indexers:          cache.Indexers{IndexPinnedNode: indexPinnedNode},
-			ObjectDescription: "unbound pods",
-		})
+		cache.SharedIndexInformerOptions{ObjectDescription: "unbound pods"})
 	if err := t.pinned.SetTransform(stripPod); err != nil {
 		return nil, err
 	}
-	_, err := t.pinned.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { t.notify(pinnedNode(obj)) },
-		UpdateFunc: func(oldObj, newObj any) {
-			if samePod(oldObj, newObj) {
-				return
-			}
-			o, n := pinnedNode(oldObj), pinnedNode(newObj)
-			t.notify(o)
-			if n != o {
-				t.notify(n)
-			}
-		},
+	reg, err := t.pinned.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.pinnedChanged(nil, obj) },
+		UpdateFunc: t.pinnedChanged,
 		DeleteFunc: t.unpinned,
 	})
-	return t, err
+	if err != nil {
+		return nil, err
+	}
+	t.pinnedSynced = reg.HasSynced
+	return t, nil
 }
 
-// newBound returns an informer (not started) of the non-terminal pods bound
-// to the node, whose pods requests counts from then on.
-func (t *proxyTracker) newBound(nodeName string) (cache.SharedIndexInformer, error) {
+// pinnedChanged handles an unbound pod added (oldObj nil) or changed: it
+// counts on the node it is pinned or elected to, if any.
+func (t *proxyTracker) pinnedChanged(oldObj, newObj any) {
+	pod, ok := newObj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	node := pinnedNode(pod)
+	t.mu.Lock()
+	var before string
+	if node == "" {
+		before = t.pins.remove(pod.UID)
+	} else {
+		before = t.pins.set(pod.UID, node, podRequests(pod, false))
+	}
+	t.mu.Unlock()
+	if oldObj != nil && samePod(oldObj, newObj) && before == node {
+		return
+	}
+	t.notify(before)
+	if node != before {
+		t.notify(node)
+	}
+}
+
+// newBound returns the non-terminal pods bound to the node (their informer
+// not started), whose requests count from then on.
+func (t *proxyTracker) newBound(nodeName string) (*boundPods, error) {
 	sel := fields.AndSelectors(fields.OneTermEqualSelector("spec.nodeName", nodeName), nonTerminal)
 	inf := cache.NewSharedIndexInformerWithOptions(podListWatch(t.client, sel), &corev1.Pod{},
 		cache.SharedIndexInformerOptions{ObjectDescription: "pods bound to " + nodeName})
 	if err := inf.SetTransform(stripPod); err != nil {
 		return nil, err
 	}
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	b := &boundPods{informer: inf, sums: newPodSums()}
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			t.boundChanged(nodeName, obj)
+			t.boundSet(nodeName, b, obj)
 			t.daemonPod(obj)
 		},
 		UpdateFunc: func(oldObj, newObj any) {
 			if !samePod(oldObj, newObj) {
-				t.notify(nodeName)
+				t.boundSet(nodeName, b, newObj)
 			}
 			t.daemonPod(newObj)
 		},
-		DeleteFunc: func(obj any) { t.boundChanged(nodeName, obj) },
+		DeleteFunc: func(obj any) { t.boundGone(nodeName, b, obj) },
 	})
 	if err != nil {
 		return nil, err
 	}
+	b.synced = reg.HasSynced
 	t.mu.Lock()
-	t.bound[nodeName] = inf.GetStore()
+	t.bound[nodeName] = b
 	t.mu.Unlock()
-	return inf, nil
+	return b, nil
 }
 
 // unpinned handles a pod leaving the unbound pods. The event carries the
 // pod as it was before: bound now, unless it was being deleted (or it
-// finished while unbound). Unless the node's bound pods already show it, it
-// is handed off: counted until they do, or until they drop it. (A pod bound
-// and finished before this event arrives, or one that finished while
+// finished while unbound). Unless the node's bound pods already count it,
+// it is handed off: counted until they do, or until they drop it. (A pod
+// bound and finished before this event arrives, or one that finished while
 // unbound, counts until handoffTTL: too much for a while, never too
 // little.)
 func (t *proxyTracker) unpinned(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	node := pinnedNode(obj)
-	if node == "" {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
 		return
 	}
-	if pod, ok := obj.(*corev1.Pod); ok && pod.DeletionTimestamp == nil {
-		t.mu.Lock()
-		if !inStore(t.bound[node], pod) {
+	t.mu.Lock()
+	t.pins.remove(pod.UID)
+	node := pinnedNode(pod)
+	if node != "" && pod.DeletionTimestamp == nil {
+		if b := t.bound[node]; b == nil || !b.sums.has(pod.UID, node) {
 			t.handoff[pod.UID] = handoffPod{pod: pod, node: node, at: t.clock.Now()}
 		}
-		t.mu.Unlock()
 	}
+	t.mu.Unlock()
 	t.notify(node)
 }
 
-// boundChanged handles a pod added to or deleted from a node's bound pods:
-// its handoff, if any, is over.
-func (t *proxyTracker) boundChanged(node string, obj any) {
+// boundSet counts a pod added to or changed in a node's bound pods: its
+// handoff, if any, is over.
+func (t *proxyTracker) boundSet(node string, b *boundPods, obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	b.sums.set(pod.UID, node, podRequests(pod, true))
+	delete(t.handoff, pod.UID)
+	t.mu.Unlock()
+	t.notify(node)
+}
+
+// boundGone stops counting a pod deleted from a node's bound pods (it
+// finished, or it is gone): its handoff, if any, is over.
+func (t *proxyTracker) boundGone(node string, b *boundPods, obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
 	if pod, ok := obj.(*corev1.Pod); ok {
 		t.mu.Lock()
+		b.sums.remove(pod.UID)
 		delete(t.handoff, pod.UID)
 		t.mu.Unlock()
 	}
@@ -175,44 +223,35 @@ func (t *proxyTracker) notify(node string) {
 }
 
 // requests returns what the proxies bound or pinned to the node request
-// together, pods counted.
+// together, pods counted: the sums kept by the events, and the pods handed
+// off to the node that its bound pods do not count yet.
 func (t *proxyTracker) requests(node string) corev1.ResourceList {
-	var pinned, boundPods []*corev1.Pod
-	t.mu.Lock()
-	bound := t.bound[node]
-	t.mu.Unlock()
-	objs, _ := t.pinned.GetIndexer().ByIndex(IndexPinnedNode, node)
-	for _, obj := range objs {
-		pinned = append(pinned, obj.(*corev1.Pod))
-	}
-	seen := map[types.UID]bool{}
-	if bound != nil {
-		for _, obj := range bound.List() {
-			pod := obj.(*corev1.Pod)
-			seen[pod.UID] = true
-			boundPods = append(boundPods, pod)
-		}
-	}
+	var handedOff []*corev1.Pod
 	now := t.clock.Now()
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.bound[node]
 	for uid, h := range t.handoff {
 		switch {
 		case now.Sub(h.at) > handoffTTL:
 			delete(t.handoff, uid)
-		case h.node == node && !seen[uid]:
-			pinned = append(pinned, h.pod)
+		case h.node == node && (b == nil || !b.sums.has(uid, node)):
+			handedOff = append(handedOff, h.pod)
 		}
 	}
-	t.mu.Unlock()
-	return AddResources(ProxyRequests(pinned, false), ProxyRequests(boundPods, true))
+	pinned := AddResources(t.pins.of(node), ProxyRequests(handedOff, false))
+	if b == nil {
+		return pinned
+	}
+	return AddResources(pinned, b.sums.of(node))
 }
 
 // forget drops what is held for a node that is gone, whose bound pods
-// were in store (a node of the same name may be back already).
-func (t *proxyTracker) forget(node string, store cache.Store) {
+// were b (a node of the same name may be back already).
+func (t *proxyTracker) forget(node string, b *boundPods) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.bound[node] != store {
+	if t.bound[node] != b {
 		return
 	}
 	delete(t.bound, node)
@@ -221,19 +260,6 @@ func (t *proxyTracker) forget(node string, store cache.Store) {
 			delete(t.handoff, uid)
 		}
 	}
-}
-
-// inStore tells whether store holds pod (the same UID under its key).
-func inStore(store cache.Store, pod *corev1.Pod) bool {
-	if store == nil {
-		return false
-	}
-	obj, ok, err := store.GetByKey(pod.Namespace + "/" + pod.Name)
-	if err != nil || !ok {
-		return false
-	}
-	other, ok := obj.(*corev1.Pod)
-	return ok && other.UID == pod.UID
 }
 
 func podListWatch(client kubernetes.Interface, sel fields.Selector) *cache.ListWatch {
@@ -262,13 +288,6 @@ func pinnedNode(obj any) string {
 		return proxy.HeadedTo(pod)
 	}
 	return daemonNode(pod)
-}
-
-func indexPinnedNode(obj any) ([]string, error) {
-	if n := pinnedNode(obj); n != "" {
-		return []string{n}, nil
-	}
-	return nil, nil
 }
 
 // samePod tells whether two versions of a stripped pod request the same on
