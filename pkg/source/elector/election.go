@@ -168,7 +168,6 @@ type answers struct {
 // offers, the refusals reasons.
 func (r *Reconciler) tally(ctx context.Context, rd *round) answers {
 	t := answers{byKey: map[string]*targetState{}}
-	var inflight map[string]corev1.ResourceList
 	for _, ts := range rd.states {
 		t.byKey[ts.key.String()] = ts
 		if !ts.eligible {
@@ -182,10 +181,7 @@ func (r *Reconciler) tally(ctx context.Context, rd *round) answers {
 			}
 		case answerReserved:
 			t.answered++
-			if inflight == nil {
-				inflight = r.inflight(ctx)
-			}
-			t.offers = append(t.offers, Offer{Target: ts.key.String(), Score: ts.score, Priority: ts.cluster.Priority(), FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), inflight[ts.key.String()]), rd.requests)})
+			t.offers = append(t.offers, Offer{Target: ts.key.String(), Score: ts.score, Priority: ts.cluster.Priority(), FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), r.inflight(ctx, ts.key.String())), rd.requests)})
 		case answerUnschedulable, answerRejected:
 			t.answered++
 			ts.reason = msg

@@ -16,36 +16,28 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
-// inflight sums, per elected target (its key as a string), the requests of
-// the proxies still gated whose election record names it: read from the
-// cache, derived from the API like every phase. Their delegates are not
-// bound there yet, or only just, so the target's summary does not count
-// them. An error reads as none: ranking stays correct, only less spread.
-func (r *Reconciler) inflight(ctx context.Context) map[string]corev1.ResourceList {
+// inflight sums the requests of the proxies still gated whose election
+// record names the target (its key as a string): read from the cache by
+// an index of them, derived from the API like every phase, so that it
+// costs what is in flight there, not every gated proxy. Their delegates
+// are not bound there yet, or only just, so the target's summary does not
+// count them. An error reads as none: ranking stays correct, only less
+// spread.
+func (r *Reconciler) inflight(ctx context.Context, target string) corev1.ResourceList {
 	var pods corev1.PodList
-	// Read only, once per ranking of a burst's every pod: no deep copies.
-	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.GatedProxy.Field: "true"}, client.UnsafeDisableDeepCopy); err != nil {
+	// Read only: no deep copies.
+	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.ElectedProxy.Field: target}, client.UnsafeDisableDeepCopy); err != nil || len(pods.Items) == 0 {
 		return nil
 	}
-	out := map[string]corev1.ResourceList{}
+	sum := corev1.ResourceList{}
 	for i := range pods.Items {
-		rec, ok := proxy.Elected(&pods.Items[i])
-		if !ok {
-			continue
-		}
-		key := keyOf(rec).String()
-		sum := out[key]
-		if sum == nil {
-			sum = corev1.ResourceList{}
-		}
 		for name, q := range proxy.PodRequests(&pods.Items[i]) {
 			total := sum[name]
 			total.Add(q)
 			sum[name] = total
 		}
-		out[key] = sum
 	}
-	return out
+	return sum
 }
 
 // withRequested is a summary that also counts extra requests (nil: the

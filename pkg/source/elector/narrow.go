@@ -46,10 +46,9 @@ func (r *Reconciler) narrow(ctx context.Context, pod *corev1.Pod, states []*targ
 	if len(keep) >= k && allSaidNo {
 		return
 	}
-	inflight := r.inflight(ctx)
 	offers := make([]Offer, 0, len(eligible))
 	for _, ts := range eligible {
-		offers = append(offers, Offer{Target: ts.key.String(), Score: ts.score, Priority: ts.cluster.Priority(), LacksDevices: ts.short, FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), inflight[ts.key.String()]), requests)})
+		offers = append(offers, Offer{Target: ts.key.String(), Score: ts.score, Priority: ts.cluster.Priority(), LacksDevices: ts.short, FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), r.inflight(ctx, ts.key.String())), requests)})
 	}
 	for _, o := range Rank(pod.UID, offers) {
 		if len(keep) >= k {
