@@ -215,20 +215,33 @@ func newCluster(ctx context.Context, key proxy.TargetKey, conn connection, schem
 	}
 	c.cacheCfg = rest.CopyConfig(cfg)
 	c.cacheCfg.Timeout = 0 // watches are long
+	// No gzip: a streamed list's watch keeps its compressed stream, and the
+	// client a gzip reader of about 60 KB for it, for as long as it runs;
+	// the caches hold three watches per target and namespace, and their
+	// events are small. Measured: about half of the source manager's heap
+	// per target and namespace (docs/performance.md, "Scale").
+	c.cacheCfg.DisableCompression = true
 	c.scheme = scheme
 	return c, nil
 }
 
-// newChaperonCache builds the cache of one namespace's chaperons.
-func (c *Cluster) newChaperonCache(ctx context.Context, ns string) (*chaperonCache, error) {
-	// A static mapping: building the cache must not need the target to
-	// answer discovery (it may be down).
+// chaperonCacheMapper is the static mapping every chaperon cache uses:
+// building a cache must not need the target to answer discovery (it may be
+// down). One for all: a mapper per cache cost about 23 KB per target and
+// namespace, and it is only read.
+var chaperonCacheMapper = sync.OnceValue(func() meta.RESTMapper {
 	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{v1alpha1.GroupVersion, corev1.SchemeGroupVersion})
 	mapper.Add(v1alpha1.GroupVersion.WithKind("PodChaperon"), meta.RESTScopeNamespace)
 	// A List asks the mapper about the list kind (replayOnSync lists).
 	mapper.Add(v1alpha1.GroupVersion.WithKind("PodChaperonList"), meta.RESTScopeNamespace)
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("Event"), meta.RESTScopeNamespace)
+	return mapper
+})
+
+// newChaperonCache builds the cache of one namespace's chaperons.
+func (c *Cluster) newChaperonCache(ctx context.Context, ns string) (*chaperonCache, error) {
+	mapper := chaperonCacheMapper()
 	ours := labels.SelectorFromSet(labels.Set{v1alpha1.LabelParentCluster: c.opts.SourceName})
 	byObject := map[client.Object]cache.ByObject{
 		&v1alpha1.PodChaperon{}: {Label: ours},
