@@ -168,7 +168,7 @@ func (t *proxyTracker) unpinned(obj any) {
 		return
 	}
 	t.mu.Lock()
-	t.pins.remove(pod.UID)
+	before := t.pins.remove(pod.UID)
 	node := pinnedNode(pod)
 	if node != "" && pod.DeletionTimestamp == nil {
 		if b := t.bound[node]; b == nil || !b.sums.has(pod.UID, node) {
@@ -177,6 +177,9 @@ func (t *proxyTracker) unpinned(obj any) {
 	}
 	t.mu.Unlock()
 	t.notify(node)
+	if before != node {
+		t.notify(before)
+	}
 }
 
 // boundSet counts a pod added to or changed in a node's bound pods: its
