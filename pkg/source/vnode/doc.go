@@ -57,11 +57,13 @@
 //
 // Pods of the source cluster, stripped to what resource requests need:
 // one informer of the unbound, non-terminal pods, whose proxies (pods with
-// the multicluster.fleetlet.io/delegate finalizer) are indexed by the node
-// they are pinned to (nodeSelector kubernetes.io/hostname) or, before
-// that, elected to (their election record, proxy.HeadedTo); and per virtual
+// the multicluster.fleetlet.io/delegate finalizer) count on the node they
+// are pinned to (nodeSelector kubernetes.io/hostname) or, before that,
+// elected to (their election record, proxy.HeadedTo); and per virtual
 // node one informer of the non-terminal pods bound to it (spec.nodeName),
-// like a kubelet's. A change there rebuilds that node only. The two watches
+// like a kubelet's. Each node's requests are sums kept by those events
+// (sums.go), so a rebuild does not walk its pods. A change there rebuilds
+// that node only. The two watches
 // deliver a pod's binding in no set order, so a pinned proxy that leaves the
 // first is counted until the second shows it: allocatable never dips while
 // a proxy is being bound. A node and its
