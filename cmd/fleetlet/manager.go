@@ -39,6 +39,7 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/source/services"
 	"github.com/fleetlet/fleetlet/pkg/source/vnode"
 	"github.com/fleetlet/fleetlet/pkg/source/webhook"
+	"github.com/fleetlet/fleetlet/pkg/target/candidate"
 	"github.com/fleetlet/fleetlet/pkg/target/chaperon"
 	"github.com/fleetlet/fleetlet/pkg/version"
 )
@@ -66,6 +67,7 @@ type managerOptions struct {
 	targetProbeFailures int
 	heartbeatDuration   time.Duration
 	summaryStaleAfter   time.Duration
+	schedulerLease      string
 	allowedTargetHosts  []string
 	secretNamespaces    []string
 
@@ -143,6 +145,7 @@ func defaultManagerOptions() managerOptions {
 		targetProbeFailures:         fleet.DefaultProbeFailureThreshold,
 		heartbeatDuration:           fleet.DefaultHeartbeatDuration,
 		summaryStaleAfter:           fleet.DefaultSummaryStaleAfter,
+		schedulerLease:              candidate.DefaultLeaseName,
 		nodeLeaseDuration:           vnode.DefaultLeaseDuration,
 		nodeStatusInterval:          vnode.DefaultStatusInterval,
 		kubeletAPI:                  defaultKubeletAPIOptions(),
@@ -202,6 +205,7 @@ func newManagerCommand() *cobra.Command {
 	f.StringSliceVar(&o.allowedTargetHosts, "allowed-target-hosts", nil, "the API servers a Target's kubeconfig may name: host names, *.suffix, IP addresses, CIDRs (comma-separated); empty allows any https host")
 	f.StringSliceVar(&o.secretNamespaces, "secret-namespaces", nil, "the only namespaces whose Secrets the manager reads and watches (comma-separated; its own --namespace is always one): those of Targets' kubeconfig Secrets and of the enabled namespaces whose proxies reference Secrets; empty: every namespace")
 	f.DurationVar(&o.summaryStaleAfter, "target-summary-stale-after", o.summaryStaleAfter, "how long a target's ClusterSummary may go unrenewed (its fleetlet down) before the target gets SummaryStale and no new election")
+	f.StringVar(&o.schedulerLease, "candidate-scheduler-lease", o.schedulerLease, "name of the candidate scheduler's leader election Lease in --namespace, read to tell sources whether it runs (no new candidate goes to a cluster whose scheduler does not); empty when it runs without leader election")
 	f.DurationVar(&o.nodeLeaseDuration, "node-lease-duration", o.nodeLeaseDuration, "duration of the virtual nodes' Leases in kube-node-lease")
 	f.DurationVar(&o.nodeStatusInterval, "node-status-interval", o.nodeStatusInterval, "how often the virtual nodes' status is refreshed when nothing changed")
 	addKubeletAPIFlags(f, &o.kubeletAPI)

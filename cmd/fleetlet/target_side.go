@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,7 +22,11 @@ import (
 // ClusterSummary and Source controllers, the candidate PriorityClass and the
 // ClusterRoles sources are bound to.
 func setupTargetSide(ctx context.Context, mgr ctrl.Manager, o managerOptions) error {
-	if err := (&summary.ClusterSummaryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(ctx, mgr); err != nil {
+	sr := &summary.ClusterSummaryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+	if o.schedulerLease != "" {
+		sr.SchedulerLease = types.NamespacedName{Namespace: o.namespace, Name: o.schedulerLease}
+	}
+	if err := sr.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterSummary controller: %w", err)
 	}
 	if err := (&access.SourceReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr); err != nil {

@@ -58,7 +58,7 @@ func (r *Reconciler) targets(ctx context.Context, pod *corev1.Pod, userSpec *cor
 		if err := r.client.Get(ctx, types.NamespacedName{Name: proxypod.NodeName(key)}, &node); err == nil {
 			ts.node = &node
 		}
-		ts.eligible, ts.reason = Eligible(pod, TargetView{Namespace: key.Namespace, Name: key.Name, Ready: h.Ready, Reason: h.Reason, Draining: cl.Draining(), SummaryStale: cl.SummaryStale(), Node: ts.node}, clusters)
+		ts.eligible, ts.reason = Eligible(pod, TargetView{Namespace: key.Namespace, Name: key.Name, Ready: h.Ready, Reason: h.Reason, Draining: cl.Draining(), SummaryStale: cl.SummaryStale(), SchedulerDown: cl.SchedulerDown(), Node: ts.node}, clusters)
 		ts.spec = userSpec
 		if ts.node != nil {
 			if ts.eligible {

@@ -60,6 +60,9 @@ type TargetView struct {
 	// ClusterSummary (it is down), so nothing there would run a new
 	// candidate.
 	SummaryStale bool
+	// SchedulerDown: the target's ClusterSummary says its candidate
+	// scheduler does not run, so no candidate there would be scheduled.
+	SchedulerDown bool
 	// Node is the target's virtual node in the source; nil if missing.
 	Node *corev1.Node
 }
@@ -79,6 +82,9 @@ func Eligible(proxy *corev1.Pod, t TargetView, clusters labels.Selector) (ok boo
 	}
 	if t.SummaryStale {
 		return false, "the target's fleetlet does not renew its ClusterSummary (SummaryStale)"
+	}
+	if t.SchedulerDown {
+		return false, "the target's candidate scheduler does not run (CandidateSchedulerRunning=False)"
 	}
 	if t.Node == nil {
 		return false, "no virtual node yet"

@@ -53,6 +53,7 @@ func TestEligible(t *testing.T) {
 		{name: "not ready", pod: proxy(nil), view: TargetView{Name: "cluster-3", Reason: "Unreachable", Node: node(nil)}, wantReason: "Unreachable"},
 		{name: "being disconnected", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true, Draining: true, Node: node(nil)}, wantReason: "disconnected"},
 		{name: "its fleetlet down (summary stale)", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true, SummaryStale: true, Node: node(nil)}, wantReason: "SummaryStale"},
+		{name: "its candidate scheduler down", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true, SchedulerDown: true, Node: node(nil)}, wantReason: "candidate scheduler does not run"},
 		{name: "no node", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true}, wantReason: "no virtual node"},
 		{name: "cordoned", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true, Node: node(func(n *corev1.Node) { n.Spec.Unschedulable = true })}, wantReason: "cordoned"},
 		{name: "untolerated NoSchedule taint", pod: proxy(nil), view: TargetView{Name: "cluster-3", Ready: true, Node: node(func(n *corev1.Node) {

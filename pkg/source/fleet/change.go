@@ -18,8 +18,9 @@ type View struct {
 	// Present is false for a target that is not connected (deleted, or
 	// never registered).
 	Present bool
-	// Ready, Draining and SummaryStale are the cluster's state.
-	Ready, Draining, SummaryStale bool
+	// Ready, Draining, SummaryStale and SchedulerDown are the cluster's
+	// state.
+	Ready, Draining, SummaryStale, SchedulerDown bool
 	// Free is what its summary says it can still run (allocatable −
 	// requested, and the free devices of each DeviceClass under
 	// DeviceClassResource); nil without a summary.
@@ -35,7 +36,7 @@ func viewOf(c *Cluster) View {
 		return View{}
 	}
 	h := c.Health()
-	return View{Present: true, Ready: h.Ready, Draining: c.Draining(), SummaryStale: c.SummaryStale(), Free: free(c.Summary()), cluster: c}
+	return View{Present: true, Ready: h.Ready, Draining: c.Draining(), SummaryStale: c.SummaryStale(), SchedulerDown: c.SchedulerDown(), Free: free(c.Summary()), cluster: c}
 }
 
 // free is allocatable − requested of a summary, per resource.
@@ -77,10 +78,11 @@ func (c Change) Health() bool {
 }
 
 // Eligibility tells whether the change may change which proxies the target
-// may take: health, a drain, a summary turning stale or fresh.
+// may take: health, a drain, a summary turning stale or fresh, the
+// candidate scheduler stopping or starting.
 func (c Change) Eligibility() bool {
 	b, a := c.Before, c.After
-	return c.Health() || b.Draining != a.Draining || b.SummaryStale != a.SummaryStale
+	return c.Health() || b.Draining != a.Draining || b.SummaryStale != a.SummaryStale || b.SchedulerDown != a.SchedulerDown
 }
 
 // RoomGrew tells whether the target can now run more of some resource than

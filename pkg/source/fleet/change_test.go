@@ -69,6 +69,7 @@ func TestChange(t *testing.T) {
 		{name: "reconnected", before: ready, after: with(func(v *View) { v.cluster = &Cluster{} }), health: true, eligibility: true},
 		{name: "draining", before: ready, after: with(func(v *View) { v.Draining = true }), eligibility: true},
 		{name: "summary stale", before: ready, after: with(func(v *View) { v.SummaryStale = true }), eligibility: true},
+		{name: "candidate scheduler stopped", before: ready, after: with(func(v *View) { v.SchedulerDown = true }), eligibility: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Change{Before: tc.before, After: tc.after}

@@ -179,6 +179,29 @@ func (c *Cluster) staleLocked() bool {
 	return c.clock.Since(c.summaryMoved) > c.opts.SummaryStaleAfter
 }
 
+// SchedulerDown reports whether the target's ClusterSummary says its
+// candidate scheduler does not run (CandidateSchedulerRunning=False): no
+// candidate there would be scheduled, so no new election should go there.
+// A summary without the condition (an older fleetlet, or a scheduler
+// without leader election) or with it Unknown says nothing.
+func (c *Cluster) SchedulerDown() bool {
+	return schedulerDown(c.Summary())
+}
+
+// schedulerCondition is the CandidateSchedulerRunning condition of a
+// summary; nil without one.
+func schedulerCondition(s *v1alpha1.ClusterSummaryStatus) *metav1.Condition {
+	if s == nil {
+		return nil
+	}
+	return meta.FindStatusCondition(s.Conditions, v1alpha1.ConditionCandidateScheduler)
+}
+
+func schedulerDown(s *v1alpha1.ClusterSummaryStatus) bool {
+	cond := schedulerCondition(s)
+	return cond != nil && cond.Status == metav1.ConditionFalse
+}
+
 // Summary returns the last ClusterSummary status read from the target, or
 // nil before the first successful probe.
 func (c *Cluster) Summary() *v1alpha1.ClusterSummaryStatus {
@@ -558,6 +581,12 @@ func (c *Cluster) renewHeartbeat(ctx context.Context) error {
 func summaryEqual(a, b *v1alpha1.ClusterSummaryStatus) bool {
 	// Conditions and observedTime carry timestamps that do not change what
 	// the node shows.
+	// The candidate scheduler's condition is shown, on the Targets, but
+	// for its lastTransitionTime.
+	if sa, sb := schedulerCondition(a), schedulerCondition(b); (sa == nil) != (sb == nil) ||
+		sa != nil && (sa.Status != sb.Status || sa.Reason != sb.Reason || sa.Message != sb.Message) {
+		return false
+	}
 	ac, bc := a.DeepCopy(), b.DeepCopy()
 	ac.Conditions, bc.Conditions = nil, nil
 	ac.ObservedTime, bc.ObservedTime = nil, nil

@@ -151,7 +151,7 @@ func (r *Registry) refuseTakenNodeName(ctx context.Context, obj targetObject, ke
 	defer r.hub.targetChanged(key)
 	h := Health{Reason: v1alpha1.ReasonNodeNameTaken, Message: fmt.Sprintf(
 		"its virtual node name %s stands for %s, registered first; rename one of them", nodeName, kindKey(owner))}
-	if err := r.updateStatus(ctx, obj, h, "", nil); err != nil {
+	if err := r.updateStatus(ctx, obj, h, "", summaryConditions{}); err != nil {
 		return true, err
 	}
 	return true, errRefused{reason: h.Message}
@@ -195,6 +195,42 @@ func staleness(cl *Cluster) *metav1.Condition {
 	}
 	return &metav1.Condition{Type: v1alpha1.ConditionSummaryStale, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonSummaryRenewed,
 		Message: "the target's fleetlet renews its ClusterSummary"}
+}
+
+// schedulerState is the CandidateSchedulerRunning condition of a connected
+// target, as its ClusterSummary says it: nil while the summary says
+// nothing of it (an older fleetlet, a scheduler without leader election).
+func schedulerState(cl *Cluster) *metav1.Condition {
+	c := schedulerCondition(cl.Summary())
+	if c == nil {
+		return nil
+	}
+	return &metav1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}
+}
+
+// summaryConditions are the conditions of a Target or ClusterTarget that
+// its ClusterSummary implies; nil for one the target shows none of.
+type summaryConditions struct {
+	stale, scheduler *metav1.Condition
+}
+
+// set sets or removes each of them in conds, with observedGeneration gen,
+// and tells whether anything changed.
+func (s summaryConditions) set(conds *[]metav1.Condition, gen int64) bool {
+	changed := false
+	for _, c := range []struct {
+		kind string
+		cond *metav1.Condition
+	}{{v1alpha1.ConditionSummaryStale, s.stale}, {v1alpha1.ConditionCandidateScheduler, s.scheduler}} {
+		if c.cond == nil {
+			changed = meta.RemoveStatusCondition(conds, c.kind) || changed
+			continue
+		}
+		cond := *c.cond
+		cond.ObservedGeneration = gen
+		changed = meta.SetStatusCondition(conds, cond) || changed
+	}
+	return changed
 }
 
 func (r *Registry) setRefused(key proxy.TargetKey, refused bool) {

@@ -296,3 +296,50 @@ func TestRefusedRegistrationsLeaveTheHolderAlone(t *testing.T) {
 	s, ok := f.nodes.get(proxy.TargetKey{Namespace: f.ns, Name: "x"})
 	require.True(t, ok && s.Ready, "the holder lost its node")
 }
+
+// setSchedulerCondition sets the CandidateSchedulerRunning condition of the
+// target's ClusterSummary, as its fleetlet would, until the test ends.
+func setSchedulerCondition(t *testing.T, c client.Client, status metav1.ConditionStatus, reason, msg string) {
+	t.Helper()
+	ensureSummary(t, c)
+	ctx := context.Background()
+	write := func(set func(*[]metav1.Condition)) error {
+		var cs v1alpha1.ClusterSummary
+		if err := c.Get(ctx, client.ObjectKey{Name: v1alpha1.ClusterSummaryName}, &cs); err != nil {
+			return err
+		}
+		set(&cs.Status.Conditions)
+		return c.Status().Update(ctx, &cs)
+	}
+	require.NoError(t, write(func(conds *[]metav1.Condition) {
+		meta.SetStatusCondition(conds, metav1.Condition{Type: v1alpha1.ConditionCandidateScheduler, Status: status, Reason: reason, Message: msg})
+	}))
+	t.Cleanup(func() {
+		_ = write(func(conds *[]metav1.Condition) {
+			meta.RemoveStatusCondition(conds, v1alpha1.ConditionCandidateScheduler)
+		})
+	})
+}
+
+// A target whose ClusterSummary says its candidate scheduler does not run
+// shows it (CandidateSchedulerRunning=False, the summary's reason and
+// message) and takes no new election (Cluster.SchedulerDown), while it
+// stays Ready; once the scheduler runs again, both turn back. Before: the
+// source read nothing of it, and a target whose scheduler had stopped
+// looked the emptiest and drew every new candidate, which waited there.
+func TestSchedulerDownTakesNoElection(t *testing.T) {
+	f := start(t)
+	setSchedulerCondition(t, f.target, metav1.ConditionFalse, v1alpha1.ReasonLeaseExpired, "the candidate scheduler's Lease was not renewed")
+	f.putSecret(t, "c", testenv.Kubeconfig(t, targetEnv.Config, "default", ""))
+	f.createTarget(t, "nosched", "c")
+	key := proxy.TargetKey{Namespace: f.ns, Name: "nosched"}
+	f.waitCondition(t, key, v1alpha1.ConditionCandidateScheduler, metav1.ConditionFalse, v1alpha1.ReasonLeaseExpired, "not renewed")
+	f.waitReady(t, "nosched", metav1.ConditionTrue, v1alpha1.ReasonConnected)
+	cl, ok := f.registry.Get(key)
+	require.True(t, ok)
+	require.True(t, cl.SchedulerDown())
+
+	setSchedulerCondition(t, f.target, metav1.ConditionTrue, v1alpha1.ReasonLeaseHeld, "the candidate scheduler holds its Lease")
+	f.waitCondition(t, key, v1alpha1.ConditionCandidateScheduler, metav1.ConditionTrue, v1alpha1.ReasonLeaseHeld, "holds its Lease")
+	require.False(t, cl.SchedulerDown())
+}

@@ -443,8 +443,8 @@ func (r *Registry) reconcile(ctx context.Context, key proxy.TargetKey) (err erro
 	var (
 		health  Health
 		summary *v1alpha1.ClusterSummaryStatus
-		// stale is the SummaryStale condition to set, nil for none.
-		stale *metav1.Condition
+		// fromSummary: the conditions the summary implies.
+		fromSummary summaryConditions
 	)
 	conn, reason, msg, retry := r.connectionFor(ctx, key, spec)
 	if retry != nil {
@@ -479,7 +479,7 @@ func (r *Registry) reconcile(ctx context.Context, key proxy.TargetKey) (err erro
 			if err := r.refuseSameCluster(ctx, obj, cl, summary); err != nil {
 				return err
 			}
-			health, stale = cl.Health(), staleness(cl)
+			health, fromSummary = cl.Health(), summaryConditions{stale: staleness(cl), scheduler: schedulerState(cl)}
 			if health.Reason == v1alpha1.ReasonDuplicateCluster {
 				defer func() {
 					if err == nil {
@@ -501,7 +501,7 @@ func (r *Registry) reconcile(ctx context.Context, key proxy.TargetKey) (err erro
 		// refused for another registration of the same cluster: nothing
 		// of it is there to drain. (One refused after it held a node
 		// keeps the node, and its drain: proxies may be bound there.)
-		if err := r.updateStatus(ctx, obj, health, "", stale); err != nil {
+		if err := r.updateStatus(ctx, obj, health, "", fromSummary); err != nil {
 			return err
 		}
 		if health.Reason == v1alpha1.ReasonDuplicateCluster {
@@ -514,7 +514,7 @@ func (r *Registry) reconcile(ctx context.Context, key proxy.TargetKey) (err erro
 	if err := r.ensureDrainFinalizer(ctx, obj); err != nil {
 		return err
 	}
-	if err := r.updateStatus(ctx, obj, health, nodeName, stale); err != nil {
+	if err := r.updateStatus(ctx, obj, health, nodeName, fromSummary); err != nil {
 		return err
 	}
 	r.nodes.Upsert(ctx, vnode.TargetState{
@@ -533,7 +533,7 @@ func (r *Registry) reconcile(ctx context.Context, key proxy.TargetKey) (err erro
 // updateStatus writes the Ready condition, the virtual node name and the
 // observed generation, when they change, and records an Event when
 // readiness changes.
-func (r *Registry) updateStatus(ctx context.Context, obj targetObject, h Health, nodeName string, stale *metav1.Condition) error {
+func (r *Registry) updateStatus(ctx context.Context, obj targetObject, h Health, nodeName string, fromSummary summaryConditions) error {
 	before := obj.DeepCopyObject().(client.Object)
 	st := obj.status()
 	cond := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: h.Reason, Message: h.Message, ObservedGeneration: obj.GetGeneration()}
@@ -543,12 +543,7 @@ func (r *Registry) updateStatus(ctx context.Context, obj targetObject, h Health,
 	old := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
 	wasReady := old != nil && old.Status == metav1.ConditionTrue
 	changed := meta.SetStatusCondition(&st.Conditions, cond)
-	if stale != nil {
-		stale.ObservedGeneration = obj.GetGeneration()
-		changed = meta.SetStatusCondition(&st.Conditions, *stale) || changed
-	} else {
-		changed = meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionSummaryStale) || changed
-	}
+	changed = fromSummary.set(&st.Conditions, obj.GetGeneration()) || changed
 	if st.VirtualNodeName != nodeName || st.ObservedGeneration != obj.GetGeneration() {
 		st.VirtualNodeName = nodeName
 		st.ObservedGeneration = obj.GetGeneration()

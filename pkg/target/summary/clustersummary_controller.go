@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -61,6 +62,13 @@ type ClusterSummaryReconciler struct {
 	Heartbeat time.Duration
 	// Clock is for tests; nil means the real clock.
 	Clock clock.PassiveClock
+	// SchedulerLease is the candidate scheduler's leader election Lease,
+	// read (live, through APIReader) for the CandidateSchedulerRunning
+	// condition; an empty Name means the scheduler runs without leader
+	// election, and the summary carries no such condition.
+	SchedulerLease types.NamespacedName
+
+	scheduler *schedulerCheck
 
 	idMu      sync.Mutex
 	clusterID string
@@ -74,6 +82,7 @@ const DefaultHeartbeat = 30 * time.Second
 
 // +kubebuilder:rbac:groups="",resources=nodes;pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get
 // +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=clustersummaries,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=multicluster.fleetlet.io,resources=clustersummaries/status,verbs=get;patch
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=deviceclasses;resourceslices;resourceclaims,verbs=get;list;watch
@@ -94,6 +103,12 @@ func (r *ClusterSummaryReconciler) SetupWithManager(ctx context.Context, mgr ctr
 		q.Add(request)
 		return nil
 	})
+	if r.SchedulerLease.Name != "" {
+		r.scheduler = &schedulerCheck{lease: r.SchedulerLease, reader: r.apiReader(), clock: clock.RealClock{}}
+		if r.Clock != nil {
+			r.scheduler.clock = r.Clock
+		}
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.ClusterSummary{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -146,23 +161,30 @@ func (r *ClusterSummaryReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	var next time.Duration
 	summary.ObservedTime, next = renewal(cs.Status.ObservedTime, r.now(), r.heartbeat())
 	summary.Conditions = []metav1.Condition{{
-		Type:               v1alpha1.ConditionReady,
-		Status:             metav1.ConditionTrue,
-		Reason:             ReasonSummarized,
-		Message:            readyMessage(summary),
-		ObservedGeneration: cs.Generation,
+		Type:    v1alpha1.ConditionReady,
+		Status:  metav1.ConditionTrue,
+		Reason:  ReasonSummarized,
+		Message: readyMessage(summary),
+	}}
+	if r.scheduler != nil {
+		cond, recheck := r.scheduler.condition(ctx)
+		summary.Conditions = append(summary.Conditions, cond)
+		next = min(next, recheck)
+	}
+	for i := range summary.Conditions {
+		summary.Conditions[i].ObservedGeneration = cs.Generation
 		// Used only if the status changes; to the second, as stored, so
 		// that what is written compares equal to what is read back.
-		LastTransitionTime: metav1.Now().Rfc3339Copy(),
-	}}
+		summary.Conditions[i].LastTransitionTime = metav1.Now().Rfc3339Copy()
+	}
 	want := cs.Status.DeepCopy()
 	setOwned(want, summary)
 	if equality.Semantic.DeepEqual(cs.Status, *want) {
 		return ctrl.Result{RequeueAfter: next}, nil
 	}
-	// Apply with the Ready condition as it stands after setOwned, which
-	// keeps its lastTransitionTime while its status holds.
-	summary.Conditions = []metav1.Condition{*meta.FindStatusCondition(want.Conditions, v1alpha1.ConditionReady)}
+	// Apply with the conditions as they stand after setOwned, which keeps
+	// their lastTransitionTime while their status holds.
+	summary.Conditions = ownedConditions(want.Conditions)
 	log.V(1).Info("Updating the ClusterSummary", "clusterSummary", klog.KObj(cs),
 		"nodes", summary.NodeCount, "pods", summary.Requested.Pods().String())
 	if err := r.writeStatus(ctx, summary); err != nil {
@@ -193,17 +215,21 @@ func (r *ClusterSummaryReconciler) identity(ctx context.Context) string {
 	if r.clusterID != "" {
 		return r.clusterID
 	}
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
 	ns := &corev1.Namespace{}
-	if err := reader.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, ns); err != nil {
+	if err := r.apiReader().Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, ns); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Cannot read the cluster's identity (the kube-system Namespace's UID)")
 		return ""
 	}
 	r.clusterID = string(ns.UID)
 	return r.clusterID
+}
+
+// apiReader reads past the cache.
+func (r *ClusterSummaryReconciler) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
 }
 
 func (r *ClusterSummaryReconciler) heartbeat() time.Duration {
@@ -220,9 +246,23 @@ func (r *ClusterSummaryReconciler) now() time.Time {
 	return time.Now()
 }
 
+// conditionTypes are the condition types this controller owns.
+var conditionTypes = []string{v1alpha1.ConditionReady, v1alpha1.ConditionCandidateScheduler}
+
+// ownedConditions are the conditions of conds this controller owns.
+func ownedConditions(conds []metav1.Condition) []metav1.Condition {
+	var out []metav1.Condition
+	for _, t := range conditionTypes {
+		if c := meta.FindStatusCondition(conds, t); c != nil {
+			out = append(out, *c)
+		}
+	}
+	return out
+}
+
 // setOwned sets in status every field this controller owns to its value in
 // owned: all of them but the conditions of others (of which there are none
-// today).
+// today). An owned condition type owned does not carry is removed.
 func setOwned(status *v1alpha1.ClusterSummaryStatus, owned v1alpha1.ClusterSummaryStatus) {
 	status.NodeCount = owned.NodeCount
 	status.Capacity = owned.Capacity
@@ -234,8 +274,12 @@ func setOwned(status *v1alpha1.ClusterSummaryStatus, owned v1alpha1.ClusterSumma
 	status.ObservedTime = owned.ObservedTime
 	status.DevicesCounted = owned.DevicesCounted
 	status.DeviceClasses = owned.DeviceClasses
-	for _, c := range owned.Conditions {
-		meta.SetStatusCondition(&status.Conditions, c)
+	for _, t := range conditionTypes {
+		if c := meta.FindStatusCondition(owned.Conditions, t); c != nil {
+			meta.SetStatusCondition(&status.Conditions, *c)
+		} else {
+			meta.RemoveStatusCondition(&status.Conditions, t)
+		}
 	}
 }
 

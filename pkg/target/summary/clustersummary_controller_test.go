@@ -263,13 +263,20 @@ func newClient(t *testing.T) client.Client {
 // test ends, and returns its (cached) client.
 func startManager(t *testing.T) client.Client {
 	t.Helper()
+	return startManagerWith(t, types.NamespacedName{})
+}
+
+// startManagerWith runs the controller, reading the candidate scheduler's
+// Lease lease (none: an empty Name), for the rest of the test.
+func startManagerWith(t *testing.T, lease types.NamespacedName) client.Client {
+	t.Helper()
 	mgr := testenv.NewManager(t, env.Config, testenv.ManagerOptions{Verbosity: 1})
 	// What logs through controller-runtime's global logger goes to the
 	// test too.
 	ctrl.SetLogger(mgr.GetLogger())
 	ctx := mgr.Context()
 	require.NoError(t, indexer.Register(ctx, mgr.GetFieldIndexer(), indexer.ActivePodNodeName))
-	require.NoError(t, (&ClusterSummaryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Heartbeat: testHeartbeat}).SetupWithManager(ctx, mgr))
+	require.NoError(t, (&ClusterSummaryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Heartbeat: testHeartbeat, SchedulerLease: lease}).SetupWithManager(ctx, mgr))
 	mgr.Run()
 	return mgr.GetClient()
 }

@@ -11,6 +11,9 @@ import (
 type ClusterSummaryStatus struct {
 	// conditions of the summary. Ready is True once the summary reflects a
 	// complete view of the cluster's nodes and pods.
+	// CandidateSchedulerRunning says whether the cluster's candidate
+	// scheduler holds and renews its leader election Lease (absent when it
+	// runs without leader election).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

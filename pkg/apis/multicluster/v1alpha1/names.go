@@ -334,6 +334,14 @@ const (
 	// Ready (what runs there keeps running).
 	ConditionSummaryStale = "SummaryStale"
 
+	// ConditionCandidateScheduler is the condition of the ClusterSummary,
+	// copied to the Targets and ClusterTargets that reach the cluster, that
+	// says whether the cluster's candidate scheduler runs (holds and renews
+	// its leader election Lease). False: no new candidate goes there, since
+	// none would be scheduled; what runs there keeps running. Unknown: the
+	// Lease cannot be read; the cluster stays eligible.
+	ConditionCandidateScheduler = "CandidateSchedulerRunning"
+
 	// ConditionPodCreated is the PodChaperon condition that says whether
 	// the chaperon controller could create the pod it holds.
 	ConditionPodCreated = "PodCreated"
@@ -395,6 +403,24 @@ const (
 	// ReasonSummaryNotRenewed: the target's ClusterSummary has not moved
 	// for longer than the staleness threshold.
 	ReasonSummaryNotRenewed = "NotRenewed"
+)
+
+// Reasons of the CandidateSchedulerRunning condition.
+const (
+	// ReasonLeaseHeld: the candidate scheduler holds its Lease and renews
+	// it.
+	ReasonLeaseHeld = "LeaseHeld"
+	// ReasonLeaseMissing: there is no Lease: the candidate scheduler has
+	// not started.
+	ReasonLeaseMissing = "LeaseMissing"
+	// ReasonLeaseReleased: the last holder released the Lease (it
+	// stopped) and no replica has taken it.
+	ReasonLeaseReleased = "LeaseReleased"
+	// ReasonLeaseExpired: the Lease has not been renewed for longer than
+	// its duration: the candidate scheduler stopped or hangs.
+	ReasonLeaseExpired = "LeaseExpired"
+	// ReasonLeaseUnreadable: the Lease cannot be read (status Unknown).
+	ReasonLeaseUnreadable = "LeaseUnreadable"
 )
 
 // Reasons of other conditions.

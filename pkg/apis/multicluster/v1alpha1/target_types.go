@@ -98,6 +98,9 @@ type TargetStatus struct {
 	// FleetletMissing, InvalidSpec, DuplicateCluster, NodeNameTaken).
 	// SummaryStale is True while the target's ClusterSummary is not
 	// renewed (its fleetlet is down): no new election goes there.
+	// CandidateSchedulerRunning, copied from the ClusterSummary, is False
+	// while the target's candidate scheduler does not run: no new
+	// election goes there either.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
