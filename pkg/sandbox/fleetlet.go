@@ -8,9 +8,12 @@ import (
 	"time"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/config"
+	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/connect"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
@@ -246,13 +249,41 @@ func (s *Sandbox) connectOne(ctx context.Context, name string) error {
 		return err
 	}
 	node := proxy.NodeName(proxy.TargetKey{Name: name})
-	return s.waitFor(ctx, source, "virtual node "+node+" to be Ready", nil, func(ctx context.Context) error {
+	if err := s.waitFor(ctx, source, "virtual node "+node+" to be Ready", nil, func(ctx context.Context) error {
 		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		if !NodeIsReady(n) {
 			return fmt.Errorf("node %s is not Ready: %v", node, n.Status.Conditions)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return s.waitSchedulerRunning(ctx, source, name)
+}
+
+// waitSchedulerRunning waits until the ClusterTarget name does not say its
+// candidate scheduler is down: one started a moment ago may not hold its
+// Lease yet, and until the target's manager sees it does, the target takes
+// no candidate.
+func (s *Sandbox) waitSchedulerRunning(ctx context.Context, source *ClusterState, name string) error {
+	cfg, err := s.RESTConfig(SourceCluster)
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: connect.Scheme()})
+	if err != nil {
+		return err
+	}
+	return s.waitFor(ctx, source, "ClusterTarget "+name+" to see its candidate scheduler run", nil, func(ctx context.Context) error {
+		var ct v1alpha1.ClusterTarget
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &ct); err != nil {
+			return err
+		}
+		if cond := meta.FindStatusCondition(ct.Status.Conditions, v1alpha1.ConditionCandidateScheduler); cond != nil && cond.Status == metav1.ConditionFalse {
+			return fmt.Errorf("%s %s: %s", cond.Type, cond.Reason, cond.Message)
 		}
 		return nil
 	})
