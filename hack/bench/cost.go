@@ -33,9 +33,12 @@ type snapshot struct {
 	requests map[string]map[string]float64 // cluster → "VERB resource" → requests
 	fleetlet map[string]float64            // "cluster/component" → requests it made
 	requeues map[string]float64            // reason → passes
-	cpu      map[string]float64            // "cluster/component" → CPU-seconds
-	rss      map[string]float64            // "cluster/component" → resident MiB now
-	peakRSS  map[string]float64            // "cluster/component" → resident MiB at most, since it started
+	// fallbacks: proxies whose --candidate-targets best-ranked targets
+	// all said no (fleetlet_candidate_fallbacks_total, every manager).
+	fallbacks float64
+	cpu       map[string]float64 // "cluster/component" → CPU-seconds
+	rss       map[string]float64 // "cluster/component" → resident MiB now
+	peakRSS   map[string]float64 // "cluster/component" → resident MiB at most, since it started
 }
 
 // take reads every cluster's counters. A counter that cannot be read is
@@ -55,6 +58,7 @@ func take(ctx context.Context, sb *sandbox.Sandbox, clients map[string]kubernete
 			for reason, n := range requeues(fams) {
 				s.requeues[reason] += n
 			}
+			s.fallbacks += counterSum(fams, "fleetlet_candidate_fallbacks_total")
 		}
 		// The candidate scheduler serves its client's requests beside
 		// kube-scheduler's metrics (cmd/fleetlet/scheduler_metrics.go).
@@ -165,6 +169,17 @@ func requeues(fams map[string]*dto.MetricFamily) map[string]float64 {
 	return out
 }
 
+// counterSum sums a counter over its labels; 0 when it is not served.
+func counterSum(fams map[string]*dto.MetricFamily, name string) float64 {
+	sum := 0.0
+	if f := fams[name]; f != nil {
+		for _, m := range f.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
 func labels(m *dto.Metric) map[string]string {
 	out := map[string]string{}
 	for _, l := range m.GetLabel() {
@@ -183,6 +198,10 @@ type cost struct {
 	// Requeues is, by reason, the elector's passes per pod not caused by
 	// a proxy's own or its candidates' events.
 	Requeues map[string]float64 `json:"requeuesPerPod"`
+	// Fallbacks is the share of pods whose candidates in the
+	// --candidate-targets best-ranked targets all said no, so that every
+	// other eligible target got one.
+	Fallbacks float64 `json:"fallbacksPerPod"`
 	// CPU is, per process, the CPU-milliseconds per pod.
 	CPU map[string]float64 `json:"cpuMillisPerPod"`
 	// RSS is, per process, its resident memory in MiB at the run's end
@@ -216,6 +235,7 @@ func costOf(before, after snapshot, pods int) cost {
 			c.CPU[k] = (v - b) * 1000 / n
 		}
 	}
+	c.Fallbacks = max(after.fallbacks-before.fallbacks, 0) / n
 	for k, v := range after.requeues {
 		if d := v - before.requeues[k]; d > 0 {
 			c.Requeues[k] = d / n

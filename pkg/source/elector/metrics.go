@@ -28,6 +28,10 @@ var (
 		Name: "fleetlet_elections_in_flight",
 		Help: "Proxies holding a slot for their election (--elections-in-flight bounds them per target).",
 	})
+	candidateFallbacks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fleetlet_candidate_fallbacks_total",
+		Help: "Proxies whose candidates in the --candidate-targets best-ranked targets all said no (unschedulable or refused), so that every other eligible target got one: how often the ranking missed.",
+	})
 	electionsWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fleetlet_elections_waiting",
 		Help: "Proxies waiting for a slot before their candidates are made.",
@@ -35,7 +39,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(electionDuration, candidatesTotal, electionsTotal, requeuesTotal, electionsInFlight, electionsWaiting)
+	metrics.Registry.MustRegister(electionDuration, candidatesTotal, electionsTotal, requeuesTotal, electionsInFlight, electionsWaiting, candidateFallbacks)
 }
 
 // controllerOptions run elections in parallel (Options.Workers): each is

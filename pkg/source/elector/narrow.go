@@ -44,6 +44,11 @@ func (r *Reconciler) narrow(ctx context.Context, pod *corev1.Pod, states []*targ
 		}
 	}
 	if len(keep) >= k && allSaidNo {
+		if len(keep) == k {
+			// The first pass past the K: the others get theirs now,
+			// and are kept from the next pass on.
+			candidateFallbacks.Inc()
+		}
 		return
 	}
 	offers := make([]Offer, 0, len(eligible))
