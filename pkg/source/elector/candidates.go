@@ -41,7 +41,8 @@ type targetState struct {
 	// to say so (a namespace this source just created there).
 	soon bool
 	// short: the target's summary counts fewer free devices than the
-	// pod's resource claims ask for (devices.Need.Short); ranked last.
+	// pod's resource claims ask for (devices.Need.Short), or no node with
+	// room for the pod (noNodeFits); ranked last.
 	short bool
 }
 
@@ -277,7 +278,7 @@ func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []
 	byKey := map[string]*targetState{}
 	for _, s := range states {
 		if s.chaperon != nil {
-			offers = append(offers, Offer{Target: s.key.String(), Score: s.score, Priority: s.cluster.Priority(), LacksDevices: s.short, FreeShare: FreeShareAfter(s.cluster.Summary(), requests)})
+			offers = append(offers, Offer{Target: s.key.String(), Score: s.score, Priority: s.cluster.Priority(), Short: s.short, FreeShare: FreeShareAfter(s.cluster.Summary(), requests)})
 			byKey[s.key.String()] = s
 		}
 	}

@@ -132,6 +132,7 @@ func (r *Reconciler) prepare(ctx context.Context, pod *corev1.Pod) (*round, *rec
 		return nil, stop, err
 	}
 	rd.requests = proxy.PodRequests(&corev1.Pod{Spec: *userSpec})
+	markNoNodeFits(rd.states, rd.requests)
 	r.narrow(ctx, pod, rd.states, rd.requests)
 	return rd, nil, nil
 }

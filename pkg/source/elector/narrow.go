@@ -53,7 +53,7 @@ func (r *Reconciler) narrow(ctx context.Context, pod *corev1.Pod, states []*targ
 	}
 	offers := make([]Offer, 0, len(eligible))
 	for _, ts := range eligible {
-		offers = append(offers, Offer{Target: ts.key.String(), Score: ts.score, Priority: ts.cluster.Priority(), LacksDevices: ts.short, FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), r.inflight(ctx, ts.key.String())), requests)})
+		offers = append(offers, Offer{Target: ts.key.String(), Score: ts.score, Priority: ts.cluster.Priority(), Short: ts.short, FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), r.inflight(ctx, ts.key.String())), requests)})
 	}
 	for _, o := range Rank(pod.UID, offers) {
 		if len(keep) >= k {
@@ -85,4 +85,45 @@ func (r *Reconciler) cachedCandidate(ctx context.Context, pod *corev1.Pod, ts *t
 		return nil, false
 	}
 	return &pc, true
+}
+
+// markNoNodeFits marks short the eligible targets whose summary says no
+// node has room for the pod: for some resource it asks for (and one pod),
+// more than the most any one node has free (largestFree). Free capacity
+// spread over many nodes is no room for a pod that needs it on one; with
+// --candidate-targets such a target would otherwise rank first by its total
+// and make the ranking miss. A summary without largestFree (an older
+// fleetlet) says nothing.
+func markNoNodeFits(states []*targetState, requests corev1.ResourceList) {
+	for _, ts := range states {
+		if ts.eligible && !ts.short && noNodeFits(ts.cluster.Summary(), requests) {
+			ts.short = true
+		}
+	}
+}
+
+// noNodeFits tells whether summary's largestFree leaves no node with room
+// for a pod of requests.
+func noNodeFits(summary *v1alpha1.ClusterSummaryStatus, requests corev1.ResourceList) bool {
+	if summary == nil || summary.LargestFree == nil {
+		return false
+	}
+	if q, ok := summary.LargestFree[corev1.ResourcePods]; ok && q.Sign() <= 0 {
+		return true
+	}
+	for name, want := range requests {
+		if name == corev1.ResourcePods || want.IsZero() {
+			continue
+		}
+		free, ok := summary.LargestFree[name]
+		if !ok {
+			// A resource no node lists is left to the target's
+			// scheduler.
+			continue
+		}
+		if want.Cmp(free) > 0 {
+			return true
+		}
+	}
+	return false
 }

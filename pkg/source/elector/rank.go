@@ -61,15 +61,16 @@ type Offer struct {
 	Crowding int64
 	// FreeShare is FreeShareAfter for the pod.
 	FreeShare float64
-	// LacksDevices: the target's summary counts fewer free devices than
-	// the pod's resource claims ask for.
-	LacksDevices bool
+	// Short: the target's summary says it cannot run the pod now: fewer
+	// free devices than the pod's resource claims ask for, or no node with
+	// room for its requests (largestFree). The target's scheduler has the
+	// last word; a short target is only asked last.
+	Short bool
 	// Priority is the target's spec.priority.
 	Priority int32
 }
 
-// Rank orders offers best first: those not short of the devices the pod
-// asks for, then the targets' priority, then the highest score of the
+// Rank orders offers best first: those not short (Offer.Short), then the targets' priority, then the highest score of the
 // pod's preferences, then the fewest peers its soft spread over clusters counts
 // there, then the most free share after the pod, ties broken by
 // hash(pod UID, target), so that equal clusters share the load. A
@@ -78,8 +79,8 @@ type Offer struct {
 func Rank(uid types.UID, offers []Offer) []Offer {
 	out := append([]Offer(nil), offers...)
 	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].LacksDevices != out[j].LacksDevices {
-			return out[j].LacksDevices
+		if out[i].Short != out[j].Short {
+			return out[j].Short
 		}
 		if out[i].Priority != out[j].Priority {
 			return out[i].Priority > out[j].Priority

@@ -80,9 +80,9 @@ func TestRankPrefersScoreThenFreeShare(t *testing.T) {
 // every device is taken.
 func TestRankPutsTargetsShortOfDevicesLast(t *testing.T) {
 	got := Rank("uid", []Offer{
-		{Target: "full-gpus", Score: 80, FreeShare: 0.9, LacksDevices: true},
+		{Target: "full-gpus", Score: 80, FreeShare: 0.9, Short: true},
 		{Target: "free-gpus", Score: 0, FreeShare: 0.1},
-		{Target: "also-full", Score: 100, FreeShare: 0.5, LacksDevices: true},
+		{Target: "also-full", Score: 100, FreeShare: 0.5, Short: true},
 	})
 	assert.Falsef(t, got[0].Target != "free-gpus" || got[1].Target != "also-full" || got[2].Target != "full-gpus", "Rank = %v, want free-gpus, also-full, full-gpus", got)
 }
@@ -124,4 +124,35 @@ func TestWithRequestedCountsInflight(t *testing.T) {
 	q := s.Requested[corev1.ResourceCPU]
 	assert.Falsef(t, q.String() != "2", "the summary was changed: requested %s", q.String())
 	assert.False(t, withRequested(nil, extra) != nil, "no summary became one")
+}
+
+// A target whose free capacity is spread over nodes too small for the pod
+// is short: the most free on one node (largestFree) decides, not the total.
+func TestNoNodeFits(t *testing.T) {
+	pod := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	largest := func(pairs ...string) *v1alpha1.ClusterSummaryStatus {
+		s := summaryOf(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100")}, nil)
+		s.LargestFree = corev1.ResourceList{}
+		for i := 0; i < len(pairs); i += 2 {
+			s.LargestFree[corev1.ResourceName(pairs[i])] = resource.MustParse(pairs[i+1])
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name    string
+		summary *v1alpha1.ClusterSummaryStatus
+		want    bool
+	}{
+		{name: "no summary", summary: nil},
+		{name: "an older fleetlet: no largestFree", summary: summaryOf(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100")}, nil)},
+		{name: "a node with room", summary: largest("cpu", "2", "memory", "4Gi", "pods", "10")},
+		{name: "fragmented cpu: 100 free in total, 1500m at most on one node", summary: largest("cpu", "1500m", "memory", "4Gi", "pods", "10"), want: true},
+		{name: "memory too small on every node", summary: largest("cpu", "8", "memory", "512Mi", "pods", "10"), want: true},
+		{name: "every node full of pods", summary: largest("cpu", "8", "memory", "4Gi", "pods", "0"), want: true},
+		{name: "a resource no node lists is the scheduler's to judge", summary: largest("cpu", "8", "pods", "10")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, noNodeFits(tc.summary, pod))
+		})
+	}
 }

@@ -268,6 +268,7 @@ func setOwned(status *v1alpha1.ClusterSummaryStatus, owned v1alpha1.ClusterSumma
 	status.Capacity = owned.Capacity
 	status.Allocatable = owned.Allocatable
 	status.Requested = owned.Requested
+	status.LargestFree = owned.LargestFree
 	status.RequestedBySource = owned.RequestedBySource
 	status.Labels = owned.Labels
 	status.ClusterID = owned.ClusterID

@@ -102,6 +102,7 @@ func TestClusterSummaryController(t *testing.T) {
 		Capacity:    resources("cpu", "6", "memory", "12Gi", "pods", "220"),
 		Allocatable: resources("cpu", "5800m", "memory", "11Gi", "pods", "220"),
 		Requested:   zero,
+		LargestFree: resources("cpu", "3800m", "memory", "7Gi", "pods", "110"),
 		Labels:      map[string]string{"topology.kubernetes.io/region": "r1"},
 	}
 	step("nodes are summed", func(t *testing.T) {
@@ -116,6 +117,8 @@ func TestClusterSummaryController(t *testing.T) {
 	createPod(t, c, makePod("unbound", "").container("cpu", "2").obj(), ns)
 	withPods := bothNodes
 	withPods.Requested = resources("cpu", "1800m", "memory", "1280Mi", "pods", "3")
+	// n1 has 2300m, 6Gi and 108 pods free; n2 1700m, 3840Mi and 109.
+	withPods.LargestFree = resources("cpu", "2300m", "memory", "6Gi", "pods", "109")
 	withPods.RequestedBySource = map[string]corev1.ResourceList{
 		"src-a": resources("cpu", "300m", "memory", "256Mi", "pods", "1"),
 		"src-b": resources("cpu", "1", "memory", "0", "pods", "1"),
@@ -161,6 +164,7 @@ func TestClusterSummaryController(t *testing.T) {
 		Capacity:    resources("cpu", "4", "memory", "8Gi", "pods", "110"),
 		Allocatable: resources("cpu", "3800m", "memory", "7Gi", "pods", "110"),
 		Requested:   resources("cpu", "1500m", "memory", "1Gi", "pods", "2"),
+		LargestFree: resources("cpu", "2300m", "memory", "6Gi", "pods", "108"),
 		RequestedBySource: map[string]corev1.ResourceList{
 			"src-b": resources("cpu", "1", "memory", "0", "pods", "1"),
 		},
@@ -177,6 +181,7 @@ func TestClusterSummaryController(t *testing.T) {
 	setPodPhase(t, c, web, corev1.PodSucceeded)
 	finished := cordoned
 	finished.Requested = resources("cpu", "1", "memory", "0", "pods", "1")
+	finished.LargestFree = resources("cpu", "2800m", "memory", "7Gi", "pods", "109")
 	step("a finished pod no longer requests anything", func(t *testing.T) {
 		waitForSummary(t, c, finished)
 	})
@@ -194,6 +199,7 @@ func TestClusterSummaryController(t *testing.T) {
 	patchNode(t, c, "n2", func(n *corev1.Node) { n.Spec.Unschedulable = false })
 	realNodes := bothNodes
 	realNodes.Requested = resources("cpu", "1300m", "memory", "256Mi", "pods", "2")
+	realNodes.LargestFree = resources("cpu", "2800m", "memory", "7Gi", "pods", "109")
 	realNodes.RequestedBySource = map[string]corev1.ResourceList{
 		"src-a": resources("cpu", "300m", "memory", "256Mi", "pods", "1"),
 		"src-b": resources("cpu", "1", "memory", "0", "pods", "1"),

@@ -20,6 +20,10 @@
 //     the kube-scheduler does (PodRequests: init containers, sidecars,
 //     pod-level resources, in-place resizes and overhead), with "pods" their
 //     number. Pods on virtual nodes and other excluded nodes are not counted;
+//   - largestFree, for each resource, the most of it free on any one of
+//     those nodes (allocatable minus its active pods' requests, "pods"
+//     their number, never below zero): a source ranks last a target where
+//     no node has room for a pod, however much it has free in total;
 //   - requestedBySource, the part of requested that comes from each source's
 //     delegates (pods labelled multicluster.fleetlet.io/parent-cluster). A
 //     source subtracts its own part so that its own delegates, which its

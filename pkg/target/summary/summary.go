@@ -59,12 +59,17 @@ func Summarize(nodes []*corev1.Node, pods []*corev1.Pod) v1alpha1.ClusterSummary
 	status.Labels = SharedLabels(counted)
 
 	status.Requested = zeroRequests()
+	byNode := make(map[string]corev1.ResourceList, len(counted))
 	for _, pod := range pods {
 		if !IsActivePod(pod) || !schedulable[pod.Spec.NodeName] {
 			continue
 		}
 		requests := proxy.PodRequests(pod)
 		addPod(status.Requested, requests)
+		if byNode[pod.Spec.NodeName] == nil {
+			byNode[pod.Spec.NodeName] = zeroRequests()
+		}
+		addPod(byNode[pod.Spec.NodeName], requests)
 		if source := pod.Labels[v1alpha1.LabelParentCluster]; source != "" {
 			if status.RequestedBySource == nil {
 				status.RequestedBySource = map[string]corev1.ResourceList{}
@@ -75,7 +80,32 @@ func Summarize(nodes []*corev1.Node, pods []*corev1.Pod) v1alpha1.ClusterSummary
 			addPod(status.RequestedBySource[source], requests)
 		}
 	}
+	status.LargestFree = largestFree(counted, byNode)
 	return status
+}
+
+// largestFree is, per resource, the most any one node has free:
+// allocatable minus what its pods request (used), never below zero.
+func largestFree(nodes []*corev1.Node, used map[string]corev1.ResourceList) corev1.ResourceList {
+	var out corev1.ResourceList
+	for _, node := range nodes {
+		for name, alloc := range node.Status.Allocatable {
+			free := alloc.DeepCopy()
+			if q, ok := used[node.Name][name]; ok {
+				free.Sub(q)
+			}
+			if free.Sign() < 0 {
+				free = *resource.NewQuantity(0, alloc.Format)
+			}
+			if out == nil {
+				out = corev1.ResourceList{}
+			}
+			if cur, ok := out[name]; !ok || free.Cmp(cur) > 0 {
+				out[name] = free
+			}
+		}
+	}
+	return out
 }
 
 // SharedLabels returns the labels, key and value, that every node carries;

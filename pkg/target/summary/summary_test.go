@@ -203,6 +203,8 @@ func TestSummarize(t *testing.T) {
 				Capacity:    resources("cpu", "12", "memory", "48Gi", "pods", "220", "nvidia.com/gpu", "2"),
 				Allocatable: resources("cpu", "11500m", "memory", "46Gi", "pods", "220", "nvidia.com/gpu", "2"),
 				Requested:   resources("cpu", "1500m", "memory", "1Gi", "pods", "3", "nvidia.com/gpu", "1"),
+				// cpu, memory and pods free on a, the GPU on b.
+				LargestFree: resources("cpu", "7", "memory", "29Gi", "pods", "109", "nvidia.com/gpu", "1"),
 				Labels:      map[string]string{"region": "r1"},
 			},
 		},
@@ -226,6 +228,7 @@ func TestSummarize(t *testing.T) {
 				Capacity:    resources("cpu", "8", "memory", "32Gi", "pods", "110"),
 				Allocatable: resources("cpu", "7500m", "memory", "30Gi", "pods", "110"),
 				Requested:   resources("cpu", "1", "memory", "0", "pods", "1"),
+				LargestFree: resources("cpu", "6500m", "memory", "30Gi", "pods", "109"),
 				Labels:      map[string]string{corev1.LabelHostname: "real", "region": "r1"},
 			},
 		},
@@ -242,6 +245,7 @@ func TestSummarize(t *testing.T) {
 				Capacity:    resources("cpu", "8", "memory", "32Gi", "pods", "110"),
 				Allocatable: resources("cpu", "7500m", "memory", "30Gi", "pods", "110"),
 				Requested:   zero,
+				LargestFree: resources("cpu", "7500m", "memory", "30Gi", "pods", "110"),
 				Labels:      map[string]string{corev1.LabelHostname: "a", "region": "r1"},
 			},
 		},
@@ -261,6 +265,8 @@ func TestSummarize(t *testing.T) {
 				Capacity:    resources("cpu", "16", "memory", "64Gi", "pods", "220"),
 				Allocatable: resources("cpu", "15", "memory", "60Gi", "pods", "220"),
 				Requested:   resources("cpu", "4200m", "memory", "1280Mi", "pods", "5"),
+				// cpu and pods on a (6300m, 108), memory on b (30Gi − 256Mi).
+				LargestFree: resources("cpu", "6300m", "memory", "30464Mi", "pods", "108"),
 				RequestedBySource: map[string]corev1.ResourceList{
 					"x": resources("cpu", "2200m", "memory", "256Mi", "pods", "2"),
 					"y": resources("cpu", "0", "memory", "0", "pods", "1"),
@@ -276,7 +282,28 @@ func TestSummarize(t *testing.T) {
 				Capacity:    resources("cpu", "8", "memory", "32Gi", "pods", "110"),
 				Allocatable: resources("cpu", "7500m", "memory", "30Gi", "pods", "110"),
 				Requested:   zero,
+				LargestFree: resources("cpu", "7500m", "memory", "30Gi", "pods", "110"),
 				Labels:      map[string]string{corev1.LabelHostname: "a", "region": "r1"},
+			},
+		},
+		{
+			name: "a full node frees nothing, below zero included",
+			nodes: []*corev1.Node{
+				big("full").obj(),
+				makeNode("small").capacity("cpu", "1", "memory", "4Gi", "pods", "10").label("region", "r1").obj(),
+			},
+			pods: []*corev1.Pod{
+				makePod("hog", "full").container("cpu", "8", "memory", "1Gi").obj(),
+			},
+			want: v1alpha1.ClusterSummaryStatus{
+				NodeCount:   2,
+				Capacity:    resources("cpu", "9", "memory", "36Gi", "pods", "120"),
+				Allocatable: resources("cpu", "8500m", "memory", "34Gi", "pods", "120"),
+				Requested:   resources("cpu", "8", "memory", "1Gi", "pods", "1"),
+				// full is overcommitted (8 of its 7500m): its cpu counts as
+				// 0 free, not −500m, and small's 1 is the most.
+				LargestFree: resources("cpu", "1", "memory", "29Gi", "pods", "109"),
+				Labels:      map[string]string{"region": "r1"},
 			},
 		},
 	}

@@ -38,6 +38,15 @@ type ClusterSummaryStatus struct {
 	// +optional
 	Requested corev1.ResourceList `json:"requested,omitempty"`
 
+	// largestFree is, for each resource the schedulable nodes have
+	// allocatable of, the most of it free on any one of them (the node's
+	// allocatable minus the requests of its active pods, "pods" their
+	// number): a pod asking for more of any resource fits on no node
+	// however much the cluster has free in total. Each resource's figure
+	// may come from a different node.
+	// +optional
+	LargestFree corev1.ResourceList `json:"largestFree,omitempty"`
+
 	// requestedBySource is the part of requested (pods included) that comes
 	// from the delegates of each source: pods labelled
 	// multicluster.fleetlet.io/parent-cluster=<source>, keyed by source. A

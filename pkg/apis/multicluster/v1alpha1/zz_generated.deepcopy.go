@@ -210,6 +210,13 @@ func (in *ClusterSummaryStatus) DeepCopyInto(out *ClusterSummaryStatus) {
 			(*out)[key] = val.DeepCopy()
 		}
 	}
+	if in.LargestFree != nil {
+		in, out := &in.LargestFree, &out.LargestFree
+		*out = make(corev1.ResourceList, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val.DeepCopy()
+		}
+	}
 	if in.RequestedBySource != nil {
 		in, out := &in.RequestedBySource, &out.RequestedBySource
 		*out = make(map[string]corev1.ResourceList, len(*in))
