@@ -92,7 +92,9 @@ func setSummary(t *testing.T, c client.Client, status v1alpha1.ClusterSummarySta
 // its total, its candidate was refused, and every such pod fell back.
 func TestCandidateSkipsATargetWhereNoNodeFits(t *testing.T) {
 	h, remote, local := start(t, elector.Options{CandidateTargets: 1})
-	cpu := func(q string) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)} }
+	cpu := func(q string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}
+	}
 	// remote: 100 CPUs free, at most 50m of them on one node; local: 5 of
 	// 10 free, 2 on one node. The proxy asks for 100m.
 	setSummary(t, h.target, v1alpha1.ClusterSummaryStatus{Allocatable: cpu("100"), Requested: cpu("0"), LargestFree: cpu("50m")})
