@@ -220,11 +220,14 @@ func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *cor
 	if res, wait, err := r.bindSourceClaims(ctx, pod, cl, nodeName); wait {
 		return res, err
 	}
-	if !r.fits(ctx, pod, nodeName) {
+	fits := r.fits(ctx, pod, nodeName)
+	r.setAwaitingRoom(pod.UID, !fits)
+	if !fits {
 		// Never ungated without a fit: the source scheduler would fail
 		// to bind it, or preempt. The node's allocatable growing brings
-		// the proxy back (the headed index); past UnboundTimeout it is
-		// deleted, as an ungated proxy that stays unbound is.
+		// the proxy back (the headed index, awaitingRoom); past
+		// UnboundTimeout it is deleted, as an ungated proxy that stays
+		// unbound is.
 		if left := r.opts.UnboundTimeout - r.clock.Since(rec.LastTransitionTime.Time); left > 0 {
 			return r.requeueAfter(pod, requeueAwaitingRoom, min(left, 5*time.Second)), nil
 		}
@@ -245,6 +248,30 @@ func (r *Reconciler) pinAndUngate(ctx context.Context, pod *corev1.Pod, rec *cor
 	}
 	crashpoint.Hit(crashpoint.AfterUngate)
 	return reconcile.Result{}, nil
+}
+
+// setAwaitingRoom remembers whether the proxy waits for room on its
+// virtual node, and nothing else, before its gate is lifted.
+func (r *Reconciler) setAwaitingRoom(uid types.UID, waiting bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if waiting {
+		if r.awaitingRoom == nil {
+			r.awaitingRoom = map[types.UID]struct{}{}
+		}
+		r.awaitingRoom[uid] = struct{}{}
+	} else {
+		delete(r.awaitingRoom, uid)
+	}
+}
+
+// isAwaitingRoom reports whether the proxy's last pass found no room for it
+// on its virtual node.
+func (r *Reconciler) isAwaitingRoom(uid types.UID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.awaitingRoom[uid]
+	return ok
 }
 
 // fits reports whether the source scheduler binds the proxy to the virtual

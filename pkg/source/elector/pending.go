@@ -61,4 +61,5 @@ func (r *Reconciler) forget(uid types.UID) {
 	defer r.mu.Unlock()
 	delete(r.trimmed, uid)
 	delete(r.firstReservation, uid)
+	delete(r.awaitingRoom, uid)
 }

@@ -148,6 +148,10 @@ type Reconciler struct {
 	// trimmed is, per proxy, the targets a round that no cluster could
 	// take left out (pending.go).
 	trimmed map[types.UID]trimmedRound
+	// awaitingRoom are the proxies admitted in their target that wait for
+	// their virtual node to have room (completion.go): the only ones a
+	// growing allocatable brings back.
+	awaitingRoom map[types.UID]struct{}
 	// usage is what each node's active pods request (usage.go).
 	usage *nodeUsage
 	// deletingLosers are the losers being deleted now (candidateKey);
@@ -219,6 +223,7 @@ func New(opts Options) (*Reconciler, error) {
 		clock:            clock.RealClock{},
 		firstReservation: map[types.UID]time.Time{},
 		trimmed:          map[types.UID]trimmedRound{},
+		awaitingRoom:     map[types.UID]struct{}{},
 		usage:            newNodeUsage(),
 		deletedLosers:    map[types.UID]time.Time{},
 		created:          map[candidateKey]time.Time{},

@@ -87,19 +87,21 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// A virtual node cordoned, uncordoned or (un)tainted changes
 		// where gated proxies may go.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.gatedProxies), builder.WithPredicates(virtualNodeSchedulingChanged())).
-		// Its allocatable grown by an elected proxy's requests: that
-		// proxy's gate may go (see fits).
+		// Its allocatable grown by an elected proxy's requests: the
+		// proxies waiting for room there may go (see fits).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.headedProxies), builder.WithPredicates(virtualNodeAllocatableChanged())).
 		WithOptions(r.controllerOptions()).
 		Complete(r)
 }
 
 // headedProxies lists the proxies still gated that are pinned or elected
-// to a node whose allocatable changed, and that fit there now: the others
-// wait for more room (their own timer looks again), so that an elected
-// proxy raising the node's allocatable brings back the few it makes room
-// for, not every proxy headed there. Before every pod there is counted,
-// all of them.
+// to a node whose allocatable changed, whose last pass found no room there
+// (awaitingRoom), and that fit there now: the others wait for more room
+// (their own timer looks again), so that an elected proxy raising the
+// node's allocatable brings back the few it makes room for, not every
+// proxy headed there. A proxy elected there whose delegate is not admitted
+// yet waits for that, not for room: its chaperon's events bring it back.
+// Before every pod there is counted, all that wait for room.
 func (r *Reconciler) headedProxies(ctx context.Context, obj client.Object) []reconcile.Request {
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.HeadedProxy.Field: obj.GetName()}); err != nil {
@@ -110,6 +112,9 @@ func (r *Reconciler) headedProxies(ctx context.Context, obj client.Object) []rec
 	out := make([]reconcile.Request, 0, len(pods.Items))
 	for i := range pods.Items {
 		p := &pods.Items[i]
+		if !r.isAwaitingRoom(p.UID) {
+			continue
+		}
 		if isNode && counted && !fitsNode(node.Status.Allocatable, used, active, proxy.PodRequests(p)) {
 			continue
 		}

@@ -125,9 +125,12 @@ func TestUngatedProxiesTakeRoom(t *testing.T) {
 }
 
 // TestHeadedProxiesThatFit: a virtual node's allocatable growing brings
-// back the gated proxies headed there that fit now, not every one headed
-// there; before the usage is counted, all of them. Before: every headed
-// proxy on every change (5.8 passes per pod in a 1,000-pod burst).
+// back the gated proxies headed there that wait for room and fit now, not
+// every one headed there; before the usage is counted, all that wait for
+// room. Before: every headed proxy on every change (5.8 passes per pod in a
+// 1,000-pod burst), then every one that fit, those whose delegate was not
+// admitted yet included (5.6 per pod in a 500-pod burst with
+// --candidate-targets=1).
 func TestHeadedProxiesThatFit(t *testing.T) {
 	pinned := func(name, cpu string) *corev1.Pod {
 		p := usagePod(name, "", cpu, corev1.PodPending)
@@ -137,10 +140,15 @@ func TestHeadedProxiesThatFit(t *testing.T) {
 		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateElection}}
 		return p
 	}
-	small, big := pinned("small", "500m"), pinned("big", "2")
-	c := fake.NewClientBuilder().WithObjects(small, big).
+	small, big, notAdmitted := pinned("small", "500m"), pinned("big", "2"), pinned("not-admitted", "100m")
+	small.UID, big.UID, notAdmitted.UID = "small", "big", "not-admitted"
+	c := fake.NewClientBuilder().WithObjects(small, big, notAdmitted).
 		WithIndex(&corev1.Pod{}, indexer.HeadedProxy.Field, indexer.HeadedProxy.Extract).Build()
 	r := &Reconciler{client: c, usage: newNodeUsage()}
+	// The last passes of small and big found no room; not-admitted's
+	// delegate is not admitted yet: it waits for that, not for room.
+	r.setAwaitingRoom(small.UID, true)
+	r.setAwaitingRoom(big.UID, true)
 	node := &corev1.Node{}
 	node.Name = "fleetlet-t"
 	node.Status.Allocatable = rl("cpu", "1", "pods", "10")
@@ -158,5 +166,9 @@ func TestHeadedProxiesThatFit(t *testing.T) {
 	r.usage.synced = func() bool { return true }
 	if got := names(); strings.Join(got, ",") != "small" {
 		require.FailNowf(t, "1 CPU allocatable", "1 CPU allocatable: %v, want only the proxy that fits", got)
+	}
+	r.setAwaitingRoom(small.UID, false)
+	if got := names(); len(got) != 0 {
+		require.FailNowf(t, "small ungated", "small ungated: %v, want none", got)
 	}
 }
