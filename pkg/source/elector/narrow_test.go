@@ -69,7 +69,7 @@ func counter(t *testing.T, name string) float64 {
 }
 
 // setSummary sets the ClusterSummary status of the control plane c reaches
-// until the test ends, and waits a few probes for the registry to read it.
+// until the test ends.
 func setSummary(t *testing.T, c client.Client, status v1alpha1.ClusterSummaryStatus) {
 	t.Helper()
 	write := func(status v1alpha1.ClusterSummaryStatus) error {
@@ -99,7 +99,7 @@ func TestCandidateSkipsATargetWhereNoNodeFits(t *testing.T) {
 	// 10 free, 2 on one node. The proxy asks for 100m.
 	setSummary(t, h.target, v1alpha1.ClusterSummaryStatus{Allocatable: cpu("100"), Requested: cpu("0"), LargestFree: cpu("50m")})
 	setSummary(t, h.source, v1alpha1.ClusterSummaryStatus{Allocatable: cpu("10"), Requested: cpu("5"), LargestFree: cpu("2")})
-	time.Sleep(2 * time.Second) // a few of the registry's 500 ms probes
+	time.Sleep(3 * time.Second) // several of the registry's 500 ms probes
 	fallbacks := counter(t, "fleetlet_candidate_fallbacks_total")
 
 	p := h.proxy(t, "fragmented")

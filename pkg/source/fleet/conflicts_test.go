@@ -59,22 +59,31 @@ func conditionString(c *metav1.Condition) string {
 	return string(c.Status) + "/" + c.Reason + ": " + c.Message
 }
 
-// setSummary writes the target's ClusterSummary status fields the tests
-// use, and clears them when the test ends (other tests share the target).
-func setSummary(t *testing.T, c client.Client, clusterID string, observed *metav1.Time) {
+// changeSummary applies change to the target's ClusterSummary status now,
+// and undo when the test ends (other tests share the target).
+func changeSummary(t *testing.T, c client.Client, change, undo func(*v1alpha1.ClusterSummaryStatus)) {
 	t.Helper()
 	ensureSummary(t, c)
 	ctx := context.Background()
-	write := func(id string, at *metav1.Time) error {
+	write := func(f func(*v1alpha1.ClusterSummaryStatus)) error {
 		var cs v1alpha1.ClusterSummary
 		if err := c.Get(ctx, client.ObjectKey{Name: v1alpha1.ClusterSummaryName}, &cs); err != nil {
 			return err
 		}
-		cs.Status.ClusterID, cs.Status.ObservedTime = id, at
+		f(&cs.Status)
 		return c.Status().Update(ctx, &cs)
 	}
-	require.NoError(t, write(clusterID, observed))
-	t.Cleanup(func() { _ = write("", nil) })
+	require.NoError(t, write(change))
+	t.Cleanup(func() { _ = write(undo) })
+}
+
+// setSummary writes the target's ClusterSummary status fields the tests
+// use, and clears them when the test ends.
+func setSummary(t *testing.T, c client.Client, clusterID string, observed *metav1.Time) {
+	t.Helper()
+	changeSummary(t, c,
+		func(s *v1alpha1.ClusterSummaryStatus) { s.ClusterID, s.ObservedTime = clusterID, observed },
+		func(s *v1alpha1.ClusterSummaryStatus) { s.ClusterID, s.ObservedTime = "", nil })
 }
 
 // A ClusterTarget <ns>-x and a Target x in namespace <ns> map to one virtual
@@ -301,24 +310,13 @@ func TestRefusedRegistrationsLeaveTheHolderAlone(t *testing.T) {
 // target's ClusterSummary, as its fleetlet would, until the test ends.
 func setSchedulerCondition(t *testing.T, c client.Client, status metav1.ConditionStatus, reason, msg string) {
 	t.Helper()
-	ensureSummary(t, c)
-	ctx := context.Background()
-	write := func(set func(*[]metav1.Condition)) error {
-		var cs v1alpha1.ClusterSummary
-		if err := c.Get(ctx, client.ObjectKey{Name: v1alpha1.ClusterSummaryName}, &cs); err != nil {
-			return err
-		}
-		set(&cs.Status.Conditions)
-		return c.Status().Update(ctx, &cs)
-	}
-	require.NoError(t, write(func(conds *[]metav1.Condition) {
-		meta.SetStatusCondition(conds, metav1.Condition{Type: v1alpha1.ConditionCandidateScheduler, Status: status, Reason: reason, Message: msg})
-	}))
-	t.Cleanup(func() {
-		_ = write(func(conds *[]metav1.Condition) {
-			meta.RemoveStatusCondition(conds, v1alpha1.ConditionCandidateScheduler)
+	changeSummary(t, c,
+		func(s *v1alpha1.ClusterSummaryStatus) {
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1alpha1.ConditionCandidateScheduler, Status: status, Reason: reason, Message: msg})
+		},
+		func(s *v1alpha1.ClusterSummaryStatus) {
+			meta.RemoveStatusCondition(&s.Conditions, v1alpha1.ConditionCandidateScheduler)
 		})
-	})
 }
 
 // A target whose ClusterSummary says its candidate scheduler does not run
