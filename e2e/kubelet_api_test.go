@@ -208,6 +208,14 @@ func TestKubeletAPIThroughVirtualNodes(t *testing.T) {
 	rec, ok := proxy.Elected(&p)
 	require.Truef(t, ok, "proxy %s has no election record", p.Name)
 	delegate := rec.Chaperon
+	// A manager started moments ago (an earlier scenario restarts it)
+	// serves its virtual nodes' kubelet API before their serving
+	// certificates are issued, as a kubelet with serverTLSBootstrap does:
+	// until then a TLS handshake fails ("tls: internal error").
+	eventually(t, time.Minute, "the virtual node's kubelet API to serve", func(context.Context) (bool, string) {
+		out, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "logs", p.Name, "--tail=1")
+		return err == nil, out
+	})
 
 	t.Run("logs", func(t *testing.T) {
 		got, err := kubectl(t, "--context", sandbox.SourceCluster, "-n", ns, "logs", p.Name)
