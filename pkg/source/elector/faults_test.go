@@ -451,9 +451,11 @@ func TestDeletedProxyWaitsForItsDelegateOnEvents(t *testing.T) {
 	noTimedPasses(t, before, "while the deleted proxy's delegate went")
 }
 
-// A deleted proxy's chaperons are read from the targets' caches, which
-// have synced: deleting it reads no chaperon from an API server. Before:
-// each pass read every target's chaperon live, about twice per target.
+// A deleted proxy's chaperons, and its delegate's pod, are read from the
+// targets' caches, which have synced: deleting it reads neither from an
+// API server. Before: each pass read every target's chaperon live, about
+// twice per target; then, once the chaperon was gone, the delegate's pod
+// (a GET per delegate deletion).
 func TestFinalizeReadsChaperonsFromTheCaches(t *testing.T) {
 	h, remote, local := start(t, elector.Options{})
 	ctx := context.Background()
@@ -463,7 +465,7 @@ func TestFinalizeReadsChaperonsFromTheCaches(t *testing.T) {
 
 	// The harness lists chaperons from here on (LIST, not GET): every
 	// GET of one is the elector's.
-	before := served(t)
+	before, beforeTarget := served(t), testenv.Served(t, targetEnv.Config)
 	require.NoError(t, h.source.Delete(ctx, p))
 	c := h.clientOf(remote)
 	testenv.EventuallyTrue(t, waitTimeout, "the delegate's chaperon deleted, then gone", func(ctx context.Context) bool {
@@ -486,6 +488,9 @@ func TestFinalizeReadsChaperonsFromTheCaches(t *testing.T) {
 	h.waitProxyGone(t, p, "the proxy gone once its delegate is")
 	const get = "GET podchaperons/"
 	assert.Zerof(t, served(t)[get]-before[get], "chaperons read from an API server while the proxy was deleted")
+	// The harness reads no pod of the target (the proxy is the source's).
+	const getPod = "GET pods/"
+	assert.Zerof(t, testenv.Served(t, targetEnv.Config)[getPod]-beforeTarget[getPod], "the delegate's pod read from its target's API server while the proxy was deleted")
 }
 
 // noTimedPasses fails for every pass that ran for a timer since before

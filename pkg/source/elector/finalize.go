@@ -113,13 +113,14 @@ func (r *Reconciler) finalizeIn(ctx context.Context, pod *corev1.Pod, cl *fleet.
 		}
 		return holdSoon
 	}
+	reader := r.finalizeReader(cl, pod)
 	var pc v1alpha1.PodChaperon
-	err := r.readChaperon(ctx, cl, pod, name, &pc)
+	err := reader.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: name}, &pc)
 	if apierrors.IsNotFound(err) && mayRunIn(pod, cl.Key()) {
 		// The chaperon alone is no proof: deleted there without
 		// propagation, it leaves its pod to the target's garbage
 		// collector and to the pod's grace period.
-		gone, why, err := delegatePod(ctx, cl, pod.Namespace, name, pod.UID)
+		gone, why, err := delegatePod(ctx, reader, cl, pod.Namespace, name, pod.UID)
 		switch {
 		case err != nil:
 			ctrl.LoggerFrom(ctx).V(1).Info("A target did not confirm the delegate gone", "target", cl.Key().String(), "error", err.Error())
@@ -154,19 +155,25 @@ func (r *Reconciler) finalizeIn(ctx context.Context, pod *corev1.Pod, cl *fleet.
 	return going()
 }
 
-// readChaperon reads a deleted proxy's chaperon in one target: from the
-// target's cache of the namespace once it has synced, unless this elector
-// created the chaperon so lately that the cache may not show it yet (the
-// rule candidates are created by); else from the API server. Nothing of a
-// deleted proxy is created again, so what the cache lacks is gone. A
-// chaperon the cache still shows after it went is deleted again (NotFound,
-// nothing to do) and waited for on its event.
-func (r *Reconciler) readChaperon(ctx context.Context, cl *fleet.Cluster, pod *corev1.Pod, name string, pc *v1alpha1.PodChaperon) error {
-	key := types.NamespacedName{Namespace: pod.Namespace, Name: name}
+// finalizeReader is where a deleted proxy's chaperon and delegate pod in
+// one target are read: the target's cache of the namespace once it has
+// synced, unless this elector created the chaperon so lately that the
+// cache may not show it yet (the rule candidates are created by); else
+// the API server. Nothing of a deleted proxy is created again, so what the
+// cache lacks is gone. A chaperon the cache still shows after it went is
+// deleted again (NotFound, nothing to do) and waited for on its event; so
+// is a pod.
+//
+// The pod, too: the cache holds the pods of this source's chaperons,
+// from a list at its start and every event since, so a delegate's pod it
+// lacks is gone, unless it was created within the cache's lag of now,
+// which a delegate (created before its election) is not. Before, each
+// delegate's deletion cost its target a live GET of the pod.
+func (r *Reconciler) finalizeReader(cl *fleet.Cluster, pod *corev1.Pod) client.Reader {
 	if cached, synced := cl.ChaperonCache(pod.Namespace); synced && !r.createdLately(pod.UID, cl.Key()) {
-		return cached.Get(ctx, key, pc)
+		return cached
 	}
-	return cl.Client().Get(ctx, key, pc)
+	return cl.Client()
 }
 
 // finalizeSafety is how long a deleted proxy whose delegate is still going
@@ -219,7 +226,7 @@ func (r *Reconciler) finishDeletion(ctx context.Context, pod *corev1.Pod) error 
 // proxy's delegate is not, and a StatefulSet must not make its pod again
 // elsewhere. A pod that has finished (Succeeded, Failed) runs nothing.
 func delegatePodGone(ctx context.Context, cl *fleet.Cluster, namespace, name string, uid types.UID) (bool, string) {
-	gone, why, err := delegatePod(ctx, cl, namespace, name, uid)
+	gone, why, err := delegatePod(ctx, cl.Client(), cl, namespace, name, uid)
 	if err != nil {
 		return false, fmt.Sprintf("reading its pod in %s: %v", cl.Key(), err)
 	}
@@ -227,10 +234,10 @@ func delegatePodGone(ctx context.Context, cl *fleet.Cluster, namespace, name str
 }
 
 // delegatePod is delegatePodGone with a failed read apart (err): the pod
-// may be gone or not.
-func delegatePod(ctx context.Context, cl *fleet.Cluster, namespace, name string, uid types.UID) (gone bool, why string, err error) {
+// may be gone or not. It reads the pod from reader, cl's cache or client.
+func delegatePod(ctx context.Context, reader client.Reader, cl *fleet.Cluster, namespace, name string, uid types.UID) (gone bool, why string, err error) {
 	var p corev1.Pod
-	err = cl.Client().Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &p)
+	err = reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &p)
 	switch {
 	case apierrors.IsNotFound(err):
 		return true, "", nil

@@ -136,7 +136,9 @@
 // writing the record, and the pod is deleted before the next leader
 // reconciles the chaperon. The pod is then created once more.
 //
-// A chaperon being deleted gets no pod and no new condition.
+// A chaperon being deleted gets no pod and no status write at all: its
+// pod is deleted, and its status stays as it was (its pod's going is no
+// news; the source reads the pod itself).
 //
 // # When the source is unreachable
 //

@@ -323,18 +323,12 @@ func (r *PodChaperonReconciler) sync(ctx context.Context, ch *v1alpha1.PodChaper
 	}
 
 	if !ch.DeletionTimestamp.IsZero() {
-		if pod != nil && isHeldBy(pod, ch) {
-			if err := r.deletePod(ctx, ch, pod); err != nil {
-				return ctrl.Result{}, err
-			}
-		} else if proxy.FinalizerIndex(ch.Finalizers, v1alpha1.FinalizerDelegatePod) >= 0 {
-			return ctrl.Result{}, r.release(ctx, ch)
-		}
+		return ctrl.Result{}, r.whileDeleted(ctx, ch, pod)
 	}
 
 	var out outcome
 	switch {
-	case isDeletedRecord(ch) && pod == nil && ch.DeletionTimestamp.IsZero():
+	case isDeletedRecord(ch) && pod == nil:
 		// The pod was created and deleted: it stays gone, unless it is a
 		// delegate whose source is unreachable (see afterDeletion).
 		out, ch = r.afterDeletion(ctx, ch, deletedAt(ch))
@@ -344,16 +338,10 @@ func (r *PodChaperonReconciler) sync(ctx context.Context, ch *v1alpha1.PodChaper
 		// the source would take its delegate for gone.
 		out = outcome{cond: heldConditionFor(ch, pod), pod: pod}
 	case isDeletedRecord(ch):
-		// A pod of that name that is not ours, or a chaperon being
-		// deleted: nothing is created again.
+		// A pod of that name that is not ours: nothing is created again.
 	case pod != nil && isHeldBy(pod, ch):
 		pod, current, res, err := r.update(ctx, ch, pod)
 		out = outcome{cond: heldConditionFor(ch, pod), pod: pod, behind: !current, result: res, err: err}
-	case !ch.DeletionTimestamp.IsZero():
-		// Being deleted: its pod is going, or never came. Nothing to
-		// create, and nothing to report (a loser candidate's pod going
-		// away is no news).
-		return ctrl.Result{}, nil
 	case pod != nil && created:
 		out.cond = deletedCondition(fmt.Sprintf(" A pod named %s that this chaperon does not own now exists; it is left alone.", pod.Name))
 	case pod != nil:
@@ -369,6 +357,22 @@ func (r *PodChaperonReconciler) sync(ctx context.Context, ch *v1alpha1.PodChaper
 		return ctrl.Result{}, errors.Join(out.err, err)
 	}
 	return out.result, out.err
+}
+
+// whileDeleted deletes the pod of a chaperon being deleted, or lets the
+// chaperon go once its pod is gone: nothing else. Its status is not
+// written any more (no pass updates a pod that is going, and its going is
+// no news: the source reads the pod itself while it is there, and waits
+// for the chaperon to go), so a delegate's deletion costs its target no
+// status write.
+func (r *PodChaperonReconciler) whileDeleted(ctx context.Context, ch *v1alpha1.PodChaperon, pod *corev1.Pod) error {
+	if pod != nil && isHeldBy(pod, ch) {
+		return r.deletePod(ctx, ch, pod)
+	}
+	if proxy.FinalizerIndex(ch.Finalizers, v1alpha1.FinalizerDelegatePod) >= 0 {
+		return r.release(ctx, ch)
+	}
+	return nil
 }
 
 // create creates ch's pod as its source's ServiceAccount; again, because

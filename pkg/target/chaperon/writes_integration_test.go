@@ -94,9 +94,16 @@ func TestElectedChaperonGoesAfterItsPod(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(time.Second) // the passes its deletion brings
+	// The pod's status moves while it is Terminating (a kubelet stopping
+	// its containers): a chaperon being deleted is not written for it.
+	// Before, every delegate's deletion cost its target a status write.
+	before := getChaperon(t, ch)
+	pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: "test.fleetlet.io/Stopping", Status: corev1.ConditionTrue})
+	require.NoError(t, k8sClient.Status().Update(ctx, &pod))
+	time.Sleep(time.Second) // the passes its deletion and its status bring
 	got := getChaperon(t, ch)
 	assert.Contains(t, got.Finalizers, v1alpha1.FinalizerDelegatePod, "the chaperon of a pod still Terminating")
+	assert.Equal(t, before.Status, got.Status, "the status of a chaperon being deleted, after its pod's status moved")
 
 	require.NoError(t, k8sClient.Patch(ctx, &pod, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))))
 	testenv.Eventually(t, waitTimeout, "the chaperon gone after its pod", func() error {
