@@ -112,13 +112,25 @@
 // rests on the chaperon's status: PodCreated True, or False with reason
 // PodDeleted, means the pod was created. Status is the record because only
 // this controller writes it — a source may read a chaperon's status but not
-// write it, so it cannot erase the record to have a pod created twice. The
-// record is written in the same reconcile as the creation, and both
-// directions of cache lag are checked against the API server:
+// write it, so it cannot erase the record to have a pod created twice.
+//
+// The record waits for the pod's first news (recordWaits): a candidate's
+// pod that no scheduler or kubelet has touched costs no status write, so
+// a losing candidate, reserved and then deleted, costs its target none at
+// all (with a candidate in every target, that write was a third of each
+// target's chaperon writes). Until then the source's mark (the elected
+// annotation, which no source removes) stands for the record: a source
+// marks only a candidate whose pod the candidate scheduler reserved a node
+// for, and that scheduler binds only a marked candidate, so a pod that may
+// have run is always recorded. A candidate's pod deleted before its mark
+// and its first news never ran; it is created again, as a new candidate.
+// Both directions of cache lag are checked:
 //
 //   - no pass acts on a cache that has not shown our last status write: it
 //     waits for the event that shows it (the version the write made; the
 //     cache's events come in order), or a second if a relist skipped it;
+//   - no pass creates a pod this controller created within 5 s and the
+//     cache has not shown yet (createdPods): it waits for the pod's event;
 //   - before creating, the chaperon is read again from the API server when
 //     the cache may lack our own "created" record: it has not shown a
 //     status write of ours yet (a pass that waited past 5 s), or the
@@ -132,9 +144,11 @@
 //   - a creation that finds the name taken (AlreadyExists) reads the pod
 //     and adopts it only if the chaperon controls it.
 //
-// The one window left: the manager stops after creating a pod and before
-// writing the record, and the pod is deleted before the next leader
-// reconciles the chaperon. The pod is then created once more.
+// The one window left: the candidate scheduler binds a marked pod, its
+// kubelet starts it, and it is deleted before this controller has seen
+// the mark (a pass behind by the mark's event): the pod is then created
+// once more. Before the record waited, the window was the same with the
+// manager stopping between a creation and its record.
 //
 // A chaperon being deleted gets no pod and no status write at all: its
 // pod is deleted, and its status stays as it was (its pod's going is no

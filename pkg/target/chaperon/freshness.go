@@ -143,3 +143,44 @@ func (w *ownWrites) forget(uid types.UID) {
 // waitForOwnWrite is how long a pass that waits for the cache to show our
 // write comes back without the event (a relist skipped it).
 const waitForOwnWrite = time.Second
+
+// createdPods remembers, per chaperon, when this controller created its pod,
+// until the cache shows the pod: a candidate's creation is not recorded in
+// its status (recordWaits), so a pass that runs before the pod's event
+// would otherwise create it again (an AlreadyExists and a read).
+type createdPods struct {
+	mu sync.Mutex
+	m  map[types.UID]time.Time
+}
+
+// created records that the pod of chaperon uid was created at now.
+func (c *createdPods) created(uid types.UID, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[types.UID]time.Time{}
+	}
+	for k, at := range c.m {
+		if now.Sub(at) > ownWriteMemory {
+			delete(c.m, k) // its pod's event never came; a pass looks again
+		}
+	}
+	c.m[uid] = now
+}
+
+// lately reports whether the pod of chaperon uid was created within
+// ownWriteMemory of now and the cache has not shown it yet.
+func (c *createdPods) lately(uid types.UID, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.m[uid]
+	return ok && now.Sub(at) <= ownWriteMemory
+}
+
+// shown forgets the creation of chaperon uid's pod: the cache shows the
+// pod, or the chaperon is gone.
+func (c *createdPods) shown(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, uid)
+}

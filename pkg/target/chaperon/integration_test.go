@@ -45,7 +45,14 @@ func TestCreatesPodAsSourceAndMirrorsIt(t *testing.T) {
 		templateAnnotations(map[string]string{"note": "kept"}).obj()
 	create(t, ch)
 
-	got := waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+	// A candidate's pod created costs its chaperon no status write until
+	// the pod has news (a scheduler's word, a binding): that record was
+	// every candidate's write, and a losing candidate's only one.
+	waitPod(t, ch)
+	time.Sleep(time.Second) // the passes the pod's creation brings
+	assert.Empty(t, getChaperon(t, ch).Status, "the status of a chaperon whose pod no one has touched yet")
+
+	got := recorded(t, ch)
 	var pod corev1.Pod
 	require.NoError(t, k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &pod))
 	// Only source cluster-a's ServiceAccount passes the creator policy of
@@ -145,7 +152,7 @@ func TestPodRejectedByRBACUntilGranted(t *testing.T) {
 	require.NoError(t, k8sClient.Create(t.Context(), control, client.DryRunAll), "the administrator cannot create the same pod either")
 
 	grantPodCreate(t, ns, sa)
-	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+	recorded(t, ch)
 }
 
 // A pod that was created and then deleted is not created again.
@@ -278,7 +285,7 @@ func TestForeignPodIsLeftAlone(t *testing.T) {
 
 	// Once it is gone, the chaperon, which never had a pod, gets one.
 	require.NoError(t, k8sClient.Delete(ctx, &after, client.GracePeriodSeconds(0)))
-	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+	recorded(t, ch)
 }
 
 // Without a Source there is no pod, and the chaperon says why; the Source's
@@ -296,7 +303,7 @@ func TestSourceNotFoundUntilAdmitted(t *testing.T) {
 
 	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: access.DefaultServiceAccountName("cluster-late")})
 	provisionSource(t, ns, "cluster-late")
-	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+	recorded(t, ch)
 }
 
 // A ClusterSource's ServiceAccount creates pods in the namespaces it
@@ -322,7 +329,7 @@ func TestClusterSource(t *testing.T) {
 	inOther := makeChaperon(other, "b-0a1b2c3d").label(v1alpha1.LabelParentCluster, name).obj()
 	create(t, inSelected)
 	create(t, inOther)
-	waitCondition(t, inSelected, metav1.ConditionTrue, ReasonPodCreated)
+	recorded(t, inSelected)
 	waitCondition(t, inOther, metav1.ConditionFalse, ReasonNamespaceNotSelected)
 	assertNoPod(t, inOther)
 
@@ -331,7 +338,7 @@ func TestClusterSource(t *testing.T) {
 	require.NoError(t, k8sClient.Get(ctx, types.NamespacedName{Name: other}, &ns))
 	ns.Labels[access.DefaultNamespaceLabel(name)] = "true"
 	require.NoError(t, k8sClient.Update(ctx, &ns))
-	waitCondition(t, inOther, metav1.ConditionTrue, ReasonPodCreated)
+	recorded(t, inOther)
 }
 
 // The manager's right to impersonate can be exactly "create pods as this
@@ -506,7 +513,7 @@ func createdChaperon(t *testing.T, name string) (ns string, ch *v1alpha1.PodChap
 	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: sa})
 	ch = makeChaperon(ns, name).obj()
 	create(t, ch)
-	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+	recorded(t, ch)
 	return ns, ch
 }
 
@@ -565,6 +572,39 @@ func waitCondition(t *testing.T, ch *v1alpha1.PodChaperon, status metav1.Conditi
 		}
 		return nil
 	})
+}
+
+// recorded waits for ch's pod, gives it news as a target's scheduler
+// would, and waits for the record of its creation (which waits for the
+// pod's first news: recordWaits).
+func recorded(t *testing.T, ch *v1alpha1.PodChaperon) *v1alpha1.PodChaperon {
+	t.Helper()
+	touchPod(t, ch)
+	return waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+}
+
+// touchedCondition is the pod condition touchPod writes.
+const touchedCondition corev1.PodConditionType = "test.fleetlet.io/Touched"
+
+// touchPod waits for ch's pod and writes a condition to its status, as a
+// scheduler does when it cannot place it yet.
+func touchPod(t *testing.T, ch *v1alpha1.PodChaperon) {
+	t.Helper()
+	testenv.Eventually(t, waitTimeout, "a condition written to the pod of "+klogKey(ch), func() error {
+		pod := waitPod(t, ch)
+		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: touchedCondition, Status: corev1.ConditionTrue})
+		return k8sClient.Status().Update(t.Context(), pod)
+	})
+}
+
+// waitPod waits until ch's pod exists and returns it.
+func waitPod(t *testing.T, ch *v1alpha1.PodChaperon) *corev1.Pod {
+	t.Helper()
+	var pod corev1.Pod
+	testenv.Eventually(t, waitTimeout, "the pod of "+klogKey(ch), func() error {
+		return k8sClient.Get(t.Context(), client.ObjectKeyFromObject(ch), &pod)
+	})
+	return &pod
 }
 
 func podCreated(c *v1alpha1.PodChaperon) *metav1.Condition {

@@ -83,6 +83,9 @@ type PodChaperonReconciler struct {
 	// cache shows them: a cache behind one of them is known without
 	// asking the API server, and a pass waits for it to catch up.
 	writes ownWrites
+	// pods are the pods this controller created that the cache has not
+	// shown yet.
+	pods createdPods
 	// leading is when this controller started to act (it runs only
 	// while its manager leads); zero until then.
 	leading atomic.Pointer[time.Time]
@@ -298,6 +301,13 @@ func (r *PodChaperonReconciler) sync(ctx context.Context, ch *v1alpha1.PodChaper
 		return ctrl.Result{}, err
 	}
 	created := wasCreated(ch)
+	if pod != nil {
+		r.pods.shown(ch.UID)
+	} else if !created && ch.DeletionTimestamp.IsZero() && r.pods.lately(ch.UID, r.Clock.Now()) {
+		// Created by this controller a moment ago, not in the cache yet:
+		// the pod's event brings the chaperon back.
+		return ctrl.Result{RequeueAfter: waitForOwnWrite}, nil
+	}
 	if pod == nil && created && ch.DeletionTimestamp.IsZero() {
 		// Recorded as created but not in the cache: deleted, or created so
 		// recently that the cache has not seen it yet. Ask the API server.
@@ -408,8 +418,10 @@ func (r *PodChaperonReconciler) create(ctx context.Context, ch *v1alpha1.PodChap
 
 	case err == nil:
 		// No Event: every candidate of every proxy is created here, most
-		// of them to lose; the PodCreated condition and the log say it.
+		// of them to lose; the log says it, and the PodCreated condition
+		// once the pod has news (recordWaits).
 		r.backoff.Forget(key)
+		r.pods.created(ch.UID, r.Clock.Now())
 		return outcome{cond: heldCondition(pod), pod: pod}
 
 	case apierrors.IsAlreadyExists(err):
@@ -478,7 +490,7 @@ func (r *PodChaperonReconciler) writeStatus(ctx context.Context, ch *v1alpha1.Po
 		status.PodStatus = *out.pod.Status.DeepCopy()
 	}
 	status.NodeName = nodeName(want, out.pod)
-	if equality.Semantic.DeepEqual(ch.Status, want.Status) {
+	if equality.Semantic.DeepEqual(ch.Status, want.Status) || recordWaits(ch, out) {
 		return nil
 	}
 	if err := r.patchStatus(ctx, ch, want); err != nil {
@@ -511,13 +523,49 @@ func nodeName(ch *v1alpha1.PodChaperon, pod *corev1.Pod) string {
 	return ""
 }
 
-// wasCreated reports whether ch's status records that its pod was
-// created: PodCreated is True, or False because the pod was deleted.
-// Only this controller writes a chaperon's status (sources may only read
-// it), so a source cannot erase the record to have a pod created again.
+// wasCreated reports whether ch records that its pod was created: its
+// status says so (PodCreated is True, or False because the pod was
+// deleted), or its source marked it elected. Only this controller writes
+// a chaperon's status (sources may only read it), so a source cannot erase
+// that record to have a pod created again; and no source removes its mark.
+//
+// The mark is the record of a candidate's pod until its status is
+// written (recordWaits): a source marks only a candidate the candidate
+// scheduler reserved a node for, whose pod exists, and that scheduler
+// binds only a marked candidate. So a pod that may have run is always
+// recorded; one deleted before its mark never ran, and is created again.
 func wasCreated(ch *v1alpha1.PodChaperon) bool {
 	c := meta.FindStatusCondition(ch.Status.Conditions, v1alpha1.ConditionPodCreated)
-	return c != nil && (c.Status == metav1.ConditionTrue || c.Reason == ReasonPodDeleted)
+	if c != nil && (c.Status == metav1.ConditionTrue || c.Reason == ReasonPodDeleted) {
+		return true
+	}
+	return isElected(ch)
+}
+
+// recordWaits reports whether the status write out asks for can wait: it
+// would only record that a pod no one has touched yet was created, on a
+// chaperon whose status was never written, at its first generation. That
+// write was every candidate's, and a losing candidate's only one (a
+// third of its target's chaperon writes with a candidate in every
+// target); the first news of the pod (bound, unschedulable, started)
+// writes the record with it, and the source's mark stands for it until
+// then (wasCreated). A candidate's pod deleted before either is created
+// again: it never ran.
+func recordWaits(ch *v1alpha1.PodChaperon, out outcome) bool {
+	if out.cond == nil || out.pod == nil || out.behind || ch.Generation > 1 ||
+		out.cond.Status != metav1.ConditionTrue || out.cond.Reason != ReasonPodCreated ||
+		meta.FindStatusCondition(ch.Status.Conditions, v1alpha1.ConditionPodCreated) != nil {
+		return false
+	}
+	return untouched(out.pod)
+}
+
+// untouched reports whether no scheduler or kubelet has written to pod yet.
+func untouched(pod *corev1.Pod) bool {
+	st := &pod.Status
+	return pod.Spec.NodeName == "" && st.NominatedNodeName == "" && st.StartTime == nil &&
+		len(st.Conditions) == 0 && len(st.ContainerStatuses) == 0 && len(st.InitContainerStatuses) == 0 &&
+		(st.Phase == "" || st.Phase == corev1.PodPending)
 }
 
 // recreatedSince reports whether pod is one ch holds, alive and created
@@ -584,6 +632,7 @@ func (r *PodChaperonReconciler) chaperonChanged() predicate.Predicate {
 	return predicate.Funcs{
 		DeleteFunc: func(e event.DeleteEvent) bool {
 			r.writes.forget(e.Object.GetUID())
+			r.pods.shown(e.Object.GetUID())
 			return true
 		},
 		UpdateFunc: func(e event.UpdateEvent) bool {

@@ -145,13 +145,13 @@ func TestReconcile(t *testing.T) {
 
 	tests := []reconcileCase{
 		{
-			name:        "creates the pod as the Source's ServiceAccount",
+			// The record waits for the pod's first news (recordWaits).
+			name:        "creates the pod as the Source's ServiceAccount, and writes nothing yet",
 			chaperon:    chaperon().obj(),
 			objects:     []client.Object{ns, source},
 			wantCreates: created,
-			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated, wantMessage: "uid created-pod-uid",
-			wantPods:   map[string]types.UID{testName: "created-pod-uid"},
-			wantEvents: nil, // a candidate created is no Event
+			wantPods:    map[string]types.UID{testName: "created-pod-uid"},
+			wantEvents:  nil, // a candidate created is no Event
 		},
 		{
 			name:     "a ClusterSource that selects the namespace",
@@ -159,9 +159,8 @@ func TestReconcile(t *testing.T) {
 			objects: []client.Object{ns, readyClusterSource("cluster-a", "fleetlet-system", "sa-cluster-a",
 				map[string]string{"team": "shop"})},
 			wantCreates: []string{"system:serviceaccount:fleetlet-system:sa-cluster-a " + testNS + "/" + testName},
-			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated,
-			wantPods:   map[string]types.UID{testName: "created-pod-uid"},
-			wantEvents: nil, // a candidate created is no Event
+			wantPods:    map[string]types.UID{testName: "created-pod-uid"},
+			wantEvents:  nil, // a candidate created is no Event
 		},
 		{
 			name:     "a ClusterSource without a selector selects the namespaces labelled for it",
@@ -169,9 +168,8 @@ func TestReconcile(t *testing.T) {
 			objects: []client.Object{namespace(testNS, map[string]string{"source.multicluster.fleetlet.io/cluster-a": "true"}),
 				readyClusterSource("cluster-a", "fleetlet-system", "sa-cluster-a", nil)},
 			wantCreates: []string{"system:serviceaccount:fleetlet-system:sa-cluster-a " + testNS + "/" + testName},
-			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated,
-			wantPods:   map[string]types.UID{testName: "created-pod-uid"},
-			wantEvents: nil, // a candidate created is no Event
+			wantPods:    map[string]types.UID{testName: "created-pod-uid"},
+			wantEvents:  nil, // a candidate created is no Event
 		},
 		{
 			name:     "a ClusterSource admits the namespaces its source created, whatever its selector",
@@ -179,9 +177,8 @@ func TestReconcile(t *testing.T) {
 			objects: []client.Object{namespace(testNS, map[string]string{v1alpha1.LabelCreatedBySource: "cluster-a"}),
 				readyClusterSource("cluster-a", "fleetlet-system", "sa-cluster-a", map[string]string{"team": "other"})},
 			wantCreates: []string{"system:serviceaccount:fleetlet-system:sa-cluster-a " + testNS + "/" + testName},
-			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated,
-			wantPods:   map[string]types.UID{testName: "created-pod-uid"},
-			wantEvents: nil, // a candidate created is no Event
+			wantPods:    map[string]types.UID{testName: "created-pod-uid"},
+			wantEvents:  nil, // a candidate created is no Event
 		},
 		{
 			name:     "nor those another source created",
@@ -207,9 +204,8 @@ func TestReconcile(t *testing.T) {
 			objects: []client.Object{ns, source, readyClusterSource("cluster-a", "fleetlet-system", "sa-cluster-a",
 				map[string]string{"team": "shop"})},
 			wantCreates: created,
-			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated,
-			wantPods:   map[string]types.UID{testName: "created-pod-uid"},
-			wantEvents: nil, // a candidate created is no Event
+			wantPods:    map[string]types.UID{testName: "created-pod-uid"},
+			wantEvents:  nil, // a candidate created is no Event
 		},
 		{
 			name:       "no Source and no ClusterSource",
@@ -355,15 +351,44 @@ func TestReconcile(t *testing.T) {
 			wantPodStatus: &corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort},
 		},
 		{
-			name:     "created before the record was written: adopted, not doubled",
+			name:     "created before the cache showed it: adopted, not doubled",
 			chaperon: chaperon().obj(),
 			objects: []client.Object{ns, source,
 				heldPod(chaperon().obj(), "pod-uid", "", corev1.PodPending)},
 			hidePods:    true,
 			wantCreates: created,
-			wantStatus:  metav1.ConditionTrue, wantReason: ReasonPodCreated,
-			wantPods:      map[string]types.UID{testName: "pod-uid"},
-			wantPodStatus: &corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort},
+			wantPods:    map[string]types.UID{testName: "pod-uid"},
+		},
+		{
+			// Its creation is in no status to show the cache's lag: the
+			// controller remembers it, and waits for the pod's event.
+			name:        "a second pass before the cache shows the pod it created: no second create",
+			chaperon:    chaperon().obj(),
+			objects:     []client.Object{ns, source},
+			hidePods:    true,
+			times:       2,
+			wantCreates: created,
+			wantResult:  ctrl.Result{RequeueAfter: waitForOwnWrite},
+			wantPods:    map[string]types.UID{testName: "created-pod-uid"},
+		},
+		{
+			name:     "a pod the scheduler has touched: the record, with its mirror",
+			chaperon: chaperon().obj(),
+			objects: []client.Object{ns, source,
+				heldPod(chaperon().obj(), "pod-uid", "node-1", corev1.PodPending)},
+			wantStatus: metav1.ConditionTrue, wantReason: ReasonPodCreated, wantMessage: "uid pod-uid",
+			wantPods:     map[string]types.UID{testName: "pod-uid"},
+			wantNodeName: "node-1",
+		},
+		{
+			// Its mark is the record until its status says more: a pod
+			// that may have run is never created again.
+			name:       "an elected chaperon whose pod is gone before its record: recorded deleted, not created",
+			chaperon:   chaperon().elected().restartPolicy(corev1.RestartPolicyNever).obj(),
+			objects:    []client.Object{ns, source},
+			wantStatus: metav1.ConditionFalse, wantReason: ReasonPodDeleted,
+			wantPods:   map[string]types.UID{},
+			wantEvents: []string{ReasonPodDeleted},
 		},
 		{
 			name:     "a chaperon being deleted gets no pod and no condition",

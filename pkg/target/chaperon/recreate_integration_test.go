@@ -40,20 +40,24 @@ func TestDelegateRecreatedWhileSourceUnreachable(t *testing.T) {
 	create(t, heartbeatLease(ns, "cluster-f", time.Now(), time.Hour))
 
 	delegate := makeChaperon(ns, "web-0a1b2c3d").label(v1alpha1.LabelParentCluster, "cluster-r").
-		elected().restartPolicy(corev1.RestartPolicyAlways).obj()
+		restartPolicy(corev1.RestartPolicyAlways).obj()
 	candidate := makeChaperon(ns, "cand-0a1b2c3d").label(v1alpha1.LabelParentCluster, "cluster-r").
 		restartPolicy(corev1.RestartPolicyAlways).obj()
 	onFailure := makeChaperon(ns, "job-0a1b2c3d").label(v1alpha1.LabelParentCluster, "cluster-r").
-		elected().restartPolicy(corev1.RestartPolicyOnFailure).obj()
+		restartPolicy(corev1.RestartPolicyOnFailure).obj()
 	reachable := makeChaperon(ns, "api-0a1b2c3d").label(v1alpha1.LabelParentCluster, "cluster-f").
-		elected().restartPolicy(corev1.RestartPolicyAlways).obj()
+		restartPolicy(corev1.RestartPolicyAlways).obj()
 	all := []*v1alpha1.PodChaperon{delegate, candidate, onFailure, reachable}
 	firstUID := map[string]types.UID{}
 	for _, ch := range all {
 		create(t, ch)
 	}
 	for _, ch := range all {
-		waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+		recorded(t, ch)
+		if ch != candidate {
+			// Elected once its pod exists, as a source marks a candidate.
+			patchChaperon(t, ch, func(c *v1alpha1.PodChaperon) { c.Annotations[v1alpha1.AnnotationElected] = "true" })
+		}
 		firstUID[ch.Name] = deletePod(t, ch)
 	}
 	deletedBy := time.Now()

@@ -93,7 +93,7 @@ func runningChaperon(t *testing.T, ns, name, nodeName, cpus string) *v1alpha1.Po
 		templateAnnotations(map[string]string{"note": "a", "gone": "x"}).
 		spec(corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1", Resources: resources("100m")}}}).obj()
 	create(t, ch)
-	waitCondition(t, ch, metav1.ConditionTrue, ReasonPodCreated)
+	recorded(t, ch)
 	// A resize is admitted against the pod's node.
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}
 	require.NoError(t, k8sClient.Create(ctx, node))

@@ -343,7 +343,9 @@ const (
 	ConditionCandidateScheduler = "CandidateSchedulerRunning"
 
 	// ConditionPodCreated is the PodChaperon condition that says whether
-	// the chaperon controller could create the pod it holds.
+	// the chaperon controller could create the pod it holds. True is
+	// written with the pod's first news (bound, unschedulable, started):
+	// a candidate's pod that no scheduler has touched yet has none.
 	ConditionPodCreated = "PodCreated"
 )
 
