@@ -113,14 +113,14 @@ func (r *Reconciler) finalizeIn(ctx context.Context, pod *corev1.Pod, cl *fleet.
 		}
 		return holdSoon
 	}
-	reader := r.finalizeReader(cl, pod)
+	reader, cached := r.finalizeReader(cl, pod)
 	var pc v1alpha1.PodChaperon
 	err := reader.Get(ctx, types.NamespacedName{Namespace: pod.Namespace, Name: name}, &pc)
 	if apierrors.IsNotFound(err) && mayRunIn(pod, cl.Key()) {
 		// The chaperon alone is no proof: deleted there without
 		// propagation, it leaves its pod to the target's garbage
 		// collector and to the pod's grace period.
-		gone, why, err := delegatePod(ctx, reader, cl, pod.Namespace, name, pod.UID)
+		gone, why, err := delegatePodFrom(ctx, reader, cached, cl, pod.Namespace, name, pod.UID)
 		switch {
 		case err != nil:
 			ctrl.LoggerFrom(ctx).V(1).Info("A target did not confirm the delegate gone", "target", cl.Key().String(), "error", err.Error())
@@ -156,24 +156,18 @@ func (r *Reconciler) finalizeIn(ctx context.Context, pod *corev1.Pod, cl *fleet.
 }
 
 // finalizeReader is where a deleted proxy's chaperon and delegate pod in
-// one target are read: the target's cache of the namespace once it has
-// synced, unless this elector created the chaperon so lately that the
+// one target are read first: the target's cache of the namespace once it
+// has synced, unless this elector created the chaperon so lately that the
 // cache may not show it yet (the rule candidates are created by); else
 // the API server. Nothing of a deleted proxy is created again, so what the
 // cache lacks is gone. A chaperon the cache still shows after it went is
-// deleted again (NotFound, nothing to do) and waited for on its event; so
-// is a pod.
-//
-// The pod, too: the cache holds the pods of this source's chaperons,
-// from a list at its start and every event since, so a delegate's pod it
-// lacks is gone, unless it was created within the cache's lag of now,
-// which a delegate (created before its election) is not. Before, each
-// delegate's deletion cost its target a live GET of the pod.
-func (r *Reconciler) finalizeReader(cl *fleet.Cluster, pod *corev1.Pod) client.Reader {
-	if cached, synced := cl.ChaperonCache(pod.Namespace); synced && !r.createdLately(pod.UID, cl.Key()) {
-		return cached
+// deleted again (NotFound, nothing to do) and waited for on its event; a
+// pod it still shows is read again from the API server (delegatePodFrom).
+func (r *Reconciler) finalizeReader(cl *fleet.Cluster, pod *corev1.Pod) (reader client.Reader, cached bool) {
+	if c, synced := cl.ChaperonCache(pod.Namespace); synced && !r.createdLately(pod.UID, cl.Key()) {
+		return c, true
 	}
-	return cl.Client()
+	return cl.Client(), false
 }
 
 // finalizeSafety is how long a deleted proxy whose delegate is still going
@@ -226,18 +220,38 @@ func (r *Reconciler) finishDeletion(ctx context.Context, pod *corev1.Pod) error 
 // proxy's delegate is not, and a StatefulSet must not make its pod again
 // elsewhere. A pod that has finished (Succeeded, Failed) runs nothing.
 func delegatePodGone(ctx context.Context, cl *fleet.Cluster, namespace, name string, uid types.UID) (bool, string) {
-	gone, why, err := delegatePod(ctx, cl.Client(), cl, namespace, name, uid)
+	gone, why, err := delegatePod(ctx, cl, namespace, name, uid)
 	if err != nil {
 		return false, fmt.Sprintf("reading its pod in %s: %v", cl.Key(), err)
 	}
 	return gone, why
 }
 
+// delegatePodFrom is delegatePod that takes the word of reader, cl's cache
+// of the namespace when cached, that the pod is gone. The cache
+// holds the pods of this source's chaperons, from a list at its start and
+// every event since, and a delegate's pod was created before its election,
+// so one it lacks was deleted. One it still shows is read again from the
+// API server: a cache whose watch lost its rights there (the namespace
+// being deleted takes the source's RoleBinding first) keeps showing what
+// it saw last, and the API server's answer says whether the namespace,
+// and the pod with it, is gone. Before, each delegate's deletion cost its
+// target a live read of the pod.
+func delegatePodFrom(ctx context.Context, reader client.Reader, cached bool, cl *fleet.Cluster, namespace, name string, uid types.UID) (gone bool, why string, err error) {
+	if cached {
+		err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &corev1.Pod{})
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+	}
+	return delegatePod(ctx, cl, namespace, name, uid)
+}
+
 // delegatePod is delegatePodGone with a failed read apart (err): the pod
-// may be gone or not. It reads the pod from reader, cl's cache or client.
-func delegatePod(ctx context.Context, reader client.Reader, cl *fleet.Cluster, namespace, name string, uid types.UID) (gone bool, why string, err error) {
+// may be gone or not.
+func delegatePod(ctx context.Context, cl *fleet.Cluster, namespace, name string, uid types.UID) (gone bool, why string, err error) {
 	var p corev1.Pod
-	err = reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &p)
+	err = cl.Client().Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &p)
 	switch {
 	case apierrors.IsNotFound(err):
 		return true, "", nil

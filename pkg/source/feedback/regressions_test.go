@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -86,6 +87,15 @@ func TestTargetNamespaceDeletedBeforeTheDelegateIsSeenGone(t *testing.T) {
 	// The target's namespace controller, in the order that hides the
 	// delegate's end from the source: its rights first, then the
 	// chaperon and the pod (no cache event shows the pod Terminating).
+	// The pod stays, Terminating (a kubelet stopping it): a source's
+	// cache that saw the pod go would rightly take its word for it, and
+	// whether a watch opened before the rights went still delivers is
+	// the API server's timing.
+	const stopping = "test.fleetlet.io/stopping"
+	require.NoError(t, h.target.Patch(ctx, d, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+stopping+`"]}}`))))
+	t.Cleanup(func() {
+		_ = h.target.Patch(context.Background(), d, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	})
 	require.NoError(t, h.target.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "source"}}))
 	require.NoError(t, h.target.Delete(ctx, pc))
 	require.NoError(t, h.target.Delete(ctx, d, client.GracePeriodSeconds(0)))
