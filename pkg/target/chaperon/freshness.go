@@ -151,19 +151,26 @@ const waitForOwnWrite = time.Second
 type createdPods struct {
 	mu sync.Mutex
 	m  map[types.UID]time.Time
+	// swept is when entries past ownWriteMemory were last dropped.
+	swept time.Time
 }
 
-// created records that the pod of chaperon uid was created at now.
+// created records that the pod of chaperon uid was created at now. Entries
+// whose pod's event never came are dropped at most once per
+// ownWriteMemory, not on every creation of a burst.
 func (c *createdPods) created(uid types.UID, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
 		c.m = map[types.UID]time.Time{}
 	}
-	for k, at := range c.m {
-		if now.Sub(at) > ownWriteMemory {
-			delete(c.m, k) // its pod's event never came; a pass looks again
+	if now.Sub(c.swept) > ownWriteMemory {
+		for k, at := range c.m {
+			if now.Sub(at) > ownWriteMemory {
+				delete(c.m, k)
+			}
 		}
+		c.swept = now
 	}
 	c.m[uid] = now
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	testingclock "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -143,4 +144,21 @@ func TestAPassWaitsForTheCacheToShowOurWrite(t *testing.T) {
 	r.writes.wrote(chaperonUID, "9", testNow)
 	pred.Delete(event.DeleteEvent{Object: at("9")})
 	assert.False(t, r.writes.wait(chaperonUID, "8", testNow), "a write of a deleted chaperon is still kept")
+}
+
+// createdPods remembers a creation until the cache shows the pod or for
+// ownWriteMemory, and drops forgotten entries without a walk per creation.
+func TestCreatedPods(t *testing.T) {
+	var c createdPods
+	t0 := time.Unix(1_000_000, 0)
+	c.created("a", t0)
+	assert.True(t, c.lately("a", t0.Add(ownWriteMemory)), "a creation within ownWriteMemory")
+	assert.False(t, c.lately("a", t0.Add(ownWriteMemory+time.Millisecond)), "a creation past ownWriteMemory")
+	assert.False(t, c.lately("b", t0), "a chaperon whose pod this controller did not create")
+	c.created("b", t0.Add(time.Second))
+	c.shown("b")
+	assert.False(t, c.lately("b", t0.Add(time.Second)), "a creation the cache has shown")
+	c.created("c", t0.Add(2*ownWriteMemory))
+	assert.NotContains(t, c.m, types.UID("a"), "an entry past ownWriteMemory, after the next sweep")
+	assert.Len(t, c.m, 1, "entries after the sweep")
 }

@@ -174,6 +174,38 @@ func TestDeletedPodIsNotRecreated(t *testing.T) {
 	assert.Equalf(t, ReasonPodDeleted, cond.Reason, "PodCreated %s %s, want it to stay PodDeleted", cond.Status, cond.Reason)
 }
 
+// Before its pod has news, a candidate's creation is recorded by its
+// source's mark alone: a marked candidate's pod deleted then is not
+// created again (it may have been bound and run), while an unmarked one's,
+// which never ran, is created again as a new candidate. Before the record
+// waited, both were recorded deleted.
+func TestMarkIsTheRecordUntilThePodHasNews(t *testing.T) {
+	testenv.Need(t, env)
+	ns := newNamespace(t, nil)
+	sa := provisionSource(t, ns, "cluster-a")
+	grantPodCreate(t, ns, types.NamespacedName{Namespace: ns, Name: sa})
+	marked := makeChaperon(ns, "marked-0a1b2c3d").restartPolicy(corev1.RestartPolicyNever).obj()
+	unmarked := makeChaperon(ns, "unmarked-0a1b2c3d").restartPolicy(corev1.RestartPolicyNever).obj()
+	create(t, marked)
+	create(t, unmarked)
+	waitPod(t, marked)
+	firstUID := waitPod(t, unmarked).UID
+	patchChaperon(t, marked, func(c *v1alpha1.PodChaperon) { c.Annotations[v1alpha1.AnnotationElected] = "true" })
+	waitChaperon(t, marked, "the mark in the cache", func(c *v1alpha1.PodChaperon) error {
+		return expect("elected", c.Annotations[v1alpha1.AnnotationElected], "true")
+	})
+	time.Sleep(time.Second) // the passes the mark brings
+	assert.Nil(t, podCreated(getChaperon(t, marked)), "the record of a marked candidate whose pod has no news")
+
+	deletePod(t, marked)
+	deletePod(t, unmarked)
+	waitCondition(t, marked, metav1.ConditionFalse, ReasonPodDeleted)
+	assertStaysDeleted(t, marked)
+	again := waitPod(t, unmarked)
+	assert.NotEqual(t, firstUID, again.UID, "the unmarked candidate's pod, created again")
+	assert.Nil(t, podCreated(getChaperon(t, unmarked)), "the record of the unmarked candidate's new pod, which has no news")
+}
+
 // A chaperon deleted with a grace period passed by its source (its proxy
 // deleted with `kubectl delete --grace-period=7`) deletes its pod with it,
 // not with the pod's own 30 s; a pod already going with a longer one is
