@@ -28,6 +28,11 @@ type View struct {
 	// cluster tells a reconnected target (a new connection, its caches
 	// new) from the one before.
 	cluster *Cluster
+	// turns is how often the target's readiness turned: one that went
+	// NotReady and back before a watcher looked again is still a change
+	// of health (a controller that left a proxy for its target's
+	// NotReady waits for it).
+	turns uint64
 }
 
 // viewOf is a live cluster's view; nil is a target not connected.
@@ -36,7 +41,10 @@ func viewOf(c *Cluster) View {
 		return View{}
 	}
 	h := c.Health()
-	return View{Present: true, Ready: h.Ready, Draining: c.Draining(), SummaryStale: c.SummaryStale(), SchedulerDown: c.SchedulerDown(), Free: free(c.Summary()), cluster: c}
+	c.mu.RLock()
+	turns := c.turns
+	c.mu.RUnlock()
+	return View{Present: true, Ready: h.Ready, Draining: c.Draining(), SummaryStale: c.SummaryStale(), SchedulerDown: c.SchedulerDown(), Free: free(c.Summary()), cluster: c, turns: turns}
 }
 
 // free is allocatable − requested of a summary, per resource.
@@ -71,10 +79,11 @@ type Change struct {
 }
 
 // Health tells whether the target came, went, was reconnected or changed
-// readiness: what its bound proxies' feedback cares about.
+// readiness, also there and back: what its bound proxies' feedback cares
+// about.
 func (c Change) Health() bool {
 	b, a := c.Before, c.After
-	return b.Present != a.Present || b.Ready != a.Ready || b.cluster != a.cluster
+	return b.Present != a.Present || b.Ready != a.Ready || b.cluster != a.cluster || b.turns != a.turns
 }
 
 // Eligibility tells whether the change may change which proxies the target

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stretchr/testify/assert"
@@ -132,4 +133,36 @@ func TestTargetChangedTellsOnlyChanges(t *testing.T) {
 	_, kept := h.last[key]
 	assert.False(t, kept, "a removed target's last view is still kept")
 	assert.Falsef(t, q.Len() != 1, "queue holds %d requests, want the one proxy once", q.Len())
+}
+
+// TestReadinessTurnedBackIsAHealthChange: a target that went NotReady and
+// back before its watchers looked again (the registry's reconcile of it
+// queued behind others) is still a change of health. Before, the watchers
+// saw Ready before and after and were told nothing, and a feedback pass
+// that had left a proxy for the target's NotReady never ran again: ten
+// targets' burst ended with proxies Pending whose delegates ran.
+func TestReadinessTurnedBackIsAHealthChange(t *testing.T) {
+	key := proxy.TargetKey{Name: "a"}
+	c := &Cluster{key: key, opts: &Options{SummaryStaleAfter: time.Minute}, clock: clocktesting.NewFakeClock(time.Unix(1000, 0)), notify: func(proxy.TargetKey) {}}
+	c.record(Health{Ready: true, Reason: v1alpha1.ReasonConnected}, nil)
+	h := hub{view: func(proxy.TargetKey) View { return viewOf(c) }, last: map[proxy.TargetKey]View{}}
+	q := workqueue.NewTyped[reconcile.Request]()
+	defer q.ShutDown()
+	changes := make(chan Change, 10)
+	h.changes = append(h.changes, changeWatch{ctx: context.Background(), queue: q, proxy: func(_ context.Context, ch Change) []reconcile.Request {
+		changes <- ch
+		return nil
+	}})
+	h.targetChanged(key)
+	require.True(t, (<-changes).Health(), "registration is a change of health")
+
+	c.record(Health{Reason: v1alpha1.ReasonUnreachable}, nil)
+	c.record(Health{Ready: true, Reason: v1alpha1.ReasonConnected}, nil)
+	h.targetChanged(key) // one look after both
+	select {
+	case ch := <-changes:
+		assert.True(t, ch.Health(), "Health() = false for a target that went NotReady and back: %+v", ch)
+	case <-time.After(time.Second):
+		assert.Fail(t, "the watchers were told nothing of a target that went NotReady and back")
+	}
 }

@@ -7,21 +7,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,8 +80,12 @@ type Cluster struct {
 	chaperons map[string]*chaperonCache
 	cachesWG  sync.WaitGroup
 
-	mu      sync.RWMutex
-	health  Health
+	mu     sync.RWMutex
+	health Health
+	// turns counts the probe's readiness turning (Ready to NotReady or
+	// back), so that a watcher that looks only after both still sees a
+	// change (View.turns).
+	turns   uint64
 	summary *v1alpha1.ClusterSummaryStatus
 	// summaryMoved is when, by this process's clock, the summary's
 	// observedTime was last seen to change (the target's own clock is
@@ -94,6 +94,9 @@ type Cluster struct {
 	// wasStale is SummaryStale as of the last record, to notify when it
 	// turns (time alone turns it, between two probes).
 	wasStale bool
+	// answers is when the target last answered any request of this
+	// process (the probe loop's evidence that a slow target is there).
+	answers *answers
 	// refusal, when set, is what Health reports instead of the probe's:
 	// the registry refused this registration (another one reaches the
 	// same cluster).
@@ -220,14 +223,9 @@ func newCluster(ctx context.Context, key proxy.TargetKey, conn connection, schem
 	if cfg.QPS == 0 {
 		cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
 	}
-	cl, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("building a client for %s %s: %w", key.Kind(), key, err)
-	}
 	c := &Cluster{
 		key:    key,
 		conn:   conn,
-		client: cl,
 		opts:   opts,
 		clock:  clk,
 		notify: notify,
@@ -235,7 +233,16 @@ func newCluster(ctx context.Context, key proxy.TargetKey, conn connection, schem
 		onChaperon: onChaperon,
 		done:       make(chan struct{}),
 		health:     Health{Reason: ReasonConnecting, Message: "connecting to the target"},
+		answers:    &answers{clock: clk},
 	}
+	// Every request and watch through the client and the caches tells
+	// the probe loop the target answers (answers.go).
+	cfg.Wrap(c.answers.wrap)
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("building a client for %s %s: %w", key.Kind(), key, err)
+	}
+	c.client = cl
 	c.cacheCfg = rest.CopyConfig(cfg)
 	c.cacheCfg.Timeout = 0 // watches are long
 	// No gzip: a streamed list's watch keeps its compressed stream, and the
@@ -459,123 +466,6 @@ func (c *Cluster) stop() {
 		c.cancel()
 		<-c.done
 	}
-}
-
-// probeLoop probes at once, then every ProbeInterval while the target is
-// healthy, and with exponential backoff from ProbeBackoffInitial up to
-// ProbeInterval while it is not. A Ready target turns NotReady only after
-// ProbeFailureThreshold failed probes in a row.
-func (c *Cluster) probeLoop(ctx context.Context) {
-	backoff := c.opts.ProbeBackoffInitial
-	failures := 0
-	for {
-		start := c.clock.Now()
-		h, summary := c.probe(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		observeProbe(c.key, h, c.clock.Since(start).Seconds())
-		if h.Ready {
-			failures = 0
-		} else {
-			failures++
-		}
-		if h.Ready || failures >= c.opts.ProbeFailureThreshold || !c.Health().Ready {
-			c.record(h, summary)
-		} else {
-			ctrl.Log.WithName("target").V(1).Info("A probe failed; the target stays Ready until the failure threshold",
-				"target", c.key.String(), "failures", failures, "threshold", c.opts.ProbeFailureThreshold, "reason", h.Reason, "message", h.Message)
-		}
-		observeHealth(c.key, c.Health())
-		wait := c.opts.ProbeInterval
-		if !h.Ready {
-			wait = backoff
-			backoff = min(2*backoff, c.opts.ProbeInterval)
-		} else {
-			backoff = c.opts.ProbeBackoffInitial
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.clock.After(wait):
-		}
-	}
-}
-
-// record stores a probe's result and notifies when something changed that a
-// user or the virtual node would see.
-func (c *Cluster) record(h Health, summary *v1alpha1.ClusterSummaryStatus) {
-	c.mu.Lock()
-	changed := h.Ready != c.health.Ready || h.Reason != c.health.Reason || h.Message != c.health.Message
-	if summary != nil {
-		if c.summary == nil || !summaryEqual(c.summary, summary) {
-			changed = true
-		}
-		if c.summary == nil || !timeEqual(c.summary.ObservedTime, summary.ObservedTime) {
-			c.summaryMoved = c.clock.Now()
-		}
-		c.summary = summary
-	}
-	c.health = h
-	if stale := c.staleLocked(); stale != c.wasStale {
-		c.wasStale, changed = stale, true
-	}
-	c.mu.Unlock()
-	if changed {
-		c.notify(c.key)
-	}
-}
-
-// probe reads the target's ClusterSummary — which proves it is reachable, the
-// credentials are accepted and fleetlet runs there — and renews the
-// heartbeat Lease.
-func (c *Cluster) probe(ctx context.Context) (Health, *v1alpha1.ClusterSummaryStatus) {
-	now := c.clock.Now()
-	ctx, cancel := context.WithTimeout(ctx, c.opts.ProbeTimeout)
-	defer cancel()
-	var cs v1alpha1.ClusterSummary
-	if err := c.client.Get(ctx, types.NamespacedName{Name: v1alpha1.ClusterSummaryName}, &cs); err != nil {
-		reason, msg := classify(err, "reading the ClusterSummary", c.key.Namespace != "")
-		return Health{Reason: reason, Message: msg, LastProbe: now}, nil
-	}
-	if !c.conn.self {
-		if err := c.renewHeartbeat(ctx); err != nil {
-			reason, msg := classify(err, fmt.Sprintf("renewing the heartbeat Lease %s/%s", c.conn.leaseNamespace, HeartbeatLeaseName(c.opts.SourceName)), c.key.Namespace != "")
-			return Health{Reason: reason, Message: msg, LastProbe: now}, cs.Status.DeepCopy()
-		}
-	}
-	return Health{Ready: true, Reason: v1alpha1.ReasonConnected, Message: "the target answers and runs fleetlet", LastProbe: now}, cs.Status.DeepCopy()
-}
-
-// renewHeartbeat creates or renews this source's Lease in the target.
-func (c *Cluster) renewHeartbeat(ctx context.Context) error {
-	now := metav1.NewMicroTime(c.clock.Now())
-	name := HeartbeatLeaseName(c.opts.SourceName)
-	var lease coordinationv1.Lease
-	err := c.client.Get(ctx, types.NamespacedName{Namespace: c.conn.leaseNamespace, Name: name}, &lease)
-	if apierrors.IsNotFound(err) {
-		lease = coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace: c.conn.leaseNamespace,
-				Name:      name,
-				Labels:    map[string]string{v1alpha1.LabelParentCluster: c.opts.SourceName},
-			},
-			Spec: coordinationv1.LeaseSpec{
-				HolderIdentity:       ptr.To(c.opts.SourceName),
-				LeaseDurationSeconds: ptr.To(int32(c.opts.HeartbeatDuration / time.Second)),
-				AcquireTime:          &now,
-				RenewTime:            &now,
-			},
-		}
-		return c.client.Create(ctx, &lease)
-	}
-	if err != nil {
-		return err
-	}
-	lease.Spec.RenewTime = &now
-	lease.Spec.HolderIdentity = ptr.To(c.opts.SourceName)
-	lease.Spec.LeaseDurationSeconds = ptr.To(int32(c.opts.HeartbeatDuration / time.Second))
-	return c.client.Update(ctx, &lease)
 }
 
 func summaryEqual(a, b *v1alpha1.ClusterSummaryStatus) bool {
