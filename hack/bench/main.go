@@ -64,6 +64,10 @@ func main() {
 		o.managerArgs = append(o.managerArgs, v)
 		return nil
 	})
+	flag.Func("scheduler-arg", "one more argument for every candidate scheduler (repeatable; e.g. --scheduler-arg=--leader-elect-renew-deadline=40s, so that a scheduler starved of CPU by ten clusters on two cores does not lose its Lease and exit: the sandbox restarts no process)", func(v string) error {
+		o.schedulerArgs = append(o.schedulerArgs, v)
+		return nil
+	})
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -78,6 +82,7 @@ type options struct {
 	dir, binDir, out              string
 	timeout, pacedFor             time.Duration
 	managerArgs                   []string
+	schedulerArgs                 []string
 }
 
 type result struct {
@@ -192,7 +197,7 @@ func run(o options) error {
 	o.managerArgs = append(managerArgs, o.managerArgs...)
 	// Both runs' pods stay until the end: the nodes take far more pods
 	// than kubelet's default 250, so that neither run is refused for room.
-	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: binDir, Clusters: clusters, NodePods: "2000", DieWithParent: true, Out: os.Stderr, ManagerArgs: o.managerArgs})
+	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: dir, BinDir: binDir, Clusters: clusters, NodePods: "2000", DieWithParent: true, Out: os.Stderr, ManagerArgs: o.managerArgs, SchedulerArgs: o.schedulerArgs})
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,9 @@ type Options struct {
 	// (the bench's --manager-arg, to compare settings; the e2e suite's
 	// shorter --gc-min-age).
 	ManagerArgs []string
+	// SchedulerArgs are more arguments for every cluster's candidate
+	// scheduler (the bench's --scheduler-arg).
+	SchedulerArgs []string
 	// DieWithParent makes every started process die with the process that
 	// started it. Tests set it; the command-line tool does not.
 	DieWithParent bool

@@ -113,8 +113,8 @@ const ComponentScheduler = "fleetlet-scheduler"
 var schedulerComponent = component{
 	name:   ComponentScheduler,
 	binary: binFleetlet,
-	args: func(_ Options, c *ClusterState) []string {
-		return []string{
+	args: func(o Options, c *ClusterState) []string {
+		return append([]string{
 			"scheduler",
 			"--kubeconfig=" + c.componentKubeconfig(ComponentScheduler),
 			"--authentication-kubeconfig=" + c.componentKubeconfig(ComponentScheduler),
@@ -128,7 +128,7 @@ var schedulerComponent = component{
 			// (schedulerConfig): both paths of a benchmark alike.
 			"--kube-api-qps=200",
 			"--kube-api-burst=400",
-		}
+		}, o.SchedulerArgs...)
 	},
 	ready: func(ctx context.Context, c *ClusterState) error {
 		return httpsHealthy(ctx, c, c.Ports.FleetletScheduler)

@@ -52,6 +52,8 @@ type Settings struct {
 	FleetletBinDir string `json:"fleetletBinDir,omitempty"`
 	// ManagerArgs are the managers' extra arguments.
 	ManagerArgs []string `json:"managerArgs,omitempty"`
+	// SchedulerArgs are the candidate schedulers' extra arguments.
+	SchedulerArgs []string `json:"schedulerArgs,omitempty"`
 }
 
 // ClusterState describes one cluster of the sandbox.
@@ -152,6 +154,7 @@ func settingsFrom(o Options) Settings {
 		Devices:                o.Devices,
 		FleetletBinDir:         fleetletBinDirSetting(o),
 		ManagerArgs:            o.ManagerArgs,
+		SchedulerArgs:          o.SchedulerArgs,
 	}
 }
 
@@ -180,6 +183,7 @@ func (s *State) options(base Options) (Options, error) {
 	o.Devices = s.Settings.Devices
 	o.FleetletBinDir = s.Settings.FleetletBinDir // "" defaults to BinDir
 	o.ManagerArgs = s.Settings.ManagerArgs
+	o.SchedulerArgs = s.Settings.SchedulerArgs
 	var err error
 	if o.NodeMonitorGracePeriod, err = time.ParseDuration(s.Settings.NodeMonitorGracePeriod); err != nil {
 		return o, fmt.Errorf("%s: nodeMonitorGracePeriod: %w", StateFile, err)
