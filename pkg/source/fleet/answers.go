@@ -1,12 +1,11 @@
 // answers: what this process last heard from a target, over every request
-// and watch it makes there, so that a probe that runs out of time while the
-// target answers everything else is taken for a busy target, not for one
-// that is gone.
+// it makes there, so that a probe that runs out of time while the target
+// answers everything else is taken for a busy target, not for one that is
+// gone.
 
 package fleet
 
 import (
-	"io"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -14,9 +13,11 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// answers remembers when a target last sent this process anything: a
-// response that is not a server error, or a byte of one (a watch's event,
-// a list's page).
+// answers remembers when a target last answered a request of this
+// process with anything but a server error. A watch is no evidence: its
+// events and bookmarks come from the API server's watch cache, which
+// streams on while the server cannot serve a read or a write (its etcd
+// down), and so does the response that opens a watch.
 type answers struct {
 	clock clock.PassiveClock
 	// last is that time, in Unix nanoseconds; 0 before the first answer.
@@ -26,14 +27,14 @@ type answers struct {
 // heard records an answer now.
 func (a *answers) heard() { a.last.Store(a.clock.Now().UnixNano()) }
 
-// since tells whether the target sent anything at or after t.
+// since tells whether the target answered anything at or after t.
 func (a *answers) since(t time.Time) bool {
 	last := a.last.Load()
 	return last != 0 && last >= t.UnixNano()
 }
 
 // wrap is a rest.Config's WrapTransport: every response through rt is an
-// answer, and so is every byte read from its body.
+// answer, but a watch's.
 func (a *answers) wrap(rt http.RoundTripper) http.RoundTripper {
 	return answerTransport{next: rt, answers: a}
 }
@@ -52,27 +53,9 @@ type probeRequest struct{}
 // health. 429 (too many requests) is an answer: busy, not gone.
 func (t answerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
-	if err != nil || resp.StatusCode >= http.StatusInternalServerError || req.Context().Value(probeRequest{}) != nil {
-		return resp, err
+	if err == nil && resp.StatusCode < http.StatusInternalServerError &&
+		req.Context().Value(probeRequest{}) == nil && req.URL.Query().Get("watch") != "true" {
+		t.answers.heard()
 	}
-	t.answers.heard()
-	if resp.StatusCode != http.StatusSwitchingProtocols { // an upgraded body is written to too
-		resp.Body = &answerBody{ReadCloser: resp.Body, answers: t.answers}
-	}
-	return resp, nil
-}
-
-// answerBody records every read that brings bytes: a watch opened long
-// ago still shows that the target sends its events.
-type answerBody struct {
-	io.ReadCloser
-	answers *answers
-}
-
-func (b *answerBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if n > 0 {
-		b.answers.heard()
-	}
-	return n, err
+	return resp, err
 }
