@@ -33,7 +33,7 @@ import (
 // every target went NotReady and back, again and again. Without other
 // answers the same probes still count, and it turns NotReady.
 func TestBusyTargetStaysReady(t *testing.T) {
-	f := start(t, func(o *fleet.Options) { o.ProbeTimeout = 300 * time.Millisecond })
+	f := start(t, func(o *fleet.Options) { o.ProbeTimeout = time.Second })
 	ensureSummary(t, f.target)
 	var busy atomic.Bool
 	f.putSecret(t, "busy-secret", holdingLeases(t, targetEnv.Config, &busy))
