@@ -152,21 +152,63 @@ func TestSpreadOverClusters(t *testing.T) {
 	ns := enabledNamespace(t, "spread9", sb.ClusterNames()[1:]...)
 	ctx := context.Background()
 	const replicas = 9
-	sel := deployment(t, ns, "even", replicas, func(d *appsv1.Deployment) {
+	sel := deployment(t, ns, "even", replicas, spreadOverClusters("even"))
+	waitDeploymentRunning(t, ns, "even", replicas, 3*time.Minute)
+	assertEvenlySpread(t, byCluster(t, ctx, ns, sel), replicas)
+}
+
+// spreadOverClusters spreads a Deployment's replicas of app over
+// multicluster.fleetlet.io/cluster, maxSkew 1, DoNotSchedule.
+func spreadOverClusters(app string) func(*appsv1.Deployment) {
+	return func(d *appsv1.Deployment) {
 		d.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
 			MaxSkew: 1, TopologyKey: v1alpha1.LabelCluster, WhenUnsatisfiable: corev1.DoNotSchedule,
-			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "even"}},
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
 		}}
-	})
-	waitDeploymentRunning(t, ns, "even", replicas, 3*time.Minute)
-	got := byCluster(t, ctx, ns, sel)
+	}
+}
+
+// assertEvenlySpread checks that replicas are spread evenly over every
+// cluster of the sandbox.
+func assertEvenlySpread(t *testing.T, got map[string]int, replicas int) {
+	t.Helper()
 	t.Logf("replicas by cluster: %v", got)
 	for _, c := range sb.ClusterNames() {
 		if got[c] != replicas/len(sb.ClusterNames()) {
 			assert.Failf(t, "replicas not spread evenly", "replicas by cluster %v, want %d in each", got, replicas/len(sb.ClusterNames()))
-			break
+			return
 		}
 	}
+}
+
+// A target that admits this source in the namespace late (the namespace
+// made there without the label that admits it, labelled seconds later) is
+// a domain of the spread all along: meanwhile no replica goes where the
+// skew over it would grow past 1, and once it admits the source the
+// Deployment spreads 3/3/3. Before: the domains were the targets that had
+// a candidate, and the replicas of those first moments went to the others
+// (CI saw 0/4/5 when a manager restarted just before, its target side
+// binding the source's role in the namespace a second after the pods).
+func TestSpreadWaitsForATargetThatAdmitsLate(t *testing.T) {
+	need(t)
+	ctx := context.Background()
+	late := sb.ClusterNames()[2]
+	ns := enabledNamespace(t, "spread-late", sb.ClusterNames()[1])
+	_, err := kube(t, late).CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{podSecurityEnforce: "baseline"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	const replicas = 9
+	sel := deployment(t, ns, "even", replicas, spreadOverClusters("even"))
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		got := byCluster(t, ctx, ns, sel)
+		for c, n := range got {
+			if c != "" && n > 1 { // "": not bound yet
+				require.Failf(t, "spread broken", "%d replicas in %s while %s does not admit this source yet: %v", n, c, late, got)
+			}
+		}
+	}
+	labelNamespace(t, late, ns, "source.multicluster.fleetlet.io/"+sandbox.SourceCluster)
+	waitDeploymentRunning(t, ns, "even", replicas, 3*time.Minute)
+	assertEvenlySpread(t, byCluster(t, ctx, ns, sel), replicas)
 }
 
 // A required pod anti-affinity over clusters puts one replica in each; the

@@ -44,6 +44,23 @@ type targetState struct {
 	// pod's resource claims ask for (devices.Need.Short), or no node with
 	// room for the pod (noNodeFits); ranked last.
 	short bool
+	// domain: the target counts as a domain of the pod's spread over
+	// clusters (domains): it may take the pod as its health, labels,
+	// claims, devices and group say, whether or not it got a candidate
+	// this pass (a candidate it could not be given yet, or one kept for
+	// later by --candidate-targets, is no reason to count it out: the
+	// skew would then be counted over the others only). A target
+	// lacking the pod's namespace for good is no domain (lacksNamespace).
+	domain bool
+}
+
+// lacksNamespace notes that the target lacks the pod's namespace: one
+// this source just created there is awaited (soon) and the target stays a
+// domain; one it may not create, or one being deleted, leaves the target
+// out of the domains, as a node the pod may never go to.
+func (ts *targetState) lacksNamespace(soon bool) {
+	ts.soon = soon
+	ts.domain = ts.domain && soon
 }
 
 // targets is every target's view for the proxy: eligible when the target
@@ -143,7 +160,7 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, refs 
 			// A namespace that does not exist there admits nobody: RBAC
 			// answers before the namespace is looked up.
 			if why, soon, absent := r.namespaceAbsent(ctx, pod, ts); absent {
-				ts.soon = soon
+				ts.lacksNamespace(soon)
 				return nil, why
 			}
 		}
@@ -161,7 +178,8 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, refs 
 	if r.opts.Follower != nil && !ts.cluster.Self() {
 		why, err := r.follow(ctx, pod, refs, ts.cluster, follow.StageCandidate)
 		if isNamespaceNotFound(err) {
-			why, ts.soon = r.missingNamespaceThere(ctx, pod, ts)
+			why, soon := r.missingNamespaceThere(ctx, pod, ts)
+			ts.lacksNamespace(soon)
 			return nil, why
 		}
 		if awaiting, ok := r.awaitingNamespace(pod, ts); ok && apierrors.IsForbidden(err) {
@@ -192,7 +210,7 @@ func (r *Reconciler) ensureCandidate(ctx context.Context, pod *corev1.Pod, refs 
 			// create: the create says so): it filters the target,
 			// unless this source may create it there.
 			why, soon := r.missingNamespaceThere(ctx, pod, ts)
-			ts.soon = soon
+			ts.lacksNamespace(soon)
 			return nil, why
 		}
 		if why, ok := r.awaitingNamespace(pod, ts); ok && apierrors.IsForbidden(err) {

@@ -133,7 +133,10 @@ func (r *Reconciler) prepare(ctx context.Context, pod *corev1.Pod) (*round, *rec
 	}
 	rd.requests = proxy.PodRequests(&corev1.Pod{Spec: *userSpec})
 	markNoNodeFits(rd.states, rd.requests)
-	r.narrow(ctx, pod, rd.states, rd.requests)
+	for _, ts := range rd.states {
+		ts.domain = ts.eligible
+	}
+	r.narrow(ctx, pod, rd)
 	return rd, nil, nil
 }
 
@@ -216,7 +219,7 @@ func (r *Reconciler) decide(ctx context.Context, pod *corev1.Pod, rd *round, t a
 		if len(fitting) == 0 {
 			unlock()
 			r.admission.release(client.ObjectKeyFromObject(pod))
-			return r.requeueAfter(pod, requeuePeers, r.opts.RetryInterval), r.setNotElected(ctx, pod, reasonNoClusters, reasons(rd.states), EventNotSchedulable)
+			return r.requeueAfter(pod, requeuePeers, r.peersRetry(pod)), r.setNotElected(ctx, pod, reasonNoClusters, reasons(rd.states), EventNotSchedulable)
 		}
 		winner = Rank(pod.UID, fitting)[0]
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -213,19 +214,27 @@ func (h *harness) marked(t *testing.T, key proxy.TargetKey, p *corev1.Pod) bool 
 // namespace (a ValidatingAdmissionPolicy), until the test ends.
 func denyChaperonDeletes(t *testing.T, c client.Client, ns string) {
 	t.Helper()
+	denyChaperons(t, c, ns, admissionregistrationv1.Delete)
+}
+
+// denyChaperons makes a target refuse an operation on PodChaperons in a
+// namespace (a ValidatingAdmissionPolicy) until lift is called or the test
+// ends; it returns once the refusal is in force, and lift once it is not.
+func denyChaperons(t *testing.T, c client.Client, ns string, op admissionregistrationv1.OperationType) (lift func()) {
+	t.Helper()
 	ctx := context.Background()
-	name := "deny-chaperon-deletes-" + ns
+	name := fmt.Sprintf("deny-chaperon-%s-%s", strings.ToLower(string(op)), ns)
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Delete},
+					Operations: []admissionregistrationv1.OperationType{op},
 					Rule:       admissionregistrationv1.Rule{APIGroups: []string{v1alpha1.GroupVersion.Group}, APIVersions: []string{"*"}, Resources: []string{"podchaperons"}},
 				},
 			}}},
-			Validations: []admissionregistrationv1.Validation{{Expression: fmt.Sprintf("request.namespace != %q", ns), Message: "this test's target keeps its chaperons"}},
+			Validations: []admissionregistrationv1.Validation{{Expression: fmt.Sprintf("request.namespace != %q", ns), Message: "this test's target refuses it"}},
 		},
 	}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
@@ -234,19 +243,32 @@ func denyChaperonDeletes(t *testing.T, c client.Client, ns string) {
 			PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 		},
 	}
+	chaperon := func(name string) *v1alpha1.PodChaperon {
+		return &v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1alpha1.PodChaperonSpec{Template: v1alpha1.PodChaperonTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}
+	}
+	probe := chaperon("probe-" + strings.ToLower(string(op)))
+	require.NoError(t, c.Create(ctx, probe))
+	// In force while a dry run of the operation on a probe is refused.
+	inForce := func(ctx context.Context) bool {
+		if op == admissionregistrationv1.Delete {
+			return c.Delete(ctx, probe, client.DryRunAll) != nil
+		}
+		return c.Create(ctx, chaperon(probe.Name+"-2"), client.DryRunAll) != nil
+	}
 	require.NoError(t, c.Create(ctx, policy))
 	require.NoError(t, c.Create(ctx, binding))
-	t.Cleanup(func() {
+	remove := func() {
 		_ = c.Delete(context.Background(), binding)
 		_ = c.Delete(context.Background(), policy)
-	})
-	// In force once a dry-run delete of a probe is refused.
-	probe := &v1alpha1.PodChaperon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
-		Spec: v1alpha1.PodChaperonSpec{Template: v1alpha1.PodChaperonTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}
-	require.NoError(t, c.Create(ctx, probe))
-	testenv.EventuallyTrue(t, waitTimeout, "the policy in force", func(ctx context.Context) bool {
-		return c.Delete(ctx, probe, client.DryRunAll) != nil
-	})
+	}
+	t.Cleanup(remove)
+	testenv.EventuallyTrue(t, waitTimeout, "the policy in force", inForce)
+	return func() {
+		t.Helper()
+		remove()
+		testenv.EventuallyTrue(t, waitTimeout, "the policy lifted", func(ctx context.Context) bool { return !inForce(ctx) })
+	}
 }
 
 // A pod no cluster can run keeps pending candidates in at most

@@ -16,14 +16,15 @@ import (
 
 // narrow leaves eligible only the targets that get a candidate now, when
 // Options.CandidateTargets (K) is set: those that have one already, and
-// the best ranked up to K. Once every candidate there said no
-// (unschedulable or refused), every eligible target gets one, as without
-// K. What it reads is the targets' caches, so a restarted manager decides
-// the same.
-func (r *Reconciler) narrow(ctx context.Context, pod *corev1.Pod, states []*targetState, requests corev1.ResourceList) {
+// the best ranked up to K that the pod's peer constraints let it win
+// (peersRefuse; a kept candidate they refuse now is not one of the K).
+// Once every candidate there said no (unschedulable or refused), every
+// eligible target gets one, as without K. What it reads is the targets'
+// caches, so a restarted manager decides the same.
+func (r *Reconciler) narrow(ctx context.Context, pod *corev1.Pod, rd *round) {
 	k := r.opts.CandidateTargets
 	var eligible []*targetState
-	for _, ts := range states {
+	for _, ts := range rd.states {
 		if ts.eligible {
 			eligible = append(eligible, ts)
 		}
@@ -31,7 +32,10 @@ func (r *Reconciler) narrow(ctx context.Context, pod *corev1.Pod, states []*targ
 	if k <= 0 || len(eligible) <= k {
 		return
 	}
+	refused := r.peersRefuse(ctx, pod, rd.pl, rd.states)
+	mayWin := func(key string) bool { return refused[key] == "" }
 	keep := map[string]bool{}
+	winnable := 0
 	allSaidNo := true
 	for _, ts := range eligible {
 		pc, exists := r.cachedCandidate(ctx, pod, ts)
@@ -39,6 +43,9 @@ func (r *Reconciler) narrow(ctx context.Context, pod *corev1.Pod, states []*targ
 			continue
 		}
 		keep[ts.key.String()] = true
+		if mayWin(ts.key.String()) {
+			winnable++
+		}
 		if a, _ := answer(pc); a != answerUnschedulable && a != answerRejected {
 			allSaidNo = false
 		}
@@ -53,16 +60,24 @@ func (r *Reconciler) narrow(ctx context.Context, pod *corev1.Pod, states []*targ
 	}
 	offers := make([]Offer, 0, len(eligible))
 	for _, ts := range eligible {
-		offers = append(offers, Offer{Target: ts.key.String(), Score: ts.score, Priority: ts.cluster.Priority(), Short: ts.short, FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), r.inflight(ctx, ts.key.String())), requests)})
+		offers = append(offers, Offer{Target: ts.key.String(), Score: ts.score, Priority: ts.cluster.Priority(), Short: ts.short, FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), r.inflight(ctx, ts.key.String())), rd.requests)})
 	}
 	for _, o := range Rank(pod.UID, offers) {
-		if len(keep) >= k {
+		if winnable >= k {
 			break
 		}
+		if keep[o.Target] || !mayWin(o.Target) {
+			continue
+		}
 		keep[o.Target] = true
+		winnable++
 	}
 	for _, ts := range eligible {
-		if !keep[ts.key.String()] {
+		switch key := ts.key.String(); {
+		case keep[key]:
+		case refused[key] != "":
+			ts.eligible, ts.reason = false, refused[key]
+		default:
 			ts.eligible = false
 			ts.reason = fmt.Sprintf("not among the %d best-ranked targets that get a candidate first", k)
 		}

@@ -100,13 +100,15 @@ func (r *Reconciler) peerCounter(ctx context.Context, pod *corev1.Pod, states []
 }
 
 // domains are, per key of the pod's peer constraints, the values the
-// targets that may take it carry: the domains the skew is counted over.
+// targets that may take it carry (targetState.domain): the domains the
+// skew is counted over, as the kube-scheduler counts every node the pod's
+// node affinity admits, full or not.
 func domains(pl placement.Placement, states []*targetState) map[string][]string {
 	out := map[string][]string{}
 	for _, key := range pl.Keys() {
 		seen := map[string]bool{}
 		for _, ts := range states {
-			if !ts.eligible || ts.node == nil {
+			if !ts.domain || ts.node == nil {
 				continue
 			}
 			if v, ok := ts.node.Labels[key]; ok && !seen[v] {
@@ -135,4 +137,43 @@ func (r *Reconciler) fitPeers(ctx context.Context, pod *corev1.Pod, pl placement
 		out = append(out, o)
 	}
 	return out
+}
+
+// peersRefuse says, per eligible target the pod's spread and
+// (anti-)affinity over clusters do not let it go to now, why; empty when
+// they allow every one, or the pod counts no peers. narrow gives its first
+// candidates to targets that may win: a candidate only where the skew
+// refuses the pod would hold it there for good.
+func (r *Reconciler) peersRefuse(ctx context.Context, pod *corev1.Pod, pl placement.Placement, states []*targetState) map[string]string {
+	if !pl.CountsPeers() {
+		return nil
+	}
+	r.peers.mu.Lock()
+	defer r.peers.mu.Unlock()
+	peers := r.peerCounter(ctx, pod, states)
+	doms := domains(pl, states)
+	out := map[string]string{}
+	for _, ts := range states {
+		if !ts.eligible || ts.node == nil {
+			continue
+		}
+		if ok, why := pl.Fits(ts.node.Labels, doms, peers); !ok {
+			out[ts.key.String()] = why
+		}
+	}
+	return out
+}
+
+// peersRetry is how soon a pod the peer constraints refuse runs again:
+// half the time it has been refused, from 2 s up to RetryInterval. What
+// frees it (a peer elected or gone elsewhere, a target taking a candidate
+// at last) brings no event of its own; a refusal that lasts is asked about
+// less and less often.
+func (r *Reconciler) peersRetry(pod *corev1.Pod) time.Duration {
+	const least = 2 * time.Second
+	d := least
+	if c := proxy.ElectedCondition(pod); c != nil && c.Status == corev1.ConditionFalse {
+		d = max(least, r.clock.Since(c.LastTransitionTime.Time)/2)
+	}
+	return min(d, r.opts.RetryInterval)
 }

@@ -204,6 +204,12 @@ func (h *harness) allocatable(t *testing.T, key proxy.TargetKey, cpu, pods strin
 // (after any gates given), no grace period, 100m of CPU.
 func (h *harness) proxy(t *testing.T, name string, gates ...string) *corev1.Pod {
 	t.Helper()
+	return h.proxyWith(t, name, nil, gates...)
+}
+
+// proxyWith is proxy with change made to the pod before it is created.
+func (h *harness) proxyWith(t *testing.T, name string, change func(*corev1.Pod), gates ...string) *corev1.Pod {
+	t.Helper()
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: h.ns, Name: name, Finalizers: []string{v1alpha1.FinalizerDelegate}},
 		Spec: corev1.PodSpec{
@@ -220,6 +226,9 @@ func (h *harness) proxy(t *testing.T, name string, gates ...string) *corev1.Pod 
 	}
 	for _, g := range append(gates, v1alpha1.SchedulingGateElection) {
 		p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
+	}
+	if change != nil {
+		change(p)
 	}
 	require.NoError(t, h.source.Create(context.Background(), p))
 	return p
