@@ -40,6 +40,32 @@ func waitSchedulerCondition(t *testing.T, cluster string, status metav1.Conditio
 	return cond
 }
 
+// needWholeFleet waits until every cluster of the sandbox is a target the
+// source may elect into (its ClusterTarget Ready and its candidate
+// scheduler running), for a scenario whose outcome counts on every one: a
+// scenario before it may have restarted a control plane or a scheduler,
+// which takes its lease over only once the old one lapses.
+func needWholeFleet(t *testing.T) {
+	t.Helper()
+	waited := eventually(t, 2*time.Minute, "every ClusterTarget Ready with its candidate scheduler running", func(ctx context.Context) (bool, string) {
+		for _, c := range sb.ClusterNames() {
+			var ct v1alpha1.ClusterTarget
+			if err := ctrlClient(t, sandbox.SourceCluster).Get(ctx, client.ObjectKey{Name: c}, &ct); err != nil {
+				return false, err.Error()
+			}
+			for _, typ := range []string{v1alpha1.ConditionReady, v1alpha1.ConditionCandidateScheduler} {
+				if cond := meta.FindStatusCondition(ct.Status.Conditions, typ); cond == nil || cond.Status != metav1.ConditionTrue {
+					return false, fmt.Sprintf("ClusterTarget %s: %s not True: %+v", c, typ, cond)
+				}
+			}
+		}
+		return true, ""
+	})
+	if waited > time.Second {
+		t.Logf("waited %s for every cluster to be a target again", waited.Round(100*time.Millisecond))
+	}
+}
+
 // watchChaperons records the PodChaperons created in namespace ns of
 // cluster from now until the test ends; the returned func lists them.
 func watchChaperons(t *testing.T, cluster, ns string) func() []string {

@@ -32,7 +32,7 @@ import (
 // kubectlCmd is a bin/kubectl command against the source, not started.
 func kubectlCmd(args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(sb.BinDir(), "kubectl"), append([]string{"--context", sandbox.SourceCluster}, args...)...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(sb.Dir(), sandbox.MergedKubeconfig))
+	cmd.Env = kubectlEnv()
 	return cmd
 }
 

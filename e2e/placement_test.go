@@ -149,6 +149,7 @@ func nodesWithRoom(t *testing.T, ctx context.Context, cluster string, cpu resour
 // before it, not from a cache that has seen none of them.
 func TestSpreadOverClusters(t *testing.T) {
 	need(t)
+	needWholeFleet(t)
 	ns := enabledNamespace(t, "spread9", sb.ClusterNames()[1:]...)
 	ctx := context.Background()
 	const replicas = 9
@@ -191,6 +192,7 @@ func assertEvenlySpread(t *testing.T, got map[string]int, replicas int) {
 // binding the source's role in the namespace a second after the pods).
 func TestSpreadWaitsForATargetThatAdmitsLate(t *testing.T) {
 	need(t)
+	needWholeFleet(t)
 	ctx := context.Background()
 	late := sb.ClusterNames()[2]
 	ns := enabledNamespace(t, "spread-late", sb.ClusterNames()[1])
@@ -206,6 +208,23 @@ func TestSpreadWaitsForATargetThatAdmitsLate(t *testing.T) {
 			}
 		}
 	}
+	// A replica that waits says which cluster holds it back.
+	eventually(t, 30*time.Second, "a waiting replica's Elected=False naming "+late, func(ctx context.Context) (bool, string) {
+		pods, err := kube(t, sandbox.SourceCluster).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, err.Error()
+		}
+		last := "no replica Elected=False"
+		for i := range pods.Items {
+			if c := electedCondition(&pods.Items[i]); c != nil && c.Status == corev1.ConditionFalse {
+				if strings.Contains(c.Message, late+" has 0") {
+					return true, ""
+				}
+				last = c.Message
+			}
+		}
+		return false, last
+	})
 	labelNamespace(t, late, ns, "source.multicluster.fleetlet.io/"+sandbox.SourceCluster)
 	waitDeploymentRunning(t, ns, "even", replicas, 3*time.Minute)
 	assertEvenlySpread(t, byCluster(t, ctx, ns, sel), replicas)
@@ -216,6 +235,7 @@ func TestSpreadWaitsForATargetThatAdmitsLate(t *testing.T) {
 // constraint.
 func TestAntiAffinityOverClusters(t *testing.T) {
 	need(t)
+	needWholeFleet(t)
 	ns := enabledNamespace(t, "apart", sb.ClusterNames()[1:]...)
 	sel := deployment(t, ns, "apart", 4, func(d *appsv1.Deployment) {
 		d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{

@@ -219,11 +219,20 @@ func ctrlClient(t *testing.T, cluster string) client.Client {
 	return c
 }
 
+// kubectlEnv is the environment of a bin/kubectl run against the
+// sandbox: its merged kubeconfig, and a discovery cache of its own (the
+// default one, keyed by host and port, would serve a sandbox the kinds an
+// earlier one on the same ports had: `kubectl get fleetlet` then found no
+// such category).
+func kubectlEnv() []string {
+	return append(os.Environ(), "KUBECONFIG="+filepath.Join(sb.Dir(), sandbox.MergedKubeconfig), "KUBECACHEDIR="+filepath.Join(sb.Dir(), "kubectl-cache"))
+}
+
 // kubectl runs bin/kubectl against the sandbox's merged kubeconfig.
 func kubectl(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(sb.BinDir(), "kubectl"), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(sb.Dir(), sandbox.MergedKubeconfig), "PATH="+sb.BinDir()+":"+os.Getenv("PATH"))
+	cmd.Env = append(kubectlEnv(), "PATH="+sb.BinDir()+":"+os.Getenv("PATH"))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()

@@ -160,10 +160,16 @@ func (p Placement) Fits(node map[string]string, domains map[string][]string, pee
 			return false, fmt.Sprintf("topology spread over %s: the cluster has no %s label", s.Key, s.Key)
 		}
 		counts := peers(s.Key, s.Selector)
-		min := minCount(counts, domains[s.Key], s.MinDomains)
+		min, least := leastDomain(counts, domains[s.Key], s.MinDomains)
 		if skew := int32(counts[d]+1) - int32(min); skew > s.MaxSkew {
-			return false, fmt.Sprintf("topology spread over %s: %s would have %d pod(s) matching %s, %d more than the least (maxSkew %d)",
-				s.Key, d, counts[d]+1, s.Selector, skew, s.MaxSkew)
+			than := fmt.Sprintf("fewer domains than minDomains %d count the least as 0", s.MinDomains)
+			if least != "" {
+				// Named: a domain that cannot take the pod yet holds
+				// the others back, and the user must see which.
+				than = fmt.Sprintf("%s has %d", least, min)
+			}
+			return false, fmt.Sprintf("topology spread over %s: %s would have %d pod(s) matching %s, %d more than the least (%s; maxSkew %d)",
+				s.Key, d, counts[d]+1, s.Selector, skew, than, s.MaxSkew)
 		}
 	}
 	return true, ""
@@ -201,19 +207,20 @@ func (p Placement) Crowding(node map[string]string, peers Peers) int64 {
 	return n
 }
 
-// minCount is the fewest matching pods in any of the domains; 0 when there
-// are fewer domains than minDomains.
-func minCount(counts map[string]int, domains []string, minDomains int32) int {
+// leastDomain is the fewest matching pods in a domain, and that domain
+// (the first in order of those as few); 0 and no domain when there are
+// fewer domains than minDomains (the domains missing count as empty).
+func leastDomain(counts map[string]int, domains []string, minDomains int32) (int, string) {
 	if int32(len(domains)) < minDomains || len(domains) == 0 {
-		return 0
+		return 0, ""
 	}
-	min := -1
+	min, least := -1, ""
 	for _, d := range domains {
 		if n := counts[d]; min < 0 || n < min {
-			min = n
+			min, least = n, d
 		}
 	}
-	return min
+	return min, least
 }
 
 // Keys are the topology keys the pod's peer constraints use, sorted.

@@ -47,7 +47,7 @@ func TestFits(t *testing.T) {
 			name:   "maxSkew 1: the cluster with one more is refused, the other taken",
 			spec:   corev1.PodSpec{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{spread(1, corev1.DoNotSchedule, nil)}},
 			counts: map[string]int{"cluster-2": 1}, fits2: false, fits3: true,
-			reason: "topology spread over " + clusterKey + ": cluster-2 would have 2 pod(s)",
+			reason: "topology spread over " + clusterKey + ": cluster-2 would have 2 pod(s) matching app=web,pod-template-hash=abc, 2 more than the least (cluster-3 has 0; maxSkew 1)",
 		},
 		{
 			name:   "even counts: both fit",
@@ -58,7 +58,7 @@ func TestFits(t *testing.T) {
 			name:   "minDomains above the domains there are: the least counts as zero",
 			spec:   corev1.PodSpec{TopologySpreadConstraints: []corev1.TopologySpreadConstraint{spread(1, corev1.DoNotSchedule, ptr.To[int32](3))}},
 			counts: map[string]int{"cluster-2": 1, "cluster-3": 1}, fits2: false, fits3: false,
-			reason: "maxSkew 1",
+			reason: "2 more than the least (fewer domains than minDomains 3 count the least as 0; maxSkew 1)",
 		},
 		{
 			name:   "ScheduleAnyway never refuses; it ranks by crowding",
