@@ -132,6 +132,7 @@ func targetUsage(t *testing.T, ctx context.Context) (map[string]topUsage, error)
 func TestTopAndAutoscaleAcrossClusters(t *testing.T) {
 	need(t)
 	needMetricsServer(t)
+	needWholeFleet(t) // the scaled-out replicas are looked for in every cluster
 	ns := enabledNamespace(t, "metrics", sb.ClusterNames()[1:]...)
 	ctx := context.Background()
 
