@@ -188,8 +188,8 @@ func assertEvenlySpread(t *testing.T, got map[string]int, replicas int) {
 // skew over it would grow past 1, and once it admits the source the
 // Deployment spreads 3/3/3. Before: the domains were the targets that had
 // a candidate, and the replicas of those first moments went to the others
-// (CI saw 0/4/5 when a manager restarted just before, its target side
-// binding the source's role in the namespace a second after the pods).
+// (4/5/0; a target's side binds the source's role in a new namespace a
+// moment after it is made, seconds after its manager restarted).
 func TestSpreadWaitsForATargetThatAdmitsLate(t *testing.T) {
 	need(t)
 	needWholeFleet(t)
