@@ -98,6 +98,14 @@ func TestPreferredClusterSpillsOver(t *testing.T) {
 	preferred := sb.ClusterNames()[1]
 	// 15 CPUs of a 32-CPU node: two per node, six in a cluster of three.
 	const replicas = 9
+	// Pods that earlier scenarios left going (their namespaces are being
+	// deleted) must not hold the preferred cluster's room, or the end
+	// check that it is full would count them: each node has room for two.
+	waited := eventually(t, 2*time.Minute, "every node of "+preferred+" with room for two replicas", func(ctx context.Context) (bool, string) {
+		all, room := nodesWithRoom(t, ctx, preferred, resource.MustParse("0")), nodesWithRoom(t, ctx, preferred, resource.MustParse("30"))
+		return len(room) == len(all), fmt.Sprintf("%v of %v", room, all)
+	})
+	t.Logf("waited %s for %s's room", waited.Round(time.Millisecond), preferred)
 	sel := deployment(t, ns, "burst", replicas, notSource("burst"), cpu("15"), nodeAffinity(&corev1.NodeAffinity{
 		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
 			Weight:     100,

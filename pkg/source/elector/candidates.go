@@ -290,7 +290,10 @@ func keptOutReason(answered string, pendingTargets int, until time.Time) string 
 }
 
 // trimPending keeps pending candidates in at most K targets, the best ranked,
-// so that one cluster autoscaler scales up, not all of them.
+// so that one cluster autoscaler scales up, not all of them; and in any
+// target whose summary shows room for the pod, where its candidate waits
+// for the target's own scheduler (a burst's losing candidates hold that
+// room for a moment), not for an autoscaler.
 func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []*targetState, requests corev1.ResourceList) {
 	var offers []Offer
 	byKey := map[string]*targetState{}
@@ -301,10 +304,10 @@ func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []
 		}
 	}
 	for i, o := range Rank(pod.UID, offers) {
-		if i < r.opts.PendingTargets {
+		s := byKey[o.Target]
+		if i < r.opts.PendingTargets || roomFor(s.cluster.Summary(), requests) {
 			continue
 		}
-		s := byKey[o.Target]
 		if err := r.deleteChaperon(ctx, s.cluster, s.chaperon, pod.UID); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Deleting a surplus pending candidate", "target", o.Target)
 			continue

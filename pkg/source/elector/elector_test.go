@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
@@ -90,5 +91,66 @@ func TestTrimmedTargetKeepsItsAnswer(t *testing.T) {
 	clk.Step(10 * time.Second)
 	if _, _, out := r.keptOut("uid-1", proxy.TargetKey{Name: "cluster-2"}); out {
 		assert.Fail(t, "kept out after the round")
+	}
+}
+
+// Room that fits the pod lets a trimmed target back in once per round: a
+// second trim there in the same round keeps it out until the round ends,
+// so that a target whose pods come and go does not make and trim a
+// candidate on each change.
+func TestUntrimOncePerRound(t *testing.T) {
+	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(now)
+	r := &Reconciler{opts: Options{RetryInterval: 10 * time.Second, PendingTargets: 1}, clock: clk, trimmed: map[types.UID]trimmedRound{}}
+	c2, c3 := proxy.TargetKey{Name: "cluster-2"}, proxy.TargetKey{Name: "cluster-3"}
+	r.noteTrimmed("uid-1", c2, "0/3 nodes are available")
+	assert.False(t, r.untrim("uid-1", c3), "a target that was not trimmed was let back in")
+	assert.False(t, r.untrim("uid-2", c2), "a proxy with no round was let back in")
+	require.True(t, r.untrim("uid-1", c2), "a trimmed target was not let back in")
+	if _, _, out := r.keptOut("uid-1", c2); out {
+		assert.Fail(t, "let back in, still kept out")
+	}
+	r.noteTrimmed("uid-1", c2, "0/3 nodes are available")
+	assert.False(t, r.untrim("uid-1", c2), "let back in twice in one round")
+	if _, _, out := r.keptOut("uid-1", c2); !out {
+		assert.Fail(t, "trimmed again, not kept out")
+	}
+	clk.Step(10 * time.Second)
+	r.noteTrimmed("uid-1", c2, "0/3 nodes are available")
+	assert.True(t, r.untrim("uid-1", c2), "a new round did not let the target back in")
+}
+
+func TestRoomFor(t *testing.T) {
+	rl := func(pairs ...string) corev1.ResourceList {
+		out := corev1.ResourceList{}
+		for i := 0; i < len(pairs); i += 2 {
+			out[corev1.ResourceName(pairs[i])] = resource.MustParse(pairs[i+1])
+		}
+		return out
+	}
+	pod := rl("cpu", "100m", "memory", "1Gi")
+	tests := []struct {
+		name         string
+		alloc, req   corev1.ResourceList
+		largest      corev1.ResourceList
+		want, noneAt bool
+	}{
+		{name: "no summary", noneAt: true},
+		{name: "room in all", alloc: rl("cpu", "4", "memory", "8Gi", "pods", "10"), req: rl("cpu", "2", "memory", "4Gi", "pods", "7"), want: true},
+		{name: "exactly the pod", alloc: rl("cpu", "1", "memory", "2Gi"), req: rl("cpu", "900m", "memory", "1Gi"), want: true},
+		{name: "too little cpu", alloc: rl("cpu", "1", "memory", "8Gi"), req: rl("cpu", "950m")},
+		{name: "no pod slot", alloc: rl("cpu", "4", "memory", "8Gi", "pods", "10"), req: rl("pods", "10")},
+		{name: "a resource the summary does not list is no room", alloc: rl("cpu", "4")},
+		{name: "room in all, on no one node", alloc: rl("cpu", "4", "memory", "8Gi"), largest: rl("cpu", "50m", "memory", "4Gi", "pods", "5")},
+		{name: "room on a node", alloc: rl("cpu", "4", "memory", "8Gi"), largest: rl("cpu", "500m", "memory", "2Gi", "pods", "5"), want: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var summary *v1alpha1.ClusterSummaryStatus
+			if !tc.noneAt {
+				summary = &v1alpha1.ClusterSummaryStatus{Allocatable: tc.alloc, Requested: tc.req, LargestFree: tc.largest}
+			}
+			assert.Equal(t, tc.want, roomFor(summary, pod))
+		})
 	}
 }

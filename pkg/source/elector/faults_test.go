@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -306,6 +307,85 @@ func TestPendingCandidatesStayInTheBestTargets(t *testing.T) {
 		"the trimmed candidate was made again")
 	assert.Equal(t, 1, live(), "the best target lost its pending candidate")
 	h.waitEvent(t, p, elector.EventNotSchedulable)
+}
+
+// A pod no cluster could run whose pending candidate was trimmed from a
+// target gets a candidate there again as soon as that target's summary
+// shows room that fits it (a burst's losing candidates that held the room
+// went, say), not when the round ends: it spills over at once. Room too
+// small for it changes nothing. Before: the target was kept out for the
+// whole round (RetryInterval, here 10 minutes).
+func TestTrimmedTargetWithRoomForThePodGetsACandidateAgain(t *testing.T) {
+	h, remote, local := start(t, elector.Options{PendingTargets: 1, RetryInterval: 10 * time.Minute})
+	planes := map[proxy.TargetKey]client.Client{remote: h.target, local: h.source}
+	for _, c := range planes {
+		setSummary(t, c, tenCPUs("10"))
+	}
+	time.Sleep(2 * time.Second) // several of the registry's 500 ms probes: both full before the pod
+
+	p := h.proxy(t, "web-1")
+	h.unschedulable(t, remote, p)
+	h.unschedulable(t, local, p)
+	var trimmed proxy.TargetKey
+	testenv.EventuallyTrue(t, waitTimeout, "one pending candidate trimmed", func(context.Context) bool {
+		for _, k := range []proxy.TargetKey{remote, local} {
+			if pc, ok := h.chaperon(t, k, p); ok && pc.DeletionTimestamp != nil {
+				trimmed = k
+				return true
+			}
+		}
+		return false
+	})
+	h.collect(t, trimmed, p)
+	h.waitEvent(t, p, elector.EventNotSchedulable)
+
+	// 50m free: room grew, not enough for the pod's 100m.
+	setSummary(t, planes[trimmed], tenCPUs("9950m"))
+	assert.Never(t, func() bool { _, ok := h.chaperon(t, trimmed, p); return ok }, 3*time.Second, 100*time.Millisecond,
+		"a candidate made again in %s, where the room that appeared is too small for the pod", trimmed.Name)
+	setSummary(t, planes[trimmed], tenCPUs("0"))
+	testenv.EventuallyTrue(t, 20*time.Second, "a candidate in "+trimmed.Name+" again, once room for the pod appeared there", func(context.Context) bool {
+		_, ok := h.chaperon(t, trimmed, p)
+		return ok
+	})
+	h.reserve(t, trimmed, p)
+	h.waitProxy(t, p, "elected in "+trimmed.Name, electedIn(trimmed.Name))
+}
+
+// tenCPUs is the summary of a target with 10 CPUs, requested of them.
+func tenCPUs(requested string) v1alpha1.ClusterSummaryStatus {
+	return v1alpha1.ClusterSummaryStatus{
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10"), corev1.ResourcePods: resource.MustParse("110")},
+		Requested:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(requested)},
+	}
+}
+
+// A pending candidate is not trimmed from a target whose summary shows
+// room for the pod: what holds it back there is passing (a burst's losing
+// candidates hold the room until they go), and the target's scheduler
+// places it as soon as it is free, with no round to wait for. Before:
+// trimmed to the PendingTargets best like any other, and kept out until
+// the round ended.
+func TestPendingCandidateStaysWhereTheSummaryShowsRoom(t *testing.T) {
+	h, remote, local := start(t, elector.Options{PendingTargets: 1, RetryInterval: 10 * time.Minute})
+	setSummary(t, h.target, tenCPUs("5"))
+	setSummary(t, h.source, tenCPUs("5"))
+	time.Sleep(2 * time.Second) // several of the registry's 500 ms probes
+
+	p := h.proxy(t, "web-1")
+	h.unschedulable(t, remote, p)
+	h.unschedulable(t, local, p)
+	h.waitEvent(t, p, elector.EventNotSchedulable)
+	assert.Never(t, func() bool {
+		for _, k := range []proxy.TargetKey{remote, local} {
+			if pc, ok := h.chaperon(t, k, p); !ok || pc.DeletionTimestamp != nil {
+				return true
+			}
+		}
+		return false
+	}, 3*time.Second, 100*time.Millisecond, "a pending candidate trimmed from a target with room for the pod")
+	h.reserve(t, remote, p)
+	h.waitProxy(t, p, "elected in "+remote.Name, electedIn(remote.Name))
 }
 
 // Back-to-back re-elections: a delegate is re-elected away and is still

@@ -27,7 +27,8 @@ import (
 // change may concern: all of them when it changes where they may go
 // (health, a drain, a stale summary); only those no cluster could take
 // when it only has more room; none when a probe only saw pods come and
-// go. Their own candidates' events bring the others back.
+// go. Their own candidates' events bring the others back. More room that
+// fits a proxy lets the target back into its trimmed round (untrim).
 func (r *Reconciler) proxiesAffectedBy(ctx context.Context, ch fleet.Change) []reconcile.Request {
 	if !ch.Eligibility() && !ch.RoomGrew() {
 		return nil
@@ -45,7 +46,25 @@ func (r *Reconciler) proxiesAffectedBy(ctx context.Context, ch fleet.Change) []r
 	if ch.Eligibility() {
 		return requeued(requeueTargetEligible, out)
 	}
+	r.untrimWhereRoomFits(ch, pods.Items)
 	return requeued(requeueTargetRoom, out)
+}
+
+// untrimWhereRoomFits lets the target whose room grew back into the
+// trimmed rounds of the proxies no cluster could take that fit there now,
+// so that they spill over at once, not when the round ends.
+func (r *Reconciler) untrimWhereRoomFits(ch fleet.Change, pods []corev1.Pod) {
+	cl, ok := r.registry.Get(ch.Key)
+	if !ok {
+		return
+	}
+	summary := cl.Summary()
+	for i := range pods {
+		p := &pods[i]
+		if affected(ch, p) && roomFor(summary, proxy.PodRequests(p)) {
+			r.untrim(p.UID, ch.Key)
+		}
+	}
 }
 
 // affected tells whether a gated proxy may go elsewhere after a target's

@@ -44,11 +44,12 @@ func viewOf(c *Cluster) View {
 	c.mu.RLock()
 	turns := c.turns
 	c.mu.RUnlock()
-	return View{Present: true, Ready: h.Ready, Draining: c.Draining(), SummaryStale: c.SummaryStale(), SchedulerDown: c.SchedulerDown(), Free: free(c.Summary()), cluster: c, turns: turns}
+	return View{Present: true, Ready: h.Ready, Draining: c.Draining(), SummaryStale: c.SummaryStale(), SchedulerDown: c.SchedulerDown(), Free: Free(c.Summary()), cluster: c, turns: turns}
 }
 
-// free is allocatable − requested of a summary, per resource.
-func free(s *v1alpha1.ClusterSummaryStatus) corev1.ResourceList {
+// Free is allocatable − requested of a summary, per resource, and the free
+// devices of each DeviceClass under DeviceClassResource; nil without one.
+func Free(s *v1alpha1.ClusterSummaryStatus) corev1.ResourceList {
 	if s == nil {
 		return nil
 	}

@@ -41,7 +41,7 @@ func TestFreeCountsDevices(t *testing.T) {
 		{name: "a device taken", before: withGPUs(3, 2), after: withGPUs(3, 3)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Change{Before: View{Present: true, Ready: true, Free: free(tc.before)}, After: View{Present: true, Ready: true, Free: free(tc.after)}}
+			c := Change{Before: View{Present: true, Ready: true, Free: Free(tc.before)}, After: View{Present: true, Ready: true, Free: Free(tc.after)}}
 			got := c.RoomGrew()
 			assert.Falsef(t, got != tc.roomGrew, "RoomGrew() = %v, want %v", got, tc.roomGrew)
 			assert.True(t, c.Any(), "Any() = false, want true")
