@@ -290,10 +290,10 @@ func keptOutReason(answered string, pendingTargets int, until time.Time) string 
 }
 
 // trimPending keeps pending candidates in at most K targets, the best ranked,
-// so that one cluster autoscaler scales up, not all of them; and in any
-// target whose summary shows room for the pod, where its candidate waits
-// for the target's own scheduler (a burst's losing candidates hold that
-// room for a moment), not for an autoscaler.
+// so that one cluster autoscaler scales up, not all of them; and an
+// unschedulable one in any target whose summary shows room for the pod,
+// where it waits for the target's own scheduler, not for an autoscaler
+// (waitsForRoom).
 func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []*targetState, requests corev1.ResourceList) {
 	var offers []Offer
 	byKey := map[string]*targetState{}
@@ -305,7 +305,7 @@ func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []
 	}
 	for i, o := range Rank(pod.UID, offers) {
 		s := byKey[o.Target]
-		if i < r.opts.PendingTargets || roomFor(s.cluster.Summary(), requests) {
+		if i < r.opts.PendingTargets || waitsForRoom(s, requests) {
 			continue
 		}
 		if err := r.deleteChaperon(ctx, s.cluster, s.chaperon, pod.UID); err != nil {
@@ -316,6 +316,15 @@ func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []
 		r.forgetCreated(pod.UID, s.key)
 		r.release(ctx, pod, s.cluster)
 	}
+}
+
+// waitsForRoom tells whether a target's candidate is unschedulable where
+// its summary shows room for the pod: room held for a moment (a burst's
+// losing candidates), that its scheduler gives the candidate once free.
+// A candidate the target refused (a quota, a policy) waits for no room.
+func waitsForRoom(s *targetState, requests corev1.ResourceList) bool {
+	a, _ := answer(s.chaperon)
+	return a == answerUnschedulable && roomFor(s.cluster.Summary(), requests)
 }
 
 // deleteChaperon deletes a chaperon of this proxy so that it goes only after
