@@ -109,7 +109,6 @@ const requeueSoon = 10 * time.Millisecond
 
 // Event reasons.
 const (
-	EventElected         = "Elected"
 	EventNotSchedulable  = "NoClusterAvailable"
 	EventInvalidSpec     = "InvalidSourceSpec"
 	EventInvalidSelector = "InvalidClusterSelector"
