@@ -444,7 +444,7 @@ func (c *Controller) runNode(ctx context.Context, vn *virtualNode, bound *boundP
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return vn.built.Labels
-	}, target: vn.key.String()}
+	}, target: vn.key.String(), clock: c.cfg.Clock}
 	leases := c.cfg.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	backoff := restartBackoffInitial
 	for {

@@ -3,7 +3,10 @@ package vnode
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
@@ -53,11 +57,20 @@ type fixture struct {
 func startController(t *testing.T) *fixture {
 	t.Helper()
 	testenv.Need(t, env)
+	return startControllerOn(t, env.Config)
+}
+
+// startControllerOn runs a Controller whose client reaches the test control
+// plane through cfg; the fixture's own client does not.
+func startControllerOn(t *testing.T, cfg *rest.Config) *fixture {
+	t.Helper()
 	cs, err := kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	controllerClient, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	kubelet := &fakeKubelet{next: 10250, served: map[string]context.Context{}}
 	c, err := NewController(Config{
-		Client:         cs,
+		Client:         controllerClient,
 		LeaseDuration:  testLeaseDuration,
 		RenewInterval:  testRenewInterval,
 		StatusInterval: testStatusInterval,
@@ -368,6 +381,47 @@ func (f *fixture) fullTarget(base string) (proxy.TargetKey, string) {
 	f.waitNode(name, "full", allocatableIs(corev1.ResourceCPU, "0"))
 	return key, name
 }
+
+// Each proxy pinned to a virtual node raises its allocatable with a status
+// patch; the patch is computed against the node as the last one left it,
+// not read again each time. Before: a GET of the node before every patch.
+func TestStatusPatchesDoNotReadTheNodeEachTime(t *testing.T) {
+	testenv.Need(t, env)
+	var gets, patches atomic.Int64
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if strings.HasPrefix(req.URL.Path, "/api/v1/nodes/") {
+				switch {
+				case req.Method == http.MethodGet:
+					gets.Add(1)
+				case req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/status"):
+					patches.Add(1)
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	f := startControllerOn(t, cfg)
+	_, name := f.fullTarget("reads")
+	ns := f.ensureNamespace()
+	gets0, patches0 := gets.Load(), patches.Load()
+	const n = 8
+	for i := range n {
+		p := newPod(fmt.Sprintf("pinned-%d", i)).container("c", rl("cpu", "100m")).pinnedTo(name).obj()
+		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateElection}}
+		f.createPod(ns, p)
+		f.waitNode(name, "the proxy counted", allocatableIs(corev1.ResourcePods, fmt.Sprint(i+1)))
+	}
+	g, p := gets.Load()-gets0, patches.Load()-patches0
+	t.Logf("%d pinned proxies: %d status patches, %d reads of the node", n, p, g)
+	require.GreaterOrEqual(t, p, int64(n), "fewer status patches than proxies")
+	assert.LessOrEqualf(t, g, p/4, "%d reads of the node for %d status patches", g, p)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 func TestProxiesRaiseAllocatable(t *testing.T) {
 	f := startController(t)

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 )
@@ -28,17 +31,77 @@ import (
 // It also keeps the target annotation naming the target the node stands
 // for: a node taken over from another target (Controller.Release) is
 // relabelled as this one's.
+//
+// And it answers the node controller's read before each status patch with
+// the node as its last patch left it, for up to answerFor: that read only
+// gives the three-way patch what virtual-kubelet applied last (its
+// annotations, unchanged since) and the server's side, which nobody but
+// this node's controller writes but for the conditions, which every patch
+// sends whole (their heartbeat time moves). A read per patch was 1.5 of
+// 20.9 requests per pod in `make bench` paced at 10 pods/s with
+// --candidate-targets=1.
 type labelKeeper struct {
 	corev1client.NodeInterface
 	log     logr.Logger
 	desired func() map[string]string
 	// target is the value of v1alpha1.AnnotationTarget.
 	target string
+	clock  clock.PassiveClock
+
+	mu sync.Mutex
+	// last is the node as the last patch answered it, at lastAt; nil
+	// after an error, a create or a delete.
+	last   *corev1.Node
+	lastAt time.Time
+}
+
+// answerFor is how long the node a patch answered stands for the server's:
+// past it, the node is read again (every status update when elections are
+// few).
+const answerFor = 10 * time.Second
+
+// Get reads the node: as the last patch answered it while that is recent,
+// from the API server otherwise.
+func (k *labelKeeper) Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error) {
+	k.mu.Lock()
+	last, at := k.last, k.lastAt
+	k.mu.Unlock()
+	if last != nil && last.Name == name && opts.ResourceVersion == "" && k.clock.Since(at) < answerFor {
+		return last.DeepCopy(), nil
+	}
+	node, err := k.NodeInterface.Get(ctx, name, opts)
+	k.remember(node, err)
+	return node, err
+}
+
+// Create creates the node; the one a patch answered before is no more.
+func (k *labelKeeper) Create(ctx context.Context, node *corev1.Node, opts metav1.CreateOptions) (*corev1.Node, error) {
+	k.remember(nil, nil)
+	return k.NodeInterface.Create(ctx, node, opts)
+}
+
+// Delete deletes the node, and forgets it.
+func (k *labelKeeper) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	k.remember(nil, nil)
+	return k.NodeInterface.Delete(ctx, name, opts)
+}
+
+// remember keeps a node the API server answered with; an error, or none,
+// forgets the last.
+func (k *labelKeeper) remember(node *corev1.Node, err error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err != nil || node == nil {
+		k.last = nil
+		return
+	}
+	k.last, k.lastAt = node.DeepCopy(), k.clock.Now()
 }
 
 // Patch patches the node, and its owned labels after a status patch.
 func (k *labelKeeper) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Node, error) {
 	node, err := k.NodeInterface.Patch(ctx, name, pt, data, opts, subresources...)
+	k.remember(node, err)
 	if err != nil || len(subresources) != 1 || subresources[0] != "status" {
 		return node, err
 	}
@@ -54,8 +117,10 @@ func (k *labelKeeper) Patch(ctx context.Context, name string, pt types.PatchType
 	if err != nil {
 		// The next status update tries again.
 		k.log.Error(err, "Cannot patch the virtual node's labels")
+		k.remember(nil, err)
 		return node, nil
 	}
+	k.remember(patched, nil)
 	return patched, nil
 }
 
