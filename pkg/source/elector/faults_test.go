@@ -283,17 +283,7 @@ func TestPendingCandidatesStayInTheBestTargets(t *testing.T) {
 	h.unschedulable(t, remote, p)
 	h.unschedulable(t, local, p)
 
-	var trimmed proxy.TargetKey
-	testenv.EventuallyTrue(t, waitTimeout, "one pending candidate trimmed", func(context.Context) bool {
-		for _, k := range []proxy.TargetKey{remote, local} {
-			if pc, ok := h.chaperon(t, k, p); ok && pc.DeletionTimestamp != nil {
-				trimmed = k
-				return true
-			}
-		}
-		return false
-	})
-	h.collect(t, trimmed, p)
+	h.waitTrimmed(t, p, remote, local)
 	live := func() int {
 		n := 0
 		for _, k := range []proxy.TargetKey{remote, local} {
@@ -326,17 +316,7 @@ func TestTrimmedTargetWithRoomForThePodGetsACandidateAgain(t *testing.T) {
 	p := h.proxy(t, "web-1")
 	h.unschedulable(t, remote, p)
 	h.unschedulable(t, local, p)
-	var trimmed proxy.TargetKey
-	testenv.EventuallyTrue(t, waitTimeout, "one pending candidate trimmed", func(context.Context) bool {
-		for _, k := range []proxy.TargetKey{remote, local} {
-			if pc, ok := h.chaperon(t, k, p); ok && pc.DeletionTimestamp != nil {
-				trimmed = k
-				return true
-			}
-		}
-		return false
-	})
-	h.collect(t, trimmed, p)
+	trimmed := h.waitTrimmed(t, p, remote, local)
 	h.waitEvent(t, p, elector.EventNotSchedulable)
 
 	// 50m free: room grew, not enough for the pod's 100m.
@@ -386,6 +366,24 @@ func TestPendingCandidateStaysWhereTheSummaryShowsRoom(t *testing.T) {
 	}, 3*time.Second, 100*time.Millisecond, "a pending candidate trimmed from a target with room for the pod")
 	h.reserve(t, remote, p)
 	h.waitProxy(t, p, "elected in "+remote.Name, electedIn(remote.Name))
+}
+
+// waitTrimmed waits for the proxy's pending candidate in one of keys to be
+// trimmed, plays the target's garbage collector for it and says which.
+func (h *harness) waitTrimmed(t *testing.T, p *corev1.Pod, keys ...proxy.TargetKey) proxy.TargetKey {
+	t.Helper()
+	var trimmed proxy.TargetKey
+	testenv.EventuallyTrue(t, waitTimeout, "one pending candidate trimmed", func(context.Context) bool {
+		for _, k := range keys {
+			if pc, ok := h.chaperon(t, k, p); ok && pc.DeletionTimestamp != nil {
+				trimmed = k
+				return true
+			}
+		}
+		return false
+	})
+	h.collect(t, trimmed, p)
+	return trimmed
 }
 
 // Back-to-back re-elections: a delegate is re-elected away and is still
