@@ -45,9 +45,18 @@ func waitSchedulerCondition(t *testing.T, cluster string, status metav1.Conditio
 // scheduler running), for a scenario whose outcome counts on every one: a
 // scenario before it may have restarted a control plane or a scheduler,
 // which takes its lease over only once the old one lapses.
+// targetProbeInterval is how often the sandbox's managers probe their
+// targets (pkg/sandbox: --target-probe-interval).
+const targetProbeInterval = 3 * time.Second
+
 func needWholeFleet(t *testing.T) {
 	t.Helper()
-	waited := eventually(t, 2*time.Minute, "every ClusterTarget Ready with its candidate scheduler running", func(ctx context.Context) (bool, string) {
+	// The ClusterTargets' conditions are what the source's manager last
+	// wrote: right after the source restarts they still say what the
+	// manager before it saw, while the new one may not count a cluster yet.
+	// Each cluster's own ClusterSummary says whether its candidate
+	// scheduler runs now; the source's manager reads it at its next probe.
+	waited := eventually(t, 2*time.Minute, "every ClusterTarget Ready, every ClusterSummary with its candidate scheduler running", func(ctx context.Context) (bool, string) {
 		for _, c := range sb.ClusterNames() {
 			var ct v1alpha1.ClusterTarget
 			if err := ctrlClient(t, sandbox.SourceCluster).Get(ctx, client.ObjectKey{Name: c}, &ct); err != nil {
@@ -58,11 +67,20 @@ func needWholeFleet(t *testing.T) {
 					return false, fmt.Sprintf("ClusterTarget %s: %s not True: %+v", c, typ, cond)
 				}
 			}
+			var cs v1alpha1.ClusterSummary
+			if err := ctrlClient(t, c).Get(ctx, client.ObjectKey{Name: v1alpha1.ClusterSummaryName}, &cs); err != nil {
+				return false, err.Error()
+			}
+			if cond := meta.FindStatusCondition(cs.Status.Conditions, v1alpha1.ConditionCandidateScheduler); cond == nil || cond.Status != metav1.ConditionTrue {
+				return false, fmt.Sprintf("ClusterSummary of %s: %s not True: %+v", c, v1alpha1.ConditionCandidateScheduler, cond)
+			}
 		}
 		return true, ""
 	})
 	if waited > time.Second {
-		t.Logf("waited %s for every cluster to be a target again", waited.Round(100*time.Millisecond))
+		// The source's manager sees the summaries at its next probe.
+		time.Sleep(targetProbeInterval)
+		t.Logf("waited %s for every cluster to be a target again", (waited + targetProbeInterval).Round(100*time.Millisecond))
 	}
 }
 
