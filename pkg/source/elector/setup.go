@@ -39,31 +39,32 @@ func (r *Reconciler) proxiesAffectedBy(ctx context.Context, ch fleet.Change) []r
 	}
 	var out []reconcile.Request
 	for i := range pods.Items {
-		if affected(ch, &pods.Items[i]) {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pods.Items[i])})
+		p := &pods.Items[i]
+		if !affected(ch, p) {
+			continue
+		}
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		if !ch.Eligibility() {
+			r.untrimIfRoom(ch.Key, p)
 		}
 	}
 	if ch.Eligibility() {
 		return requeued(requeueTargetEligible, out)
 	}
-	r.untrimWhereRoomFits(ch, pods.Items)
 	return requeued(requeueTargetRoom, out)
 }
 
-// untrimWhereRoomFits lets the target whose room grew back into the
-// trimmed rounds of the proxies no cluster could take that fit there now,
-// so that they spill over at once, not when the round ends.
-func (r *Reconciler) untrimWhereRoomFits(ch fleet.Change, pods []corev1.Pod) {
-	cl, ok := r.registry.Get(ch.Key)
-	if !ok {
+// untrimIfRoom lets a target whose room grew back into the proxy's trimmed
+// round when the room fits the proxy, so that it spills over at once, not
+// when the round ends. Only a proxy kept out of that target pays for
+// reading its requests.
+func (r *Reconciler) untrimIfRoom(key proxy.TargetKey, p *corev1.Pod) {
+	if _, _, out := r.keptOut(p.UID, key); !out {
 		return
 	}
-	summary := cl.Summary()
-	for i := range pods {
-		p := &pods[i]
-		if affected(ch, p) && roomFor(summary, proxy.PodRequests(p)) {
-			r.untrim(p.UID, ch.Key)
-		}
+	cl, ok := r.registry.Get(key)
+	if ok && roomFor(cl.Summary(), proxy.PodRequests(p)) {
+		r.untrim(p.UID, key)
 	}
 }
 
