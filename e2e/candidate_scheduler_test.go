@@ -40,15 +40,15 @@ func waitSchedulerCondition(t *testing.T, cluster string, status metav1.Conditio
 	return cond
 }
 
+// targetProbeInterval is how often the sandbox's managers probe their
+// targets (pkg/sandbox: --target-probe-interval).
+const targetProbeInterval = 3 * time.Second
+
 // needWholeFleet waits until every cluster of the sandbox is a target the
 // source may elect into (its ClusterTarget Ready and its candidate
 // scheduler running), for a scenario whose outcome counts on every one: a
 // scenario before it may have restarted a control plane or a scheduler,
 // which takes its lease over only once the old one lapses.
-// targetProbeInterval is how often the sandbox's managers probe their
-// targets (pkg/sandbox: --target-probe-interval).
-const targetProbeInterval = 3 * time.Second
-
 func needWholeFleet(t *testing.T) {
 	t.Helper()
 	// The ClusterTargets' conditions are what the source's manager last
