@@ -34,6 +34,10 @@ const (
 	// DefaultStatusInterval is how often a virtual node's status is
 	// written when nothing changed (changes are written at once).
 	DefaultStatusInterval = time.Minute
+	// DefaultResourceInterval is how long a change of a virtual node's
+	// allocatable that no proxy needs may wait before it is written
+	// (settle.go).
+	DefaultResourceInterval = 5 * time.Second
 	// DefaultNodeAddress is the InternalIP virtual nodes advertise.
 	DefaultNodeAddress = "127.0.0.1"
 	// DefaultKubeletVersion is the kubelet version virtual nodes report.
@@ -97,6 +101,11 @@ type Config struct {
 	// port it gives in status.daemonEndpoints.kubeletEndpoint. Nil
 	// serves none and advertises port 0.
 	Kubelet KubeletServer
+	// ResourceInterval is how long a change of a node's allocatable and
+	// capacity may wait before it is written while the node as written
+	// still has room for every proxy counting on it (default
+	// DefaultResourceInterval; negative: written at once).
+	ResourceInterval time.Duration
 	// NodeAddress is the InternalIP every node advertises: the manager's
 	// (default DefaultNodeAddress).
 	NodeAddress string
@@ -120,6 +129,9 @@ func (c *Config) defaultAndValidate() error {
 	}
 	if c.StatusInterval == 0 {
 		c.StatusInterval = DefaultStatusInterval
+	}
+	if c.ResourceInterval == 0 {
+		c.ResourceInterval = DefaultResourceInterval
 	}
 	if c.NodeAddress == "" {
 		c.NodeAddress = DefaultNodeAddress
@@ -191,6 +203,10 @@ type virtualNode struct {
 	// feed and built are set once the node is built for the first time.
 	feed  *nodeFeed
 	built *corev1.Node
+	// builtAt is when built was set; settling, that a held-back change
+	// will be written (settle.go).
+	builtAt  time.Time
+	settling bool
 	// labelsErr is the last label error logged, so that it is logged once.
 	labelsErr string
 	// port is the node's kubelet API port, set when the node starts.
@@ -437,7 +453,7 @@ func (c *Controller) runNode(ctx context.Context, vn *virtualNode, bound *boundP
 	c.mu.Lock()
 	vn.port = port
 	vn.feed = newNodeFeed(nil)
-	c.buildLocked(vn, prev)
+	c.buildLocked(vn, prev, true)
 	c.mu.Unlock()
 
 	nodes := &labelKeeper{NodeInterface: c.cfg.Client.CoreV1().Nodes(), log: log, desired: func() map[string]string {
@@ -519,13 +535,14 @@ func (c *Controller) proxiesChanged(nodeName string) {
 // refreshLocked rebuilds the node and hands it to the node controller when
 // it shows something new.
 func (c *Controller) refreshLocked(vn *virtualNode) {
-	c.buildLocked(vn, nil)
+	c.buildLocked(vn, nil, false)
 }
 
 // buildLocked builds vn's node from its state and proxies, and sets it in
-// the feed when it differs from the last one. prev are conditions to keep
+// the feed when it differs from the last one; unless now is set, a change
+// of its resources alone may wait (holdsBack). prev are conditions to keep
 // transition times from when nothing was built yet.
-func (c *Controller) buildLocked(vn *virtualNode, prev []corev1.NodeCondition) {
+func (c *Controller) buildLocked(vn *virtualNode, prev []corev1.NodeCondition, now bool) {
 	if vn.built != nil {
 		prev = vn.built.Status.Conditions
 	}
@@ -543,7 +560,11 @@ func (c *Controller) buildLocked(vn *virtualNode, prev []corev1.NodeCondition) {
 	if vn.built != nil && sameNode(vn.built, n) {
 		return
 	}
-	vn.built = n
+	if !now && vn.built != nil && c.holdsBack(vn, n, proxies) {
+		c.settleLater(vn)
+		return
+	}
+	vn.built, vn.builtAt = n, c.cfg.Clock.Now()
 	vn.feed.set(n)
 }
 

@@ -37,6 +37,9 @@ const (
 	testLeaseDuration  = 2 * time.Second
 	testRenewInterval  = 200 * time.Millisecond
 	testStatusInterval = 500 * time.Millisecond
+	// testResourceInterval: how long a held-back change of a node's
+	// resources waits in most tests.
+	testResourceInterval = 500 * time.Millisecond
 	waitTimeout        = 20 * time.Second
 	pollInterval       = 50 * time.Millisecond
 )
@@ -62,22 +65,27 @@ func startController(t *testing.T) *fixture {
 
 // startControllerOn runs a Controller whose client reaches the test control
 // plane through cfg; the fixture's own client does not.
-func startControllerOn(t *testing.T, cfg *rest.Config) *fixture {
+func startControllerOn(t *testing.T, cfg *rest.Config, opts ...func(*Config)) *fixture {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(env.Config)
 	require.NoError(t, err)
 	controllerClient, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
 	kubelet := &fakeKubelet{next: 10250, served: map[string]context.Context{}}
-	c, err := NewController(Config{
-		Client:         controllerClient,
-		LeaseDuration:  testLeaseDuration,
-		RenewInterval:  testRenewInterval,
-		StatusInterval: testStatusInterval,
-		Kubelet:        kubelet,
-		NodeAddress:    "10.1.2.3",
-		Logger:         testLogger(t),
-	})
+	config := Config{
+		Client:           controllerClient,
+		LeaseDuration:    testLeaseDuration,
+		RenewInterval:    testRenewInterval,
+		StatusInterval:   testStatusInterval,
+		ResourceInterval: testResourceInterval,
+		Kubelet:          kubelet,
+		NodeAddress:      "10.1.2.3",
+		Logger:           testLogger(t),
+	}
+	for _, o := range opts {
+		o(&config)
+	}
+	c, err := NewController(config)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fixture{t: t, ctx: context.Background(), cs: cs, c: c, kubelet: kubelet, cancel: cancel, done: make(chan error, 1)}
@@ -417,6 +425,73 @@ func TestStatusPatchesDoNotReadTheNodeEachTime(t *testing.T) {
 	t.Logf("%d pinned proxies: %d status patches, %d reads of the node", n, p, g)
 	require.GreaterOrEqual(t, p, int64(n), "fewer status patches than proxies")
 	assert.LessOrEqualf(t, g, p/4, "%d reads of the node for %d status patches", g, p)
+}
+
+// nodeStatusPatches counts the status patches of virtual nodes made
+// through the config it returns.
+func nodeStatusPatches() (*rest.Config, *atomic.Int64) {
+	var patches atomic.Int64
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if req.Method == http.MethodPatch && strings.HasPrefix(req.URL.Path, "/api/v1/nodes/") && strings.HasSuffix(req.URL.Path, "/status") {
+				patches.Add(1)
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	return cfg, &patches
+}
+
+// A change of a virtual node's resources that its proxies do not need
+// waits for the resource interval; one they need (a proxy more than the
+// written node has room for) is written at once. Before: a status patch
+// for each proxy pinned to the node, room or not.
+func TestResourceChangesWaitWhileTheNodeHasRoomForItsProxies(t *testing.T) {
+	testenv.Need(t, env)
+	cfg, patches := nodeStatusPatches()
+	const interval = 10 * time.Second
+	f := startControllerOn(t, cfg, func(c *Config) { c.ResourceInterval, c.StatusInterval = interval, time.Minute })
+	key := uniqueKey("settle")
+	name := proxy.NodeName(key)
+	s := targetState(key)
+	s.Summary.Allocatable = rl("cpu", "2", "memory", "4Gi", "pods", "10")
+	s.Summary.Requested = rl("cpu", "1700m", "pods", "0")
+	s.Summary.RequestedBySource = nil
+	f.c.Upsert(f.ctx, s)
+	f.waitNode(name, "300m free", allocatableIs(corev1.ResourceCPU, "300m"))
+	ns := f.ensureNamespace()
+
+	// 300m free: the fourth proxy of 100m needs a raise (to 700m), and
+	// the eighth another (to 1100m); the others fit what is written.
+	before := patches.Load()
+	start := time.Now()
+	const n = 8
+	for i := range n {
+		p := newPod(fmt.Sprintf("pinned-%d", i)).container("c", rl("cpu", "100m")).pinnedTo(name).obj()
+		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateElection}}
+		f.createPod(ns, p)
+		want := resource.MustParse(fmt.Sprintf("%dm", 100*(i+1)))
+		f.waitNode(name, "room for every pinned proxy", func(n *corev1.Node) (bool, string) {
+			got := n.Status.Allocatable[corev1.ResourceCPU]
+			return got.Cmp(want) >= 0, fmt.Sprintf("allocatable cpu %s, the pinned proxies request %s", got.String(), want.String())
+		})
+	}
+	took := time.Since(start)
+	written := patches.Load() - before
+	t.Logf("%d pinned proxies in %s: %d status patches", n, took, written)
+	if took < interval {
+		assert.LessOrEqualf(t, written, int64(3), "%d status patches for %d pinned proxies, 2 of which needed a raise", written, n)
+	}
+	f.waitNode(name, "the raise the eighth proxy needed", allocatableIs(corev1.ResourceCPU, "1100m"))
+
+	// The target frees 500m: nobody needs it now, so it is written within
+	// the interval, not at once.
+	before = patches.Load()
+	s.Summary.Requested = rl("cpu", "1200m", "pods", "0")
+	f.c.Upsert(f.ctx, s)
+	f.waitNode(name, "the freed room, within the interval", allocatableIs(corev1.ResourceCPU, "1600m"))
+	assert.Equal(t, int64(1), patches.Load()-before, "status patches for one change of the summary")
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

@@ -69,5 +69,9 @@
 // a proxy is being bound. A node and its
 // status are rebuilt on events only (Upsert, pod events) and written only
 // when they changed; virtual-kubelet rewrites the unchanged status every
-// StatusInterval.
+// StatusInterval. A change of allocatable and capacity alone waits up to
+// ResourceInterval while the node as written still has room for every
+// proxy counting on it (settle.go): an election and the summary that
+// follows it move allocatable and back, and a status write each was one
+// request per pod in the source for a figure no proxy needed.
 package vnode
