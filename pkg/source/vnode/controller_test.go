@@ -40,8 +40,8 @@ const (
 	// testResourceInterval: how long a held-back change of a node's
 	// resources waits in most tests.
 	testResourceInterval = 500 * time.Millisecond
-	waitTimeout        = 20 * time.Second
-	pollInterval       = 50 * time.Millisecond
+	waitTimeout          = 20 * time.Second
+	pollInterval         = 50 * time.Millisecond
 )
 
 type fixture struct {
