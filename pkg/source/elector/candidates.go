@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -318,13 +319,24 @@ func (r *Reconciler) trimPending(ctx context.Context, pod *corev1.Pod, states []
 	}
 }
 
-// waitsForRoom tells whether a target's candidate is unschedulable where
-// its summary shows room for the pod: room held for a moment (a burst's
-// losing candidates), that its scheduler gives the candidate once free.
-// A candidate the target refused (a quota, a policy) waits for no room.
+// waitsForRoom tells whether a target's candidate is unschedulable for
+// want of room where its summary shows room for the pod: room held for a
+// moment (a burst's losing candidates), that its scheduler gives the
+// candidate once free. A candidate the target refused (a quota, a policy),
+// or that no node there takes whatever their room (an affinity, a taint),
+// waits for no room: it is trimmed, so that a cluster autoscaler there
+// does not scale up for a pod other clusters may run.
 func waitsForRoom(s *targetState, requests corev1.ResourceList) bool {
-	a, _ := answer(s.chaperon)
-	return a == answerUnschedulable && roomFor(s.cluster.Summary(), requests)
+	a, msg := answer(s.chaperon)
+	return a == answerUnschedulable && shortOfRoom(msg) && roomFor(s.cluster.Summary(), requests)
+}
+
+// shortOfRoom tells whether a candidate scheduler's Unschedulable message
+// names a node short of room: the reasons of kube-scheduler's
+// NodeResourcesFit ("Insufficient cpu", "Too many pods"), which also
+// counts the candidates reserved on a node and waiting for their election.
+func shortOfRoom(msg string) bool {
+	return strings.Contains(msg, "Insufficient ") || strings.Contains(msg, "Too many pods")
 }
 
 // deleteChaperon deletes a chaperon of this proxy so that it goes only after

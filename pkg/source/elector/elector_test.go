@@ -120,6 +120,19 @@ func TestUntrimOncePerRound(t *testing.T) {
 	assert.True(t, r.untrim("uid-1", c2), "a new round did not let the target back in")
 }
 
+func TestShortOfRoom(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"0/3 nodes are available: 3 Insufficient cpu.":                                                     true,
+		"0/3 nodes are available: 1 Too many pods, 2 node(s) had untolerated taint {gpu: true}.":           true,
+		"0/3 nodes are available: 3 Insufficient example.com/gpu. preemption: 0/3 nodes are available.":    true,
+		"0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.":                    false,
+		"0/3 nodes are available: 3 node(s) had untolerated taint {node-role.kubernetes.io/control-plane}": false,
+		"": false,
+	} {
+		assert.Equal(t, want, shortOfRoom(msg), msg)
+	}
+}
+
 func TestRoomFor(t *testing.T) {
 	rl := func(pairs ...string) corev1.ResourceList {
 		out := corev1.ResourceList{}

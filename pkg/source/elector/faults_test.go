@@ -368,6 +368,25 @@ func TestPendingCandidateStaysWhereTheSummaryShowsRoom(t *testing.T) {
 	h.waitProxy(t, p, "elected in "+remote.Name, electedIn(remote.Name))
 }
 
+// A candidate that no node of its target takes whatever their room (an
+// affinity, a taint) does not wait for room there, summary or not: it is
+// trimmed, so that a cluster autoscaler in that target does not scale up
+// for it. Before: kept wherever the summary showed room, whatever the
+// candidate scheduler's reason.
+func TestCandidateNoNodeTakesIsTrimmedWhereTheSummaryShowsRoom(t *testing.T) {
+	h, remote, local := start(t, elector.Options{PendingTargets: 1, RetryInterval: 10 * time.Minute})
+	setSummary(t, h.target, tenCPUs("5"))
+	setSummary(t, h.source, tenCPUs("5"))
+	time.Sleep(2 * time.Second) // several of the registry's 500 ms probes
+
+	p := h.proxy(t, "web-1")
+	const affinity = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+	h.unschedulableFor(t, remote, p, affinity)
+	h.unschedulableFor(t, local, p, affinity)
+	h.waitEvent(t, p, elector.EventNotSchedulable)
+	h.waitTrimmed(t, p, remote, local)
+}
+
 // waitTrimmed waits for the proxy's pending candidate in one of keys to be
 // trimmed, plays the target's garbage collector for it and says which.
 func (h *harness) waitTrimmed(t *testing.T, p *corev1.Pod, keys ...proxy.TargetKey) proxy.TargetKey {

@@ -262,11 +262,19 @@ func (h *harness) reserve(t *testing.T, key proxy.TargetKey, p *corev1.Pod) {
 	})
 }
 
-// unschedulable plays a target's candidate scheduler finding no node.
+// unschedulable plays a target's candidate scheduler finding no node with
+// room for the candidate.
 func (h *harness) unschedulable(t *testing.T, key proxy.TargetKey, p *corev1.Pod) {
 	t.Helper()
+	h.unschedulableFor(t, key, p, "0/1 nodes are available: 1 Insufficient cpu.")
+}
+
+// unschedulableFor plays a target's candidate scheduler finding no node for
+// the candidate, saying why in msg.
+func (h *harness) unschedulableFor(t *testing.T, key proxy.TargetKey, p *corev1.Pod, msg string) {
+	t.Helper()
 	h.chaperonStatus(t, key, p, func(pc *v1alpha1.PodChaperon) {
-		pc.Status.PodStatus.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes are available"}}
+		pc.Status.PodStatus.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg}}
 	})
 }
 
