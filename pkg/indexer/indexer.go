@@ -41,10 +41,6 @@ var (
 	// or elected to (proxy.HeadedTo), which counts them in its
 	// allocatable: its growth may let them go.
 	HeadedProxy = Index{Object: &corev1.Pod{}, Field: "elector.headed", Extract: headedProxy}
-	// ElectedProxy indexes gated pods by the target their election record
-	// names (proxy.Record.Target, as a string): the elections decided that
-	// the target's ClusterSummary may not count yet.
-	ElectedProxy = Index{Object: &corev1.Pod{}, Field: "elector.elected", Extract: electedProxy}
 	// TargetSecret indexes Targets by their kubeconfig Secret's name.
 	TargetSecret = Index{Object: &v1alpha1.Target{}, Field: "spec.kubeconfigSecret.name", Extract: targetSecret}
 	// ClusterTargetSecret indexes ClusterTargets by their kubeconfig
@@ -53,7 +49,7 @@ var (
 )
 
 // All are the indexes the manager registers.
-var All = []Index{ActivePodNodeName, GatedProxy, PinnedProxy, HeadedProxy, ElectedProxy, TargetSecret, ClusterTargetSecret}
+var All = []Index{ActivePodNodeName, GatedProxy, PinnedProxy, HeadedProxy, TargetSecret, ClusterTargetSecret}
 
 // Register registers indexes with a manager's field indexer.
 func Register(ctx context.Context, fi client.FieldIndexer, indexes ...Index) error {
@@ -107,17 +103,6 @@ func headedProxy(obj client.Object) []string {
 	}
 	if node := proxy.HeadedTo(p); node != "" {
 		return []string{node}
-	}
-	return nil
-}
-
-func electedProxy(obj client.Object) []string {
-	p, ok := obj.(*corev1.Pod)
-	if !ok || !proxy.Gated(p) {
-		return nil
-	}
-	if rec, ok := proxy.Elected(p); ok {
-		return []string{rec.Target().String()}
 	}
 	return nil
 }

@@ -15,16 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 func TestExtract(t *testing.T) {
 	gate := []corev1.PodSchedulingGate{{Name: v1alpha1.SchedulingGateElection}}
-	elected := func(status corev1.ConditionStatus, r proxy.Record) corev1.PodStatus {
-		return corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: v1alpha1.ConditionElected, Status: status, Message: r.Message()}}}
-	}
-	toC2 := proxy.Record{TargetName: "c2", Chaperon: "p-1"}
-	toNsC3 := proxy.Record{TargetNamespace: "ns", TargetName: "c3", Chaperon: "p-1"}
 	pin := map[string]string{corev1.LabelHostname: "fleetlet-c2"}
 	for _, tc := range []struct {
 		name string
@@ -39,11 +33,6 @@ func TestExtract(t *testing.T) {
 		{"another's gate only", GatedProxy, &corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "x"}}}}, nil},
 		{"pinned and gated", PinnedProxy, &corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: gate, NodeSelector: pin}}, []string{"fleetlet-c2"}},
 		{"pinned, ungated", PinnedProxy, &corev1.Pod{Spec: corev1.PodSpec{NodeSelector: pin}}, nil},
-		{"elected to a cluster target, gated", ElectedProxy, &corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: gate}, Status: elected(corev1.ConditionTrue, toC2)}, []string{"c2"}},
-		{"elected to a namespaced target, gated", ElectedProxy, &corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: gate}, Status: elected(corev1.ConditionTrue, toNsC3)}, []string{"ns/c3"}},
-		{"elected, ungated", ElectedProxy, &corev1.Pod{Status: elected(corev1.ConditionTrue, toC2)}, nil},
-		{"electing, gated", ElectedProxy, &corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: gate}, Status: elected(corev1.ConditionFalse, toC2)}, nil},
-		{"gated, no record", ElectedProxy, &corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: gate}}, nil},
 		{"target's secret", TargetSecret, &v1alpha1.Target{Spec: v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Name: "s"}}}, []string{"s"}},
 		{"target without", TargetSecret, &v1alpha1.Target{}, nil},
 		{"cluster target's secret", ClusterTargetSecret, &v1alpha1.ClusterTarget{Spec: v1alpha1.TargetSpec{KubeconfigSecret: &v1alpha1.KubeconfigSecretReference{Namespace: "ns", Name: "s"}}}, []string{"ns/s"}},

@@ -185,7 +185,7 @@ func (r *Reconciler) tally(ctx context.Context, rd *round) answers {
 			}
 		case answerReserved:
 			t.answered++
-			t.offers = append(t.offers, Offer{Target: ts.key.String(), Score: ts.score, Priority: ts.cluster.Priority(), FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), r.inflight(ctx, ts.key.String())), rd.requests)})
+			t.offers = append(t.offers, Offer{Target: ts.key.String(), Score: ts.score, Priority: ts.cluster.Priority(), FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), r.inflight(ts.key.String())), rd.requests)})
 		case answerUnschedulable, answerRejected:
 			t.answered++
 			ts.reason = msg

@@ -6,38 +6,37 @@
 package elector
 
 import (
-	"context"
-
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
-	"github.com/fleetlet/fleetlet/pkg/indexer"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
-// inflight sums the requests of the proxies still gated whose election
-// record names the target (its key as a string): read from the cache by
-// an index of them, derived from the API like every phase, so that it
-// costs what is in flight there, not every gated proxy. Their delegates
-// are not bound there yet, or only just, so the target's summary does not
-// count them. An error reads as none: ranking stays correct, only less
-// spread.
-func (r *Reconciler) inflight(ctx context.Context, target string) corev1.ResourceList {
-	var pods corev1.PodList
-	// Read only: no deep copies.
-	if err := r.client.List(ctx, &pods, client.MatchingFields{indexer.ElectedProxy.Field: target}, client.UnsafeDisableDeepCopy); err != nil || len(pods.Items) == 0 {
+// inflight is what the proxies still gated whose election record names the
+// target (its key as a string) request together: kept by the pod
+// informer's events (r.inflightSums), so that reading it costs nothing of
+// what is in flight there. Their delegates are not bound there yet, or
+// only just, so the target's summary does not count them. Before every
+// pod at start is counted it reads as none: ranking stays correct, only
+// less spread.
+func (r *Reconciler) inflight(target string) corev1.ResourceList {
+	sum, _, ok := r.inflightSums.of(target)
+	if !ok || len(sum) == 0 {
 		return nil
 	}
-	sum := corev1.ResourceList{}
-	for i := range pods.Items {
-		for name, q := range proxy.PodRequests(&pods.Items[i]) {
-			total := sum[name]
-			total.Add(q)
-			sum[name] = total
-		}
-	}
 	return sum
+}
+
+// electedTo is the target a gated proxy's election record names (as a
+// string), "" for any other pod.
+func electedTo(pod *corev1.Pod) string {
+	if !proxy.Gated(pod) {
+		return ""
+	}
+	if rec, ok := proxy.Elected(pod); ok {
+		return rec.Target().String()
+	}
+	return ""
 }
 
 // withRequested is a summary that also counts extra requests (nil: the

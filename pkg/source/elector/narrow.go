@@ -60,7 +60,7 @@ func (r *Reconciler) narrow(ctx context.Context, pod *corev1.Pod, rd *round) {
 	}
 	offers := make([]Offer, 0, len(eligible))
 	for _, ts := range eligible {
-		offers = append(offers, Offer{Target: ts.key.String(), Score: ts.score, Priority: ts.cluster.Priority(), Short: ts.short, FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), r.inflight(ctx, ts.key.String())), rd.requests)})
+		offers = append(offers, Offer{Target: ts.key.String(), Score: ts.score, Priority: ts.cluster.Priority(), Short: ts.short, FreeShare: FreeShareAfter(withRequested(ts.cluster.Summary(), r.inflight(ts.key.String())), rd.requests)})
 	}
 	for _, o := range Rank(pod.UID, offers) {
 		if winnable >= k {

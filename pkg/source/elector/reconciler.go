@@ -151,8 +151,10 @@ type Reconciler struct {
 	// their virtual node to have room (completion.go): the only ones a
 	// growing allocatable brings back.
 	awaitingRoom map[types.UID]struct{}
-	// usage is what each node's active pods request (usage.go).
-	usage *nodeUsage
+	// usage is what each node's active pods request; inflightSums, what
+	// the elections decided for each target and not carried out yet do
+	// (usage.go, inflight.go).
+	usage, inflightSums *podSums
 	// deletingLosers are the losers being deleted now (candidateKey);
 	// deletedLosers, by chaperon UID, when each was deleted; created,
 	// when each candidate was created (both under mu).
@@ -224,6 +226,7 @@ func New(opts Options) (*Reconciler, error) {
 		trimmed:          map[types.UID]trimmedRound{},
 		awaitingRoom:     map[types.UID]struct{}{},
 		usage:            newNodeUsage(),
+		inflightSums:     newPodSums(electedTo),
 		deletedLosers:    map[types.UID]time.Time{},
 		created:          map[candidateKey]time.Time{},
 		admission:        newAdmission(opts.ElectionsInFlight),

@@ -95,6 +95,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		return fmt.Errorf("elector: counting the pods on each node: %w", err)
 	}
 	r.usage.synced = counting.HasSynced
+	counting, err = pods.AddEventHandler(r.inflightSums.handler())
+	if err != nil {
+		return fmt.Errorf("elector: counting the elections in flight to each target: %w", err)
+	}
+	r.inflightSums.synced = counting.HasSynced
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("proxy").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(isProxy))).

@@ -1,8 +1,9 @@
 // usage: what the pods that take each node's room request together (bound
-// and active, or ungated and about to bind), kept up to date by the pod
-// informer's events, so that whether a proxy fits its virtual node is read
-// in O(1) instead of summing every pod on the node on each pass (O(n²)
-// over a burst).
+// and active, or ungated and about to bind), and what the elections decided
+// for each target and not carried out yet request (inflight.go), kept up
+// to date by the pod informer's events, so that whether a proxy fits its
+// virtual node, and how full a target is about to be, are read in O(1)
+// instead of summing every such pod on each pass (O(n²) over a burst).
 
 package elector
 
@@ -18,12 +19,11 @@ import (
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
-// nodeUsage sums, per node, the requests and the number of the pods that
-// take its room at the source scheduler's next binding: the active pods
-// (indexer.IsActivePod) bound to it, and the proxies pinned to it whose
-// gate is gone but that are not bound yet (they bind next, whether or not
-// the node's allocatable counts them yet).
-type nodeUsage struct {
+// podSums sums, per key (a node, a target), the requests and the number of
+// the pods that key says count there; a pod counts under one key at most.
+type podSums struct {
+	// key is where a pod counts as it is now; "" nowhere.
+	key   func(*corev1.Pod) string
 	mu    sync.RWMutex
 	pods  map[types.UID]podUse
 	nodes map[string]*used
@@ -41,12 +41,19 @@ type used struct {
 	pods     int64
 }
 
-func newNodeUsage() *nodeUsage {
-	return &nodeUsage{pods: map[types.UID]podUse{}, nodes: map[string]*used{}, synced: func() bool { return false }}
+// newNodeUsage sums, per node, the requests and the number of the pods
+// that take its room at the source scheduler's next binding: the active
+// pods (indexer.IsActivePod) bound to it, and the proxies pinned to it
+// whose gate is gone but that are not bound yet (they bind next, whether
+// or not the node's allocatable counts them yet).
+func newNodeUsage() *podSums { return newPodSums(takesRoom) }
+
+func newPodSums(key func(*corev1.Pod) string) *podSums {
+	return &podSums{key: key, pods: map[types.UID]podUse{}, nodes: map[string]*used{}, synced: func() bool { return false }}
 }
 
 // handler is the informer event handler that keeps the sums.
-func (u *nodeUsage) handler() toolscache.ResourceEventHandler {
+func (u *podSums) handler() toolscache.ResourceEventHandler {
 	return toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { u.set(obj) },
 		UpdateFunc: func(_, obj any) { u.set(obj) },
@@ -76,9 +83,8 @@ func takesRoom(pod *corev1.Pod) string {
 	return ""
 }
 
-// set counts a pod as it is now: on the node whose room it takes
-// (takesRoom), nowhere else.
-func (u *nodeUsage) set(obj any) {
+// set counts a pod as it is now: under its key, nowhere else.
+func (u *podSums) set(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
@@ -86,7 +92,7 @@ func (u *nodeUsage) set(obj any) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	old, had := u.pods[pod.UID]
-	node := takesRoom(pod)
+	node := u.key(pod)
 	if node == "" {
 		u.dropLocked(pod.UID)
 		return
@@ -110,7 +116,7 @@ func (u *nodeUsage) set(obj any) {
 	u.pods[pod.UID] = podUse{node: node, requests: requests}
 }
 
-func (u *nodeUsage) dropLocked(uid types.UID) {
+func (u *podSums) dropLocked(uid types.UID) {
 	old, ok := u.pods[uid]
 	if !ok {
 		return
@@ -129,9 +135,9 @@ func (u *nodeUsage) dropLocked(uid types.UID) {
 	}
 }
 
-// of returns what the node's active pods request together (a copy) and
-// how many they are; ok is false until every pod at start was counted.
-func (u *nodeUsage) of(node string) (requests corev1.ResourceList, pods int64, ok bool) {
+// of returns what the pods counted under a key request together (a copy)
+// and how many they are; ok is false until every pod at start was counted.
+func (u *podSums) of(node string) (requests corev1.ResourceList, pods int64, ok bool) {
 	if !u.synced() {
 		return nil, 0, false
 	}
