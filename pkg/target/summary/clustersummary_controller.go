@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +32,6 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
-	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 const (
@@ -69,6 +69,9 @@ type ClusterSummaryReconciler struct {
 	SchedulerLease types.NamespacedName
 
 	scheduler *schedulerCheck
+	// totals are what the active pods request on each node, kept by the
+	// pod informer's events (totals.go); nil reads the pods instead.
+	totals *podTotals
 
 	idMu      sync.Mutex
 	clusterID string
@@ -109,13 +112,37 @@ func (r *ClusterSummaryReconciler) SetupWithManager(ctx context.Context, mgr ctr
 			r.scheduler.clock = r.Clock
 		}
 	}
+	pods, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return fmt.Errorf("ClusterSummaryReconciler: the pod informer: %w", err)
+	}
+	// A change of the totals, not the pod event itself, asks for a
+	// recompute: the controller's own handler of the event could run
+	// before the totals' handler has counted it.
+	var queue atomic.Pointer[workqueue.TypedRateLimitingInterface[reconcile.Request]]
+	totalsChanged := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		queue.Store(&q)
+		q.Add(request)
+		return nil
+	})
+	r.totals = newPodTotals()
+	r.totals.onChange = func() {
+		if q := queue.Load(); q != nil {
+			(*q).Add(request)
+		}
+	}
+	counting, err := pods.AddEventHandler(r.totals.handler())
+	if err != nil {
+		return fmt.Errorf("ClusterSummaryReconciler: counting the pods on each node: %w", err)
+	}
+	r.totals.synced = counting.HasSynced
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.ClusterSummary{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetName() == v1alpha1.ClusterSummaryName
 		}))).
 		Watches(&corev1.Node{}, toDefault, builder.WithPredicates(nodePredicate())).
-		Watches(&corev1.Pod{}, toDefault, builder.WithPredicates(podPredicate())).
+		WatchesRawSource(totalsChanged).
 		WatchesRawSource(atStart)
 	if _, err := mgr.GetRESTMapper().RESTMapping(resourcev1.SchemeGroupVersion.WithKind("DeviceClass").GroupKind(), resourcev1.SchemeGroupVersion.Version); err == nil {
 		r.devices = true
@@ -292,22 +319,16 @@ func (r *ClusterSummaryReconciler) summarize(ctx context.Context) (v1alpha1.Clus
 		return v1alpha1.ClusterSummaryStatus{}, fmt.Errorf("listing nodes: %w", err)
 	}
 	nodes := make([]*corev1.Node, 0, len(nodeList.Items))
-	var pods []*corev1.Pod
 	for i := range nodeList.Items {
-		node := &nodeList.Items[i]
-		if !IsSchedulableNode(node) {
-			continue
-		}
-		nodes = append(nodes, node)
-		podList := &corev1.PodList{}
-		if err := r.Client.List(ctx, podList, client.MatchingFields{indexer.ActivePodNodeName.Field: node.Name}, client.UnsafeDisableDeepCopy); err != nil {
-			return v1alpha1.ClusterSummaryStatus{}, fmt.Errorf("listing the pods of node %s: %w", node.Name, err)
-		}
-		for j := range podList.Items {
-			pods = append(pods, &podList.Items[j])
+		if node := &nodeList.Items[i]; IsSchedulableNode(node) {
+			nodes = append(nodes, node)
 		}
 	}
-	sum := Summarize(nodes, pods)
+	totals, err := r.totalsOf(ctx, nodes)
+	if err != nil {
+		return v1alpha1.ClusterSummaryStatus{}, err
+	}
+	sum := summarizeTotals(nodes, totals)
 	if r.devices {
 		classes, err := r.summarizeDevices(ctx, nodes)
 		if err != nil {
@@ -316,6 +337,28 @@ func (r *ClusterSummaryReconciler) summarize(ctx context.Context) (v1alpha1.Clus
 		sum.DevicesCounted, sum.DeviceClasses = true, classes
 	}
 	return sum, nil
+}
+
+// totalsOf is what the active pods request on each of nodes: the totals
+// the pod informer's events keep, or, until they counted every pod (or
+// without them), a read of each node's pods from the cache.
+func (r *ClusterSummaryReconciler) totalsOf(ctx context.Context, nodes []*corev1.Node) (nodeTotals, error) {
+	if r.totals != nil {
+		if totals, ok := r.totals.of(nodes); ok {
+			return totals, nil
+		}
+	}
+	var pods []*corev1.Pod
+	for _, node := range nodes {
+		podList := &corev1.PodList{}
+		if err := r.Client.List(ctx, podList, client.MatchingFields{indexer.ActivePodNodeName.Field: node.Name}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing the pods of node %s: %w", node.Name, err)
+		}
+		for j := range podList.Items {
+			pods = append(pods, &podList.Items[j])
+		}
+	}
+	return totalsOf(pods), nil
 }
 
 // summarizeDevices lists, from the cache and without copying, the
@@ -446,40 +489,4 @@ func nodeChanged(oldNode, newNode *corev1.Node) bool {
 	return !maps.Equal(oldNode.Labels, newNode.Labels) ||
 		!equality.Semantic.DeepEqual(oldNode.Status.Capacity, newNode.Status.Capacity) ||
 		!equality.Semantic.DeepEqual(oldNode.Status.Allocatable, newNode.Status.Allocatable)
-}
-
-// podPredicate passes the pod events that can change the summary.
-func podPredicate() predicate.Funcs {
-	active := func(o client.Object) bool {
-		pod, ok := o.(*corev1.Pod)
-		return !ok || IsActivePod(pod)
-	}
-	return predicate.Funcs{
-		CreateFunc: func(e event.CreateEvent) bool { return active(e.Object) },
-		DeleteFunc: func(e event.DeleteEvent) bool { return active(e.Object) },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			oldPod, ok1 := e.ObjectOld.(*corev1.Pod)
-			newPod, ok2 := e.ObjectNew.(*corev1.Pod)
-			if !ok1 || !ok2 {
-				return true
-			}
-			return podChanged(oldPod, newPod)
-		},
-	}
-}
-
-// podChanged reports whether the change from oldPod to newPod can change the
-// summary: binding, finishing, a resize, or its source. Most pod updates,
-// such as readiness and container statuses, do not.
-func podChanged(oldPod, newPod *corev1.Pod) bool {
-	wasActive, isActive := IsActivePod(oldPod), IsActivePod(newPod)
-	if wasActive != isActive {
-		return true
-	}
-	if !isActive {
-		return false
-	}
-	return oldPod.Spec.NodeName != newPod.Spec.NodeName ||
-		oldPod.Labels[v1alpha1.LabelParentCluster] != newPod.Labels[v1alpha1.LabelParentCluster] ||
-		!equality.Semantic.DeepEqual(proxy.PodRequests(oldPod), proxy.PodRequests(newPod))
 }

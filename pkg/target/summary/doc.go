@@ -47,11 +47,15 @@
 // one request at start (a cluster without nodes sends no event). Every
 // event maps to the single request "default", so a burst of events
 // collapses into one reconcile, and
-// predicates drop the updates that cannot change the sum (node heartbeats,
-// pod readiness and container statuses). A reconcile is one list of nodes
-// plus one indexed list of pods per schedulable node, read from the cache
-// without copying (indexer.ActivePodNodeName holds active pods only); there is
-// no polling.
+// predicates drop the updates that cannot change the sum (node heartbeats).
+// Pods are not read on a reconcile: the pod informer's events keep what the
+// active pods request on each node, by source (totals.go), and only a
+// change of those totals (a pod bound, finished, resized or deleted; not
+// its readiness or container statuses) asks for a reconcile. A reconcile
+// is one list of nodes read from the cache without copying, and sums over
+// nodes and sources, whatever the number of pods; until the totals have
+// counted every pod at start, it reads each schedulable node's pods by
+// indexer.ActivePodNodeName instead. There is no polling.
 //
 // What it writes: the ClusterSummary is created if missing (so deleting it
 // just brings it back), and its status is written with server-side apply as

@@ -6,7 +6,6 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
-	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
 // IsSchedulableNode reports whether node counts in the summary: a real node
@@ -43,6 +42,12 @@ func IsActivePod(pod *corev1.Pod) bool { return indexer.IsActivePod(pod) }
 // ignored, so callers may pass more than needed. Requested always has cpu,
 // memory and pods, at zero if need be. Conditions are left empty.
 func Summarize(nodes []*corev1.Node, pods []*corev1.Pod) v1alpha1.ClusterSummaryStatus {
+	return summarizeTotals(nodes, totalsOf(pods))
+}
+
+// summarizeTotals is Summarize from what the active pods request on each
+// node, by source (podTotals), instead of the pods themselves.
+func summarizeTotals(nodes []*corev1.Node, totals nodeTotals) v1alpha1.ClusterSummaryStatus {
 	var status v1alpha1.ClusterSummaryStatus
 	schedulable := make(map[string]bool, len(nodes))
 	var counted []*corev1.Node
@@ -60,24 +65,23 @@ func Summarize(nodes []*corev1.Node, pods []*corev1.Pod) v1alpha1.ClusterSummary
 
 	status.Requested = zeroRequests()
 	byNode := make(map[string]corev1.ResourceList, len(counted))
-	for _, pod := range pods {
-		if !IsActivePod(pod) || !schedulable[pod.Spec.NodeName] {
-			continue
-		}
-		requests := proxy.PodRequests(pod)
-		addPod(status.Requested, requests)
-		if byNode[pod.Spec.NodeName] == nil {
-			byNode[pod.Spec.NodeName] = zeroRequests()
-		}
-		addPod(byNode[pod.Spec.NodeName], requests)
-		if source := pod.Labels[v1alpha1.LabelParentCluster]; source != "" {
+	for _, node := range counted {
+		for source, sum := range totals[node.Name] {
+			addResources(status.Requested, sum)
+			if byNode[node.Name] == nil {
+				byNode[node.Name] = zeroRequests()
+			}
+			addResources(byNode[node.Name], sum)
+			if source == "" {
+				continue
+			}
 			if status.RequestedBySource == nil {
 				status.RequestedBySource = map[string]corev1.ResourceList{}
 			}
 			if status.RequestedBySource[source] == nil {
 				status.RequestedBySource[source] = zeroRequests()
 			}
-			addPod(status.RequestedBySource[source], requests)
+			addResources(status.RequestedBySource[source], sum)
 		}
 	}
 	status.LargestFree = largestFree(counted, byNode)
@@ -145,9 +149,12 @@ func zeroRequests() corev1.ResourceList {
 func addPod(list, requests corev1.ResourceList) {
 	addResources(list, requests)
 	pods := list[corev1.ResourcePods]
-	pods.Add(*resource.NewQuantity(1, resource.DecimalSI))
+	pods.Add(*onePod())
 	list[corev1.ResourcePods] = pods
 }
+
+// onePod is a pod count of one.
+func onePod() *resource.Quantity { return resource.NewQuantity(1, resource.DecimalSI) }
 
 // addResources adds every quantity of add to sum, allocating sum if it is
 // nil and add is not empty, and returns sum.

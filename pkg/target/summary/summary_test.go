@@ -364,7 +364,9 @@ func TestNodeChanged(t *testing.T) {
 	}
 }
 
-func TestPodChanged(t *testing.T) {
+// Only the pod changes that can change the summary change the totals, and
+// ask for a recompute: binding, finishing, a resize, its source.
+func TestTotalsChangeWithWhatCounts(t *testing.T) {
 	base := func() *podWrapper { return makePod("p", "n").container("cpu", "1") }
 	ready := base().obj()
 	ready.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
@@ -389,7 +391,9 @@ func TestPodChanged(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, podChanged(tc.old, tc.new), "podChanged()")
+			totals := newPodTotals()
+			totals.set(tc.old)
+			assert.Equal(t, tc.want, totals.set(tc.new), "the totals changed")
 		})
 	}
 }
