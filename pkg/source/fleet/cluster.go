@@ -269,6 +269,20 @@ var chaperonCacheMapper = sync.OnceValue(func() meta.RESTMapper {
 	return mapper
 })
 
+// keepPodStatus is what a source caches of its delegates and candidates in
+// a target: their metadata (owner, labels, annotations, deletion) and
+// status (admission, feedback), which is all the source reads of them, and
+// of their spec only where they run. The spec is the chaperon's template
+// made a pod, which the chaperon's cache holds already: with it, each
+// delegate was cached twice over. Managed fields go, as everywhere.
+func keepPodStatus(obj any) (any, error) {
+	if pod, ok := obj.(*corev1.Pod); ok {
+		pod.ManagedFields = nil
+		pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
+	}
+	return obj, nil
+}
+
 // newChaperonCache builds the cache of one namespace's chaperons.
 func (c *Cluster) newChaperonCache(ctx context.Context, ns string) (*chaperonCache, error) {
 	mapper := chaperonCacheMapper()
@@ -276,8 +290,9 @@ func (c *Cluster) newChaperonCache(ctx context.Context, ns string) (*chaperonCac
 	byObject := map[client.Object]cache.ByObject{
 		&v1alpha1.PodChaperon{}: {Label: ours},
 		// The delegates and candidates themselves: their binding
-		// shows here first, before the chaperon mirrors it.
-		&corev1.Pod{}: {Label: ours},
+		// shows here first, before the chaperon mirrors it. Their
+		// metadata and status only (keepPodStatus).
+		&corev1.Pod{}: {Label: ours, Transform: keepPodStatus},
 	}
 	watched := []client.Object{&v1alpha1.PodChaperon{}, &corev1.Pod{}}
 	if c.opts.OnDelegateEvent != nil {

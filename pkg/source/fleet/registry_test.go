@@ -427,6 +427,13 @@ func TestChaperonCacheKeepsNoManagedFields(t *testing.T) {
 	}
 	require.NoError(t, f.target.Create(ctx, pc))
 	require.NotEmpty(t, pc.ManagedFields, "the API server wrote no managed fields: the check below would prove nothing")
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "a-1", Labels: pc.Labels, Annotations: pc.Annotations},
+		Spec:       corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "busybox", Env: []corev1.EnvVar{{Name: "A", Value: "1"}}}}},
+	}
+	require.NoError(t, f.target.Create(ctx, pod))
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7"}
+	require.NoError(t, f.target.Status().Update(ctx, pod))
 	f.putSecret(t, "s", testenv.Kubeconfig(t, targetEnv.Config, f.ns, ""))
 	f.createTarget(t, "t", "s") // a namespaced Target watches its namespace from the start
 	var cached v1alpha1.PodChaperon
@@ -439,6 +446,20 @@ func TestChaperonCacheKeepsNoManagedFields(t *testing.T) {
 		return synced && r.Get(ctx, client.ObjectKeyFromObject(pc), &cached) == nil
 	})
 	assert.Empty(t, cached.ManagedFields, "the cached chaperon's managed fields")
+
+	// Its pod: metadata and status, and of its spec only where it runs.
+	// Before: the whole pod, its spec a second copy of the template.
+	cl, _ := f.registry.Get(proxypod.TargetKey{Namespace: f.ns, Name: "t"})
+	var cachedPod corev1.Pod
+	testenv.EventuallyTrue(t, waitTimeout, "the pod Running in the cache", func(ctx context.Context) bool {
+		r, _ := cl.ChaperonCache(f.ns)
+		return r.Get(ctx, client.ObjectKeyFromObject(pod), &cachedPod) == nil && cachedPod.Status.Phase == corev1.PodRunning
+	})
+	assert.Empty(t, cachedPod.ManagedFields, "the cached pod's managed fields")
+	assert.Empty(t, cachedPod.Spec.Containers, "the cached pod's containers")
+	assert.Equal(t, "node-1", cachedPod.Spec.NodeName, "where the cached pod runs")
+	assert.Equal(t, "10.0.0.7", cachedPod.Status.PodIP, "the cached pod's status")
+	assert.Equal(t, pc.Labels, cachedPod.Labels, "the cached pod's labels")
 }
 
 // syncedQueue counts, per proxy, the requests added while the target's
