@@ -285,7 +285,7 @@ func (r *Reconciler) fits(ctx context.Context, pod *corev1.Pod, nodeName string)
 	if err := r.client.Get(ctx, types.NamespacedName{Name: nodeName}, &node); err != nil {
 		return false
 	}
-	used, active, ok := r.usage.of(nodeName)
+	used, active, ok := sumOf(r.usage, nodeName)
 	if !ok {
 		// Not every pod counted yet: never a fit.
 		return false

@@ -20,7 +20,7 @@ import (
 // pod at start is counted it reads as none: ranking stays correct, only
 // less spread.
 func (r *Reconciler) inflight(target string) corev1.ResourceList {
-	sum, _, ok := r.inflightSums.of(target)
+	sum, _, ok := sumOf(r.inflightSums, target)
 	if !ok || len(sum) == 0 {
 		return nil
 	}

@@ -10,7 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/podsums"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
 // TestInflightIsKeptByEvents: what is in flight to a target is the
@@ -32,10 +34,11 @@ func TestInflightIsKeptByEvents(t *testing.T) {
 		return p
 	}
 	// No client: a read of the cache would panic.
-	r := &Reconciler{inflightSums: newPodSums(electedTo)}
+	r := &Reconciler{inflightSums: podsums.New[string]()}
+	h := &testenv.PodEvents{}
+	require.NoError(t, r.inflightSums.Watch(h, keyed(electedTo), nil))
 	assert.Nil(t, r.inflight("c2"), "before the informer synced")
-	r.inflightSums.synced = func() bool { return true }
-	h := r.inflightSums.handler()
+	h.Synced = true
 
 	a := gated("a", "1", &proxy.Record{TargetName: "c2", Chaperon: "a-1"})
 	h.OnAdd(a, false)

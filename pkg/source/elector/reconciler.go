@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/fleetlet/fleetlet/pkg/podsums"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 	"github.com/fleetlet/fleetlet/pkg/source/fleet"
 	"github.com/fleetlet/fleetlet/pkg/source/follow"
@@ -154,7 +155,7 @@ type Reconciler struct {
 	// usage is what each node's active pods request; inflightSums, what
 	// the elections decided for each target and not carried out yet do
 	// (usage.go, inflight.go).
-	usage, inflightSums *podSums
+	usage, inflightSums *podsums.Sums[string]
 	// deletingLosers are the losers being deleted now (candidateKey);
 	// deletedLosers, by chaperon UID, when each was deleted; created,
 	// when each candidate was created (both under mu).
@@ -225,8 +226,8 @@ func New(opts Options) (*Reconciler, error) {
 		firstReservation: map[types.UID]time.Time{},
 		trimmed:          map[types.UID]trimmedRound{},
 		awaitingRoom:     map[types.UID]struct{}{},
-		usage:            newNodeUsage(),
-		inflightSums:     newPodSums(electedTo),
+		usage:            podsums.New[string](),
+		inflightSums:     podsums.New[string](),
 		deletedLosers:    map[types.UID]time.Time{},
 		created:          map[candidateKey]time.Time{},
 		admission:        newAdmission(opts.ElectionsInFlight),

@@ -90,16 +90,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	if err != nil {
 		return fmt.Errorf("elector: the pod informer: %w", err)
 	}
-	counting, err := pods.AddEventHandler(r.usage.handler())
-	if err != nil {
+	if err := r.usage.Watch(pods, keyed(takesRoom), nil); err != nil {
 		return fmt.Errorf("elector: counting the pods on each node: %w", err)
 	}
-	r.usage.synced = counting.HasSynced
-	counting, err = pods.AddEventHandler(r.inflightSums.handler())
-	if err != nil {
+	if err := r.inflightSums.Watch(pods, keyed(electedTo), nil); err != nil {
 		return fmt.Errorf("elector: counting the elections in flight to each target: %w", err)
 	}
-	r.inflightSums.synced = counting.HasSynced
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("proxy").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(isProxy))).
@@ -133,7 +129,7 @@ func (r *Reconciler) headedProxies(ctx context.Context, obj client.Object) []rec
 		return nil
 	}
 	node, isNode := obj.(*corev1.Node)
-	used, active, counted := r.usage.of(obj.GetName())
+	used, active, counted := sumOf(r.usage, obj.GetName())
 	out := make([]reconcile.Request, 0, len(pods.Items))
 	for i := range pods.Items {
 		p := &pods.Items[i]

@@ -16,6 +16,8 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
+	"github.com/fleetlet/fleetlet/pkg/podsums"
+	"github.com/fleetlet/fleetlet/pkg/testenv"
 )
 
 func usagePod(uid, node, cpu string, phase corev1.PodPhase) *corev1.Pod {
@@ -30,15 +32,16 @@ func usagePod(uid, node, cpu string, phase corev1.PodPhase) *corev1.Pod {
 // TestNodeUsage: the sums follow binding, resizing, finishing and deletion
 // of pods, node by node, as a List by the active-pod index would count.
 func TestNodeUsage(t *testing.T) {
-	u := newNodeUsage()
-	if _, _, ok := u.of("n1"); ok {
+	u := podsums.New[string]()
+	h := &testenv.PodEvents{}
+	require.NoError(t, u.Watch(h, keyed(takesRoom), nil))
+	if _, _, ok := sumOf(u, "n1"); ok {
 		require.FailNow(t, "usage read before the informer synced")
 	}
-	u.synced = func() bool { return true }
-	h := u.handler()
+	h.Synced = true
 	expect := func(node, cpu string, pods int64) {
 		t.Helper()
-		got, n, ok := u.of(node)
+		got, n, ok := sumOf(u, node)
 		require.Falsef(t, !ok || n != pods, "%s: %d pods (ok %v), want %d", node, n, ok, pods)
 		want := rl("cpu", cpu)["cpu"]
 		q := got["cpu"]
@@ -63,7 +66,7 @@ func TestNodeUsage(t *testing.T) {
 	expect("n1", "0", 0)
 	h.OnDelete(usagePod("c", "n2", "1", corev1.PodRunning))
 	expect("n2", "0", 0)
-	assert.Falsef(t, len(u.pods) != 0 || len(u.nodes) != 0, "kept %d pods and %d nodes after every pod went", len(u.pods), len(u.nodes))
+	assert.Empty(t, u.Select(func(string) bool { return true }), "sums kept after every pod went")
 }
 
 func TestFitsNode(t *testing.T) {
@@ -94,9 +97,9 @@ func TestFitsNode(t *testing.T) {
 // room the first will bind into (the node's allocatable may not count the
 // first yet); a gated one takes none; bound, it is counted once.
 func TestUngatedProxiesTakeRoom(t *testing.T) {
-	u := newNodeUsage()
-	u.synced = func() bool { return true }
-	h := u.handler()
+	u := podsums.New[string]()
+	h := &testenv.PodEvents{Synced: true}
+	require.NoError(t, u.Watch(h, keyed(takesRoom), nil))
 	proxyPod := func(uid string, gated bool, node string) *corev1.Pod {
 		p := usagePod(uid, node, "600m", corev1.PodPending)
 		p.Finalizers = []string{v1alpha1.FinalizerDelegate}
@@ -108,18 +111,18 @@ func TestUngatedProxiesTakeRoom(t *testing.T) {
 	}
 	gated, ungated, bound := proxyPod("p", true, ""), proxyPod("p", false, ""), proxyPod("p", false, "n1")
 	h.OnAdd(gated, false)
-	if _, n, _ := u.of("n1"); n != 0 {
+	if _, n, _ := sumOf(u, "n1"); n != 0 {
 		require.FailNowf(t, "a gated proxy takes room", "a gated proxy takes room: %d pods", n)
 	}
 	h.OnUpdate(gated, ungated)
-	used, n, _ := u.of("n1")
+	used, n, _ := sumOf(u, "n1")
 	q := used[corev1.ResourceCPU]
 	require.Falsef(t, n != 1 || q.Cmp(rl("cpu", "600m")["cpu"]) != 0, "an ungated proxy not bound yet: %d pods, cpu %s; want 1, 600m", n, q.String())
 	// The node counts a second proxy Q (1 CPU free with it), not yet this
 	// one: Q must not be ungated on room this one binds into.
 	assert.False(t, fitsNode(rl("cpu", "1", "pods", "10"), used, n, rl("cpu", "600m")), "a second proxy fits on room an ungated one takes")
 	h.OnUpdate(ungated, bound)
-	if _, n, _ := u.of("n1"); n != 1 {
+	if _, n, _ := sumOf(u, "n1"); n != 1 {
 		require.FailNowf(t, "bound", "bound: %d pods, want it counted once", n)
 	}
 }
@@ -144,7 +147,9 @@ func TestHeadedProxiesThatFit(t *testing.T) {
 	small.UID, big.UID, notAdmitted.UID = "small", "big", "not-admitted"
 	c := fake.NewClientBuilder().WithObjects(small, big, notAdmitted).
 		WithIndex(&corev1.Pod{}, indexer.HeadedProxy.Field, indexer.HeadedProxy.Extract).Build()
-	r := &Reconciler{client: c, usage: newNodeUsage()}
+	r := &Reconciler{client: c, usage: podsums.New[string]()}
+	events := &testenv.PodEvents{}
+	require.NoError(t, r.usage.Watch(events, keyed(takesRoom), nil))
 	// The last passes of small and big found no room; not-admitted's
 	// delegate is not admitted yet: it waits for that, not for room.
 	r.setAwaitingRoom(small.UID, true)
@@ -163,7 +168,7 @@ func TestHeadedProxiesThatFit(t *testing.T) {
 	if got := names(); strings.Join(got, ",") != "big,small" {
 		require.FailNowf(t, "usage not counted yet", "usage not counted yet: %v, want both", got)
 	}
-	r.usage.synced = func() bool { return true }
+	events.Synced = true
 	if got := names(); strings.Join(got, ",") != "small" {
 		require.FailNowf(t, "1 CPU allocatable", "1 CPU allocatable: %v, want only the proxy that fits", got)
 	}

@@ -62,7 +62,7 @@
 // elected to (their election record, proxy.HeadedTo); and per virtual
 // node one informer of the non-terminal pods bound to it (spec.nodeName),
 // like a kubelet's. Each node's requests are sums kept by those events
-// (sums.go), so a rebuild does not walk its pods. A change there rebuilds
+// (package podsums), so a rebuild does not walk its pods. A change there rebuilds
 // that node only. The two watches
 // deliver a pod's binding in no set order, so a pinned proxy that leaves the
 // first is counted until the second shows it: allocatable never dips while

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/podsums"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
@@ -53,7 +54,7 @@ type proxyTracker struct {
 	pinnedSynced cache.InformerSynced
 
 	mu      sync.Mutex
-	pins    podSums // the unbound pods, by the node they count on
+	pins    *podsums.Sums[string] // the unbound pods, by the node they count on
 	handoff map[types.UID]handoffPod
 	bound   map[string]*boundPods // node name → its bound pods
 }
@@ -64,7 +65,7 @@ type boundPods struct {
 	// synced tells whether the handler has seen every pod of the first
 	// list.
 	synced cache.InformerSynced
-	sums   podSums // under the tracker's lock
+	sums   *podsums.Sums[string]
 }
 
 type handoffPod struct {
@@ -75,7 +76,7 @@ type handoffPod struct {
 
 func newProxyTracker(client kubernetes.Interface, clk clock.PassiveClock, onChange func(nodeName string), onDaemonPod func(*corev1.Pod)) (*proxyTracker, error) {
 	t := &proxyTracker{client: client, clock: clk, onChange: onChange, onDaemonPod: onDaemonPod,
-		pins: newPodSums(), handoff: map[types.UID]handoffPod{}, bound: map[string]*boundPods{}}
+		pins: podsums.New[string](), handoff: map[types.UID]handoffPod{}, bound: map[string]*boundPods{}}
 	unbound := fields.AndSelectors(fields.OneTermEqualSelector("spec.nodeName", ""), nonTerminal)
 	t.pinned = cache.NewSharedIndexInformerWithOptions(podListWatch(client, unbound), &corev1.Pod{},
 		cache.SharedIndexInformerOptions{ObjectDescription: "unbound pods"})
@@ -105,9 +106,9 @@ func (t *proxyTracker) pinnedChanged(oldObj, newObj any) {
 	t.mu.Lock()
 	var before string
 	if node == "" {
-		before = t.pins.remove(pod.UID)
+		before, _ = t.pins.Remove(pod.UID)
 	} else {
-		before = t.pins.set(pod.UID, node, podRequests(pod, false))
+		before, _ = t.pins.Set(pod.UID, node, podRequests(pod, false))
 	}
 	t.mu.Unlock()
 	if oldObj != nil && samePod(oldObj, newObj) && before == node {
@@ -128,7 +129,7 @@ func (t *proxyTracker) newBound(nodeName string) (*boundPods, error) {
 	if err := inf.SetTransform(stripPod); err != nil {
 		return nil, err
 	}
-	b := &boundPods{informer: inf, sums: newPodSums()}
+	b := &boundPods{informer: inf, sums: podsums.New[string]()}
 	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			t.boundSet(nodeName, b, obj)
@@ -168,10 +169,10 @@ func (t *proxyTracker) unpinned(obj any) {
 		return
 	}
 	t.mu.Lock()
-	before := t.pins.remove(pod.UID)
+	before, _ := t.pins.Remove(pod.UID)
 	node := pinnedNode(pod)
 	if node != "" && pod.DeletionTimestamp == nil {
-		if b := t.bound[node]; b == nil || !b.sums.has(pod.UID, node) {
+		if b := t.bound[node]; b == nil || !b.sums.Has(pod.UID, node) {
 			t.handoff[pod.UID] = handoffPod{pod: pod, node: node, at: t.clock.Now()}
 		}
 	}
@@ -190,7 +191,7 @@ func (t *proxyTracker) boundSet(node string, b *boundPods, obj any) {
 		return
 	}
 	t.mu.Lock()
-	b.sums.set(pod.UID, node, podRequests(pod, true))
+	b.sums.Set(pod.UID, node, podRequests(pod, true))
 	delete(t.handoff, pod.UID)
 	t.mu.Unlock()
 	t.notify(node)
@@ -204,7 +205,7 @@ func (t *proxyTracker) boundGone(node string, b *boundPods, obj any) {
 	}
 	if pod, ok := obj.(*corev1.Pod); ok {
 		t.mu.Lock()
-		b.sums.remove(pod.UID)
+		b.sums.Remove(pod.UID)
 		delete(t.handoff, pod.UID)
 		t.mu.Unlock()
 	}
@@ -238,15 +239,15 @@ func (t *proxyTracker) requests(node string) corev1.ResourceList {
 		switch {
 		case now.Sub(h.at) > handoffTTL:
 			delete(t.handoff, uid)
-		case h.node == node && (b == nil || !b.sums.has(uid, node)):
+		case h.node == node && (b == nil || !b.sums.Has(uid, node)):
 			handedOff = append(handedOff, h.pod)
 		}
 	}
-	pinned := AddResources(t.pins.of(node), ProxyRequests(handedOff, false))
+	pinned := AddResources(t.pins.Of(node).Requests, ProxyRequests(handedOff, false))
 	if b == nil {
 		return pinned
 	}
-	return AddResources(pinned, b.sums.of(node))
+	return AddResources(pinned, b.sums.Of(node).Requests)
 }
 
 // forget drops what is held for a node that is gone, whose bound pods
@@ -379,4 +380,10 @@ func stripStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 		out = append(out, corev1.ContainerStatus{Name: s.Name, Resources: s.Resources, AllocatedResources: s.AllocatedResources})
 	}
 	return out
+}
+
+// podRequests is what one pod adds to its node (ProxyRequests of it alone:
+// its requests, and 1 under "pods").
+func podRequests(pod *corev1.Pod, bound bool) corev1.ResourceList {
+	return ProxyRequests([]*corev1.Pod{pod}, bound)
 }

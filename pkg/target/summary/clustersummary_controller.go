@@ -32,6 +32,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/indexer"
+	"github.com/fleetlet/fleetlet/pkg/podsums"
 )
 
 const (
@@ -71,7 +72,7 @@ type ClusterSummaryReconciler struct {
 	scheduler *schedulerCheck
 	// totals are what the active pods request on each node, kept by the
 	// pod informer's events (totals.go); nil reads the pods instead.
-	totals *podTotals
+	totals *podsums.Sums[nodeSource]
 
 	idMu      sync.Mutex
 	clusterID string
@@ -125,17 +126,15 @@ func (r *ClusterSummaryReconciler) SetupWithManager(ctx context.Context, mgr ctr
 		q.Add(request)
 		return nil
 	})
-	r.totals = newPodTotals()
-	r.totals.onChange = func() {
+	r.totals = podsums.New[nodeSource]()
+	err = r.totals.Watch(pods, countActive, func() {
 		if q := queue.Load(); q != nil {
 			(*q).Add(request)
 		}
-	}
-	counting, err := pods.AddEventHandler(r.totals.handler())
+	})
 	if err != nil {
 		return fmt.Errorf("ClusterSummaryReconciler: counting the pods on each node: %w", err)
 	}
-	r.totals.synced = counting.HasSynced
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.ClusterSummary{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -344,7 +343,7 @@ func (r *ClusterSummaryReconciler) summarize(ctx context.Context) (v1alpha1.Clus
 // without them), a read of each node's pods from the cache.
 func (r *ClusterSummaryReconciler) totalsOf(ctx context.Context, nodes []*corev1.Node) (nodeTotals, error) {
 	if r.totals != nil {
-		if totals, ok := r.totals.of(nodes); ok {
+		if totals, ok := totalsFor(r.totals, nodes); ok {
 			return totals, nil
 		}
 	}

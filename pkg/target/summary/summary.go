@@ -46,7 +46,7 @@ func Summarize(nodes []*corev1.Node, pods []*corev1.Pod) v1alpha1.ClusterSummary
 }
 
 // summarizeTotals is Summarize from what the active pods request on each
-// node, by source (podTotals), instead of the pods themselves.
+// node, by source (totals.go, kept by podsums), instead of the pods themselves.
 func summarizeTotals(nodes []*corev1.Node, totals nodeTotals) v1alpha1.ClusterSummaryStatus {
 	var status v1alpha1.ClusterSummaryStatus
 	schedulable := make(map[string]bool, len(nodes))
@@ -144,17 +144,6 @@ func zeroRequests() corev1.ResourceList {
 		corev1.ResourcePods:   *resource.NewQuantity(0, resource.DecimalSI),
 	}
 }
-
-// addPod adds one pod with the given requests to list.
-func addPod(list, requests corev1.ResourceList) {
-	addResources(list, requests)
-	pods := list[corev1.ResourcePods]
-	pods.Add(*onePod())
-	list[corev1.ResourcePods] = pods
-}
-
-// onePod is a pod count of one.
-func onePod() *resource.Quantity { return resource.NewQuantity(1, resource.DecimalSI) }
 
 // addResources adds every quantity of add to sum, allocating sum if it is
 // nil and add is not empty, and returns sum.

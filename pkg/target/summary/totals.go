@@ -1,172 +1,77 @@
 package summary
 
 import (
-	"sync"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
+	"github.com/fleetlet/fleetlet/pkg/podsums"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
 
-// podTotals keeps what the active pods (IsActivePod) bound to each node
-// request, by source (their multicluster.fleetlet.io/parent-cluster label,
-// "" for the cluster's own), with the pod count under "pods". The pod
-// informer's events keep it, so that a recompute of the summary costs the
-// nodes and sources, not every pod of the cluster: a burst recomputed it
-// on nearly every pod event, each time walking every pod bound to a
-// schedulable node.
-type podTotals struct {
-	mu     sync.Mutex
-	pods   map[types.UID]podTotal
-	byNode nodeTotals
-	// synced tells whether every pod the cache had at start was counted.
-	synced func() bool
-	// onChange, if set, is called after each change of the totals (a pod
-	// bound, finished, resized, deleted), outside the lock.
-	onChange func()
+// The totals: what the active pods (IsActivePod) bound to each node
+// request, by source, kept by the pod informer's events (podsums), so that
+// a recompute of the summary costs the nodes and sources, not every pod of
+// the cluster: a burst recomputed it on nearly every pod event, each time
+// walking every pod bound to a schedulable node.
+
+// nodeSource is where an active pod counts: its node, and its source (its
+// multicluster.fleetlet.io/parent-cluster label, "" for the cluster's own).
+type nodeSource struct{ node, source string }
+
+// countActive counts an active pod on its node and source, with its
+// requests; any other pod nowhere. Only binding, finishing, a resize or a
+// new source change what it counts; readiness and container statuses do
+// not.
+func countActive(pod *corev1.Pod) (nodeSource, corev1.ResourceList, bool) {
+	if !IsActivePod(pod) {
+		return nodeSource{}, nil, false
+	}
+	return nodeSource{node: pod.Spec.NodeName, source: pod.Labels[v1alpha1.LabelParentCluster]}, proxy.PodRequests(pod), true
 }
 
-// nodeTotals is, per node and source, what the active pods there request.
+// nodeTotals is, per node and source, what the active pods there request,
+// their number under "pods".
 type nodeTotals map[string]map[string]corev1.ResourceList
 
-type podTotal struct {
-	node, source string
-	requests     corev1.ResourceList
-}
-
-func newPodTotals() *podTotals {
-	return &podTotals{pods: map[types.UID]podTotal{}, byNode: nodeTotals{}, synced: func() bool { return false }}
-}
-
-// handler is the pod informer's event handler that keeps the totals.
-func (t *podTotals) handler() toolscache.ResourceEventHandler {
-	changed := func(yes bool) {
-		if yes && t.onChange != nil {
-			t.onChange()
-		}
-	}
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { changed(t.set(obj)) },
-		UpdateFunc: func(_, obj any) { changed(t.set(obj)) },
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if pod, ok := obj.(*corev1.Pod); ok {
-				t.mu.Lock()
-				dropped := t.dropLocked(pod.UID)
-				t.mu.Unlock()
-				changed(dropped)
-			}
-		},
-	}
-}
-
-// set counts a pod as it is now: on its node and source while active,
-// nowhere otherwise. It tells whether that changed the totals: binding,
-// finishing, a resize or a new source do; readiness, container statuses
-// and most other updates do not.
-func (t *podTotals) set(obj any) bool {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return false
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !IsActivePod(pod) {
-		return t.dropLocked(pod.UID)
-	}
-	now := totalOf(pod)
-	if old, had := t.pods[pod.UID]; had && old.node == now.node && old.source == now.source && equality.Semantic.DeepEqual(old.requests, now.requests) {
-		return false
-	}
-	t.dropLocked(pod.UID)
-	t.byNode.add(now)
-	t.pods[pod.UID] = now
-	return true
-}
-
-// add counts one pod.
-func (n nodeTotals) add(p podTotal) {
-	sources := n[p.node]
-	if sources == nil {
-		sources = map[string]corev1.ResourceList{}
-		n[p.node] = sources
-	}
-	sum := sources[p.source]
-	if sum == nil {
-		sum = zeroRequests()
-		sources[p.source] = sum
-	}
-	addPod(sum, p.requests)
-}
-
-// totalOf is what an active pod counts for.
-func totalOf(pod *corev1.Pod) podTotal {
-	return podTotal{node: pod.Spec.NodeName, source: pod.Labels[v1alpha1.LabelParentCluster], requests: proxy.PodRequests(pod)}
-}
-
-// dropLocked stops counting a pod; it tells whether it was counted.
-func (t *podTotals) dropLocked(uid types.UID) bool {
-	old, ok := t.pods[uid]
-	if !ok {
-		return false
-	}
-	delete(t.pods, uid)
-	sources := t.byNode[old.node]
-	sum := sources[old.source]
-	pods := sum[corev1.ResourcePods]
-	if pods.Value() <= 1 {
-		delete(sources, old.source)
-		if len(sources) == 0 {
-			delete(t.byNode, old.node)
-		}
-		return true
-	}
-	for name, q := range old.requests {
-		total := sum[name]
-		total.Sub(q)
-		sum[name] = total
-	}
-	pods.Sub(*onePod())
-	sum[corev1.ResourcePods] = pods
-	return true
-}
-
-// of returns a copy of the totals of nodes (nil: none counted yet); ok is
-// false until every pod at start was counted.
-func (t *podTotals) of(nodes []*corev1.Node) (nodeTotals, bool) {
-	if !t.synced() {
+// totalsFor returns the totals of nodes (a copy); ok is false until every
+// pod at start was counted.
+func totalsFor(sums *podsums.Sums[nodeSource], nodes []*corev1.Node) (nodeTotals, bool) {
+	if !sums.Synced() {
 		return nil, false
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make(nodeTotals, len(nodes))
+	names := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
-		sources := t.byNode[n.Name]
-		if sources == nil {
-			continue
-		}
-		cp := make(map[string]corev1.ResourceList, len(sources))
-		for s, sum := range sources {
-			cp[s] = sum.DeepCopy()
-		}
-		out[n.Name] = cp
+		names[n.Name] = true
 	}
-	return out, true
+	return toNodeTotals(sums.Select(func(k nodeSource) bool { return names[k.node] })), true
 }
 
 // totalsOf counts pods as the informer's events would, each once.
 func totalsOf(pods []*corev1.Pod) nodeTotals {
-	out := nodeTotals{}
-	for _, p := range pods {
-		if IsActivePod(p) {
-			out.add(totalOf(p))
+	sums := podsums.New[nodeSource]()
+	for i, p := range pods {
+		if key, requests, ok := countActive(p); ok {
+			sums.Set(types.UID(strconv.Itoa(i)), key, requests)
 		}
+	}
+	return toNodeTotals(sums.Select(func(nodeSource) bool { return true }))
+}
+
+// toNodeTotals arranges sums by node and source, each pod count under
+// "pods".
+func toNodeTotals(sums map[nodeSource]podsums.Sum) nodeTotals {
+	out := nodeTotals{}
+	for k, sum := range sums {
+		list := sum.Requests
+		list[corev1.ResourcePods] = *resource.NewQuantity(sum.Pods, resource.DecimalSI)
+		if out[k.node] == nil {
+			out[k.node] = map[string]corev1.ResourceList{}
+		}
+		out[k.node][k.source] = list
 	}
 	return out
 }
