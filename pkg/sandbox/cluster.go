@@ -196,6 +196,10 @@ type component struct {
 	// ready returns nil once the component serves; nil means it is ready as
 	// soon as it runs.
 	ready func(ctx context.Context, c *ClusterState) error
+	// memoryLimit is the chart's resources.limits.memory for the
+	// component, if any: it runs with the soft memory limit a container
+	// of that limit gives it (memoryEnv).
+	memoryLimit string
 }
 
 // components are started in this order and stopped in the reverse one. The

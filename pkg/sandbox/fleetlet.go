@@ -51,6 +51,7 @@ var fleetletComponent = component{
 	ready: func(ctx context.Context, c *ClusterState) error {
 		return managerReady(ctx, c.Ports.FleetletHealth)
 	},
+	memoryLimit: chartManagerMemoryLimit,
 }
 
 // ComponentManagerStandby is a second replica of a cluster's manager,
@@ -71,6 +72,7 @@ var standbyComponent = component{
 	ready: func(ctx context.Context, c *ClusterState) error {
 		return managerReady(ctx, c.Ports.StandbyHealth)
 	},
+	memoryLimit: chartManagerMemoryLimit,
 }
 
 // managerArgs are the arguments every manager replica of a cluster runs
@@ -133,6 +135,7 @@ var schedulerComponent = component{
 	ready: func(ctx context.Context, c *ClusterState) error {
 		return httpsHealthy(ctx, c, c.Ports.FleetletScheduler)
 	},
+	memoryLimit: chartSchedulerMemoryLimit,
 }
 
 // installFleetlet installs fleetlet's chart in a cluster (helm upgrade

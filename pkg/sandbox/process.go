@@ -32,6 +32,8 @@ type processSpec struct {
 	binary    string
 	args      []string
 	log       string
+	// env is added to this program's environment for the process.
+	env []string
 	// dieWithParent asks the kernel to kill the process when the process that
 	// started it exits: tests set it so that a test binary killed by its
 	// timeout leaves nothing behind. The command-line tool leaves it unset so
@@ -57,6 +59,9 @@ func startProcess(spec processSpec) (*running, error) {
 	fmt.Fprintf(logFile, "\n=== %s starting %s %s\n", time.Now().Format(time.RFC3339), spec.binary, strings.Join(spec.args, " "))
 
 	cmd := exec.Command(spec.binary, spec.args...)
+	if len(spec.env) > 0 {
+		cmd.Env = append(os.Environ(), spec.env...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

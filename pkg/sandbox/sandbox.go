@@ -622,6 +622,7 @@ func (s *Sandbox) launch(c *ClusterState, comp component) (*running, error) {
 		binary:        s.binary(cmp.Or(comp.binary, comp.name)),
 		args:          comp.args(s.opts, c),
 		log:           c.logFile(comp.name),
+		env:           memoryEnv(comp.memoryLimit),
 		dieWithParent: s.opts.DieWithParent,
 	})
 	if err != nil {
