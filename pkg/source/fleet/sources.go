@@ -34,8 +34,17 @@ type changeWatch struct {
 	proxy func(context.Context, Change) []reconcile.Request
 }
 
+// ProgressPriority is the priority at which news of a target about work
+// under way (a chaperon or a pod it holds changed) is queued: above a new
+// proxy's and a proxy's own changes (0), so that elections under way
+// finish (a candidate reserved, a delegate admitted, the proxy pinned, its
+// delegate's status copied back) before new ones take the API servers'
+// time.
+const ProgressPriority = 10
+
 // chaperonChanged enqueues, for every watcher, the proxy a chaperon (or a
-// pod it holds, whose parent annotations are the same) stands for.
+// pod it holds, whose parent annotations are the same) stands for, at
+// ProgressPriority.
 func (h *hub) chaperonChanged(_ proxy.TargetKey, pc *v1alpha1.PodChaperon) {
 	ns, name := pc.Annotations[v1alpha1.AnnotationParentNamespace], pc.Annotations[v1alpha1.AnnotationParentName]
 	if ns == "" || name == "" {
@@ -45,7 +54,7 @@ func (h *hub) chaperonChanged(_ proxy.TargetKey, pc *v1alpha1.PodChaperon) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for _, q := range h.chaperons {
-		q.Add(req)
+		addAt(q, ProgressPriority, req)
 	}
 }
 
@@ -72,19 +81,19 @@ func (h *hub) targetChanged(key proxy.TargetKey) {
 			if w.ctx.Err() != nil {
 				return
 			}
-			addLow(w.queue, w.proxy(w.ctx, change))
+			addAt(w.queue, handler.LowPriority, w.proxy(w.ctx, change)...)
 		}()
 	}
 }
 
-// addLow adds requests at low priority to a controller's priority queue
-// (any other queue takes them in order).
-func addLow(q workqueue.TypedInterface[reconcile.Request], reqs []reconcile.Request) {
+// addAt adds requests at a priority to a controller's priority queue (any
+// other queue takes them in order).
+func addAt(q workqueue.TypedInterface[reconcile.Request], priority int, reqs ...reconcile.Request) {
 	if len(reqs) == 0 {
 		return
 	}
 	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
-		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, reqs...)
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priority)}, reqs...)
 		return
 	}
 	for _, req := range reqs {
@@ -94,7 +103,7 @@ func addLow(q workqueue.TypedInterface[reconcile.Request], reqs []reconcile.Requ
 
 // ChaperonSource is a source for a controller of proxies: every change of
 // one of this source's PodChaperons in any target, or of a pod one holds,
-// enqueues the proxy it stands for. Targets' caches start on demand
+// enqueues the proxy it stands for, at ProgressPriority. Targets' caches start on demand
 // (Cluster.WatchChaperons); a cache delivers its chaperons once more when it
 // has synced. Events from before the controller starts are not queued: its
 // own first list of proxies covers them.
