@@ -12,12 +12,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -98,11 +100,38 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.recorder = mgr.GetEventRecorder("fleetlet-feedback")
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("feedback").
-		For(&corev1.Pod{}, builder.WithPredicates(boundProxy())).
+		Watches(&corev1.Pod{}, boundProxyEvents(), builder.WithPredicates(boundProxy())).
 		WatchesRawSource(r.registry.ChaperonSource()).
 		WatchesRawSource(r.registry.TargetChangeSource(r.boundTo)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 16}).
 		Complete(r)
+}
+
+// boundProxyEvents enqueues a bound proxy's changes (those boundProxy
+// passes) at fleet.ProgressPriority, as the targets' news: a bound proxy
+// is an election under way whose status is still to be copied back; the
+// first list and resyncs at low priority (controller-runtime's rule for
+// every handler).
+func boundProxyEvents() handler.EventHandler {
+	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object, low bool) {
+		req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}
+		if low {
+			q.Add(req) // at the low priority the handler gives it
+			return
+		}
+		fleet.AddAt(q, fleet.ProgressPriority, req)
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object, e.IsInInitialList)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.ObjectNew, e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion())
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object, false)
+		},
+	}
 }
 
 // boundProxy passes proxy pods bound to a node, except status writes of

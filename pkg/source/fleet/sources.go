@@ -54,7 +54,7 @@ func (h *hub) chaperonChanged(_ proxy.TargetKey, pc *v1alpha1.PodChaperon) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for _, q := range h.chaperons {
-		addAt(q, ProgressPriority, req)
+		AddAt(q, ProgressPriority, req)
 	}
 }
 
@@ -81,14 +81,14 @@ func (h *hub) targetChanged(key proxy.TargetKey) {
 			if w.ctx.Err() != nil {
 				return
 			}
-			addAt(w.queue, handler.LowPriority, w.proxy(w.ctx, change)...)
+			AddAt(w.queue, handler.LowPriority, w.proxy(w.ctx, change)...)
 		}()
 	}
 }
 
-// addAt adds requests at a priority to a controller's priority queue (any
+// AddAt adds requests at a priority to a controller's priority queue (any
 // other queue takes them in order).
-func addAt(q workqueue.TypedInterface[reconcile.Request], priority int, reqs ...reconcile.Request) {
+func AddAt(q workqueue.TypedInterface[reconcile.Request], priority int, reqs ...reconcile.Request) {
 	if len(reqs) == 0 {
 		return
 	}
