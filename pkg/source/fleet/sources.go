@@ -36,10 +36,10 @@ type changeWatch struct {
 
 // ProgressPriority is the priority at which news of a target about work
 // under way (a chaperon or a pod it holds changed) is queued: above a new
-// proxy's and a proxy's own changes (0), so that elections under way
-// finish (a candidate reserved, a delegate admitted, the proxy pinned, its
-// delegate's status copied back) before new ones take the API servers'
-// time.
+// proxy's (0), so that elections under way finish (a candidate reserved, a
+// delegate admitted, the proxy pinned, its delegate's status copied back)
+// before new ones take the API servers' time. The feedback controller
+// queues a bound proxy's own changes at it too.
 const ProgressPriority = 10
 
 // chaperonChanged enqueues, for every watcher, the proxy a chaperon (or a
