@@ -7,6 +7,7 @@ import (
 // memoryRatio is the share of the container's memory limit the Go runtime
 // aims to stay under: the rest is room for what it does not count (the
 // binary, thread stacks outside its heap) before the kernel's limit.
+// pkg/sandbox (goMemoryRatio) gives its local processes the same share.
 const memoryRatio = 0.9
 
 // setMemoryLimit gives the Go runtime a soft memory limit (GOMEMLIMIT) of
