@@ -100,7 +100,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Named("proxy").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(isProxy))).
 		// A chaperon or its pod changed in a target: its proxy.
-		WatchesRawSource(r.registry.ChaperonSource()).
+		WatchesRawSource(r.registry.ChaperonSource(nil)).
 		// A target changed: the proxies still in election it concerns.
 		WatchesRawSource(r.registry.TargetChangeSource(r.proxiesAffectedBy)).
 		// A finished election: the proxies it made room for.

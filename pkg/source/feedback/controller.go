@@ -90,6 +90,26 @@ func (r *Reconciler) boundTo(ctx context.Context, ch fleet.Change) []reconcile.R
 	return out
 }
 
+// concerns says whether news of a chaperon in target key concerns the
+// proxy nn: only news of its elected target, once it is bound there and
+// until it is deleted, does (Reconcile reads nothing else; the binding
+// itself brings the proxy in). Without it, a burst queued every
+// candidate's news of proxies still in election, and every loser's, about
+// six reconciles per status write (docs/performance.md). A proxy the cache
+// cannot tell of is kept: Reconcile decides.
+func (r *Reconciler) concerns(key proxypod.TargetKey, nn types.NamespacedName) bool {
+	var p corev1.Pod
+	err := r.client.Get(context.Background(), nn, &p, client.UnsafeDisableDeepCopy)
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	elected, _, ok := proxypod.ElectedTarget(&p)
+	return ok && elected == key && p.Spec.NodeName == proxypod.NodeName(key) && p.DeletionTimestamp == nil
+}
+
 // SetupWithManager registers the controller. It watches bound proxies in
 // the source, and the targets' chaperons through the registry's sources.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -101,7 +121,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("feedback").
 		Watches(&corev1.Pod{}, boundProxyEvents(), builder.WithPredicates(boundProxy())).
-		WatchesRawSource(r.registry.ChaperonSource()).
+		WatchesRawSource(r.registry.ChaperonSource(r.concerns)).
 		WatchesRawSource(r.registry.TargetChangeSource(r.boundTo)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 16}).
 		Complete(r)

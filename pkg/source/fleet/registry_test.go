@@ -386,7 +386,7 @@ func TestChaperonsDeliveredOnceSynced(t *testing.T) {
 	q := &syncedQueue{TypedRateLimitingInterface: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()),
 		registry: f.registry, key: proxypod.TargetKey{Namespace: f.ns, Name: "t"}, synced: map[string]int{}}
 	t.Cleanup(q.ShutDown)
-	require.NoError(t, f.registry.ChaperonSource().Start(context.Background(), q))
+	require.NoError(t, f.registry.ChaperonSource(nil).Start(context.Background(), q))
 	ctx := context.Background()
 	ensureSummary(t, f.target)
 	require.NoError(t, f.target.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}))

@@ -20,12 +20,18 @@ import (
 // through ChaperonSource and TargetChangeSource.
 type hub struct {
 	mu        sync.RWMutex
-	chaperons []workqueue.TypedInterface[reconcile.Request]
+	chaperons []chaperonWatch
 	changes   []changeWatch
 	// view reads a target's state now; last is what watchers were last
 	// told of it.
 	view func(proxy.TargetKey) View
 	last map[proxy.TargetKey]View
+}
+
+// chaperonWatch is a ChaperonSource's queue and what it keeps (nil: all).
+type chaperonWatch struct {
+	queue workqueue.TypedInterface[reconcile.Request]
+	keep  func(proxy.TargetKey, types.NamespacedName) bool
 }
 
 type changeWatch struct {
@@ -42,10 +48,10 @@ type changeWatch struct {
 // queues a bound proxy's own changes at it too.
 const ProgressPriority = 10
 
-// chaperonChanged enqueues, for every watcher, the proxy a chaperon (or a
-// pod it holds, whose parent annotations are the same) stands for, at
-// ProgressPriority.
-func (h *hub) chaperonChanged(_ proxy.TargetKey, pc *v1alpha1.PodChaperon) {
+// chaperonChanged enqueues, for every watcher that keeps it, the proxy a
+// chaperon (or a pod it holds, whose parent annotations are the same) in
+// target key stands for, at ProgressPriority.
+func (h *hub) chaperonChanged(key proxy.TargetKey, pc *v1alpha1.PodChaperon) {
 	ns, name := pc.Annotations[v1alpha1.AnnotationParentNamespace], pc.Annotations[v1alpha1.AnnotationParentName]
 	if ns == "" || name == "" {
 		return
@@ -53,8 +59,10 @@ func (h *hub) chaperonChanged(_ proxy.TargetKey, pc *v1alpha1.PodChaperon) {
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	for _, q := range h.chaperons {
-		AddAt(q, ProgressPriority, req)
+	for _, w := range h.chaperons {
+		if w.keep == nil || w.keep(key, req.NamespacedName) {
+			AddAt(w.queue, ProgressPriority, req)
+		}
 	}
 }
 
@@ -103,15 +111,18 @@ func AddAt(q workqueue.TypedInterface[reconcile.Request], priority int, reqs ...
 
 // ChaperonSource is a source for a controller of proxies: every change of
 // one of this source's PodChaperons in any target, or of a pod one holds,
-// enqueues the proxy it stands for, at ProgressPriority. Targets' caches start on demand
-// (Cluster.WatchChaperons); a cache delivers its chaperons once more when it
-// has synced. Events from before the controller starts are not queued: its
-// own first list of proxies covers them.
-func (r *Registry) ChaperonSource() source.Source {
+// enqueues the proxy it stands for, at ProgressPriority, when keep (nil:
+// always) says the news of that target concerns that proxy. keep is called
+// on the caches' event goroutines: it must not block (a read of a cache).
+// Targets' caches start on demand (Cluster.WatchChaperons); a cache
+// delivers its chaperons once more when it has synced. Events from before
+// the controller starts are not queued: its own first list of proxies
+// covers them.
+func (r *Registry) ChaperonSource(keep func(proxy.TargetKey, types.NamespacedName) bool) source.Source {
 	return source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		r.hub.mu.Lock()
 		defer r.hub.mu.Unlock()
-		r.hub.chaperons = append(r.hub.chaperons, q)
+		r.hub.chaperons = append(r.hub.chaperons, chaperonWatch{queue: q, keep: keep})
 		return nil
 	})
 }
