@@ -26,13 +26,15 @@ import (
 // every client); the requests fleetlet's own processes made
 // (rest_client_requests_total of every manager and candidate scheduler,
 // towards every cluster); the elector's requeues by reason
-// (fleetlet_elector_requeues_total, every manager); and the CPU-seconds and
-// memory of every sandbox process. A run's cost is the difference of two.
+// (fleetlet_elector_requeues_total, every manager); the reconcile passes
+// by controller (controller_runtime_reconcile_total, every manager); and
+// the CPU-seconds and memory of every sandbox process. A run's cost is the difference of two.
 type snapshot struct {
 	at       time.Time
 	requests map[string]map[string]float64 // cluster → "VERB resource" → requests
 	fleetlet map[string]float64            // "cluster/component" → requests it made
 	requeues map[string]float64            // reason → passes
+	passes   map[string]float64            // controller → reconcile passes
 	// fallbacks: proxies whose --candidate-targets best-ranked targets
 	// all said no (fleetlet_candidate_fallbacks_total, every manager).
 	fallbacks float64
@@ -45,7 +47,7 @@ type snapshot struct {
 // left out (and said on stderr by the caller's table as missing).
 func take(ctx context.Context, sb *sandbox.Sandbox, clients map[string]kubernetes.Interface) snapshot {
 	s := snapshot{at: time.Now(), requests: map[string]map[string]float64{}, fleetlet: map[string]float64{}, requeues: map[string]float64{},
-		cpu: map[string]float64{}, rss: map[string]float64{}, peakRSS: map[string]float64{}}
+		passes: map[string]float64{}, cpu: map[string]float64{}, rss: map[string]float64{}, peakRSS: map[string]float64{}}
 	st := sb.State()
 	for _, c := range st.Clusters {
 		if raw, err := clients[c.Name].CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx); err == nil {
@@ -57,6 +59,9 @@ func take(ctx context.Context, sb *sandbox.Sandbox, clients map[string]kubernete
 			}
 			for reason, n := range requeues(fams) {
 				s.requeues[reason] += n
+			}
+			for controller, n := range passes(fams) {
+				s.passes[controller] += n
 			}
 			s.fallbacks += counterSum(fams, "fleetlet_candidate_fallbacks_total")
 		}
@@ -169,6 +174,17 @@ func requeues(fams map[string]*dto.MetricFamily) map[string]float64 {
 	return out
 }
 
+// passes sums controller_runtime_reconcile_total by controller.
+func passes(fams map[string]*dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	if f := fams["controller_runtime_reconcile_total"]; f != nil {
+		for _, m := range f.GetMetric() {
+			out[labels(m)["controller"]] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
 // counterSum sums a counter over its labels; 0 when it is not served.
 func counterSum(fams map[string]*dto.MetricFamily, name string) float64 {
 	sum := 0.0
@@ -198,6 +214,8 @@ type cost struct {
 	// Requeues is, by reason, the elector's passes per pod not caused by
 	// a proxy's own or its candidates' events.
 	Requeues map[string]float64 `json:"requeuesPerPod"`
+	// Passes is, by controller, the managers' reconcile passes per pod.
+	Passes map[string]float64 `json:"passesPerPod"`
 	// Fallbacks is the share of pods whose candidates in the
 	// --candidate-targets best-ranked targets all said no, so that every
 	// other eligible target got one.
@@ -241,12 +259,17 @@ func costOf(before, after snapshot, pods int) cost {
 			c.Requeues[k] = d / n
 		}
 	}
+	for k, v := range after.passes {
+		if d := v - before.passes[k]; d > 0 {
+			c.Passes[k] = d / n
+		}
+	}
 	return c
 }
 
 func newCost() cost {
 	return cost{Requests: map[string]map[string]float64{}, Fleetlet: map[string]float64{}, Requeues: map[string]float64{},
-		CPU: map[string]float64{}, RSS: map[string]float64{}, PeakRSS: map[string]float64{}}
+		Passes: map[string]float64{}, CPU: map[string]float64{}, RSS: map[string]float64{}, PeakRSS: map[string]float64{}}
 }
 
 // total sums a map's values.

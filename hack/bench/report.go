@@ -141,6 +141,9 @@ func averageOf(runs []benchRun, fleetlet bool, of func(measured) cost) cost {
 		for k, v := range c.Requeues {
 			out.Requeues[k] += v / n
 		}
+		for k, v := range c.Passes {
+			out.Passes[k] += v / n
+		}
 		out.Fallbacks += c.Fallbacks / n
 		for k, v := range c.RSS {
 			out.RSS[k] += v / n
@@ -175,6 +178,10 @@ func printCost(w io.Writer, name string, c cost) {
 	if len(c.Requeues) > 0 {
 		fmt.Fprintf(w, "  elector passes not caused by the proxy's own events (fleetlet_elector_requeues_total): %.2f: %s\n",
 			total(c.Requeues), strings.Join(top(c.Requeues, len(c.Requeues), "%.2f"), ", "))
+	}
+	if len(c.Passes) > 0 && name == "fleetlet" {
+		fmt.Fprintf(w, "  reconcile passes by controller, every manager (controller_runtime_reconcile_total): %s\n",
+			strings.Join(top(c.Passes, 6, "%.2f"), ", "))
 	}
 	if name == "fleetlet" {
 		fmt.Fprintf(w, "  pods whose --candidate-targets best-ranked targets all said no, so that the others got a candidate (fleetlet_candidate_fallbacks_total; none without the setting): %.1f %%\n", 100*c.Fallbacks)
