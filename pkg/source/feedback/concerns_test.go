@@ -1,6 +1,7 @@
 package feedback
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -8,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	proxypod "github.com/fleetlet/fleetlet/pkg/proxy"
@@ -59,4 +62,14 @@ func TestOnlyTheElectedTargetsNewsOfABoundProxyIsQueued(t *testing.T) {
 		got := r.concerns(tc.from, types.NamespacedName{Namespace: "team", Name: tc.name})
 		assert.Equal(t, tc.want, got, "%s, news of %s", tc.name, tc.from)
 	}
+
+	// A cache that cannot tell (not synced in time, say) keeps the news:
+	// Reconcile decides.
+	failing := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			return context.DeadlineExceeded
+		},
+	}).Build()
+	r = &Reconciler{client: failing}
+	assert.True(t, r.concerns(west, types.NamespacedName{Namespace: "team", Name: "in-election"}), "news kept when the cache cannot tell")
 }
