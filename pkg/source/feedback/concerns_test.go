@@ -21,8 +21,8 @@ import (
 // queue: a candidate's news of a proxy still in election, a loser's, and
 // news of a proxy being deleted change nothing Reconcile reads. Before,
 // every piece of news of every target was queued (ChaperonSource without
-// a filter): about six reconciles per status write in a burst, most of
-// them ahead of the proxies whose status was to be copied back.
+// a filter): 18.6 passes a proxy in a 500-proxy burst over 3 targets,
+// where 2.0 do the work.
 func TestOnlyTheElectedTargetsNewsOfABoundProxyIsQueued(t *testing.T) {
 	west, east := proxypod.TargetKey{Name: "west"}, proxypod.TargetKey{Namespace: "team", Name: "east"}
 	proxy := func(name string, elected *proxypod.TargetKey, node string, deleting bool) *corev1.Pod {

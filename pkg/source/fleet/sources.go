@@ -113,7 +113,7 @@ func AddAt(q workqueue.TypedInterface[reconcile.Request], priority int, reqs ...
 // one of this source's PodChaperons in any target, or of a pod one holds,
 // enqueues the proxy it stands for, at ProgressPriority, when keep (nil:
 // always) says the news of that target concerns that proxy. keep is called
-// on the caches' event goroutines: it must not block (a read of a cache).
+// on the caches' event goroutines: it reads caches, and bounds any wait.
 // Targets' caches start on demand (Cluster.WatchChaperons); a cache
 // delivers its chaperons once more when it has synced. Events from before
 // the controller starts are not queued: its own first list of proxies
