@@ -35,6 +35,7 @@ type snapshot struct {
 	fleetlet map[string]float64            // "cluster/component" → requests it made
 	requeues map[string]float64            // reason → passes
 	passes   map[string]float64            // controller → reconcile passes
+	found    map[string]float64            // what an elector pass found → passes
 	// fallbacks: proxies whose --candidate-targets best-ranked targets
 	// all said no (fleetlet_candidate_fallbacks_total, every manager).
 	fallbacks float64
@@ -47,7 +48,7 @@ type snapshot struct {
 // left out (and said on stderr by the caller's table as missing).
 func take(ctx context.Context, sb *sandbox.Sandbox, clients map[string]kubernetes.Interface) snapshot {
 	s := snapshot{at: time.Now(), requests: map[string]map[string]float64{}, fleetlet: map[string]float64{}, requeues: map[string]float64{},
-		passes: map[string]float64{}, cpu: map[string]float64{}, rss: map[string]float64{}, peakRSS: map[string]float64{}}
+		passes: map[string]float64{}, found: map[string]float64{}, cpu: map[string]float64{}, rss: map[string]float64{}, peakRSS: map[string]float64{}}
 	st := sb.State()
 	for _, c := range st.Clusters {
 		if raw, err := clients[c.Name].CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx); err == nil {
@@ -62,6 +63,9 @@ func take(ctx context.Context, sb *sandbox.Sandbox, clients map[string]kubernete
 			}
 			for controller, n := range passes(fams) {
 				s.passes[controller] += n
+			}
+			for found, n := range byLabel(fams, "fleetlet_elector_passes_total", "found") {
+				s.found[found] += n
 			}
 			s.fallbacks += counterSum(fams, "fleetlet_candidate_fallbacks_total")
 		}
@@ -176,10 +180,15 @@ func requeues(fams map[string]*dto.MetricFamily) map[string]float64 {
 
 // passes sums controller_runtime_reconcile_total by controller.
 func passes(fams map[string]*dto.MetricFamily) map[string]float64 {
+	return byLabel(fams, "controller_runtime_reconcile_total", "controller")
+}
+
+// byLabel sums a counter by one of its labels.
+func byLabel(fams map[string]*dto.MetricFamily, name, label string) map[string]float64 {
 	out := map[string]float64{}
-	if f := fams["controller_runtime_reconcile_total"]; f != nil {
+	if f := fams[name]; f != nil {
 		for _, m := range f.GetMetric() {
-			out[labels(m)["controller"]] += m.GetCounter().GetValue()
+			out[labels(m)[label]] += m.GetCounter().GetValue()
 		}
 	}
 	return out
@@ -216,6 +225,9 @@ type cost struct {
 	Requeues map[string]float64 `json:"requeuesPerPod"`
 	// Passes is, by controller, the managers' reconcile passes per pod.
 	Passes map[string]float64 `json:"passesPerPod"`
+	// Found is, by what it found (the proxy's phase), the elector's
+	// passes per pod.
+	Found map[string]float64 `json:"electorPassesPerPod"`
 	// Fallbacks is the share of pods whose candidates in the
 	// --candidate-targets best-ranked targets all said no, so that every
 	// other eligible target got one.
@@ -264,12 +276,17 @@ func costOf(before, after snapshot, pods int) cost {
 			c.Passes[k] = d / n
 		}
 	}
+	for k, v := range after.found {
+		if d := v - before.found[k]; d > 0 {
+			c.Found[k] = d / n
+		}
+	}
 	return c
 }
 
 func newCost() cost {
 	return cost{Requests: map[string]map[string]float64{}, Fleetlet: map[string]float64{}, Requeues: map[string]float64{},
-		Passes: map[string]float64{}, CPU: map[string]float64{}, RSS: map[string]float64{}, PeakRSS: map[string]float64{}}
+		Passes: map[string]float64{}, Found: map[string]float64{}, CPU: map[string]float64{}, RSS: map[string]float64{}, PeakRSS: map[string]float64{}}
 }
 
 // total sums a map's values.

@@ -144,6 +144,9 @@ func averageOf(runs []benchRun, fleetlet bool, of func(measured) cost) cost {
 		for k, v := range c.Passes {
 			out.Passes[k] += v / n
 		}
+		for k, v := range c.Found {
+			out.Found[k] += v / n
+		}
 		out.Fallbacks += c.Fallbacks / n
 		for k, v := range c.RSS {
 			out.RSS[k] += v / n
@@ -182,6 +185,10 @@ func printCost(w io.Writer, name string, c cost) {
 	if len(c.Passes) > 0 && name == "fleetlet" {
 		fmt.Fprintf(w, "  reconcile passes by controller, every manager (controller_runtime_reconcile_total): %s\n",
 			strings.Join(top(c.Passes, 6, "%.2f"), ", "))
+	}
+	if len(c.Found) > 0 && name == "fleetlet" {
+		fmt.Fprintf(w, "  elector passes by the phase they found the proxy in (fleetlet_elector_passes_total): %s\n",
+			strings.Join(top(c.Found, len(c.Found), "%.2f"), ", "))
 	}
 	if name == "fleetlet" {
 		fmt.Fprintf(w, "  pods whose --candidate-targets best-ranked targets all said no, so that the others got a candidate (fleetlet_candidate_fallbacks_total; none without the setting): %.1f %%\n", 100*c.Fallbacks)

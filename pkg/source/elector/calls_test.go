@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,9 +61,13 @@ func TestWritesPerProxy(t *testing.T) {
 		names[i] = fmt.Sprintf("web-%d", i)
 	}
 	before, requeuesBefore := served(t), requeues(t)
+	passesBefore, reconcilesBefore := counterBy(t, "fleetlet_elector_passes_total", "found"), counterBy(t, "controller_runtime_reconcile_total", "controller")["proxy"]
 	harness := h.writes.Load()
 	elect(names...)
 	after, requeuesAfter := served(t), requeues(t)
+	passes := passesOnceQuiet(t, passesBefore, reconcilesBefore)
+	t.Logf("elector passes of %d proxies, by what they found: %v", n, passes)
+	assert.Positive(t, passes[string(elector.PhaseElecting)], "passes that found a proxy electing")
 	var writes float64
 	var by []string
 	for k, v := range after {
@@ -88,20 +93,53 @@ func TestWritesPerProxy(t *testing.T) {
 	}
 }
 
+// passesOnceQuiet is the elector's passes since before, by what they
+// found. Every pass is counted once: once the passes in flight are done,
+// their sum is controller-runtime's count of the proxy controller's since
+// reconcilesBefore.
+func passesOnceQuiet(t *testing.T, before map[string]float64, reconcilesBefore float64) map[string]float64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		passes, sum := map[string]float64{}, 0.0
+		for found, v := range counterBy(t, "fleetlet_elector_passes_total", "found") {
+			if d := v - before[found]; d > 0 {
+				passes[found] = d
+				sum += d
+			}
+		}
+		reconciles := counterBy(t, "controller_runtime_reconcile_total", "controller")["proxy"] - reconcilesBefore
+		if sum > 0 && sum == reconciles {
+			return passes
+		}
+		if time.Now().After(deadline) {
+			assert.Failf(t, "passes not counted once each", "%v passes counted by what they found (%v), %v by controller-runtime", sum, passes, reconciles)
+			return passes
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // requeues reads fleetlet_elector_requeues_total by reason from this
 // process's registry, where the harness's elector counts.
 func requeues(t *testing.T) map[string]float64 {
+	t.Helper()
+	return counterBy(t, "fleetlet_elector_requeues_total", "reason")
+}
+
+// counterBy sums a counter of this process's registry by one label.
+func counterBy(t *testing.T, name, label string) map[string]float64 {
 	t.Helper()
 	fams, err := metrics.Registry.Gather()
 	require.NoError(t, err)
 	by := map[string]float64{}
 	for _, f := range fams {
-		if f.GetName() != "fleetlet_elector_requeues_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
 			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "reason" {
+				if lp.GetName() == label {
 					by[lp.GetValue()] += m.GetCounter().GetValue()
 				}
 			}

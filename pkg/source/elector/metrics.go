@@ -32,6 +32,10 @@ var (
 		Name: "fleetlet_candidate_fallbacks_total",
 		Help: "Proxies whose candidates in the --candidate-targets best-ranked targets all said no (unschedulable or refused), so that every other eligible target got one: how often the ranking missed.",
 	})
+	passesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleetlet_elector_passes_total",
+		Help: "Elector passes, by what each found: the proxy's phase (Electing, Held, Elected, Pinned, Ungated, Finalizing, NotProxy), Gone (no such pod), Unread (the cache did not answer) or CacheBehind (the cache had not seen our last write).",
+	}, []string{"found"})
 	electionsWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "fleetlet_elections_waiting",
 		Help: "Proxies waiting for a slot before their candidates are made.",
@@ -39,7 +43,22 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(electionDuration, candidatesTotal, electionsTotal, requeuesTotal, electionsInFlight, electionsWaiting, candidateFallbacks)
+	metrics.Registry.MustRegister(electionDuration, candidatesTotal, electionsTotal, requeuesTotal, passesTotal, electionsInFlight, electionsWaiting, candidateFallbacks)
+}
+
+// What an elector pass found besides a phase (fleetlet_elector_passes_total).
+const (
+	passGone        = "Gone"
+	passUnread      = "Unread"
+	passCacheBehind = "CacheBehind"
+)
+
+// passPhase is a phase's label in fleetlet_elector_passes_total.
+func passPhase(p Phase) string {
+	if p == PhaseNotProxy {
+		return "NotProxy"
+	}
+	return string(p)
 }
 
 // controllerOptions run elections in parallel (Options.Workers): each is

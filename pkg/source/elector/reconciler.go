@@ -237,22 +237,29 @@ func New(opts Options) (*Reconciler, error) {
 }
 
 // Reconcile runs one step of a proxy's life: the step of the phase the API
-// shows it in.
+// shows it in. Each pass is counted by what it found
+// (fleetlet_elector_passes_total).
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	r.passStarts(req.NamespacedName)
+	found := passGone
+	defer func() { passesTotal.WithLabelValues(found).Inc() }()
 	var pod corev1.Pod
 	if err := r.client.Get(ctx, req.NamespacedName, &pod); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.admission.release(req.NamespacedName)
+		} else {
+			found = passUnread
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if r.writes.Stale(pod.UID, pod.ResourceVersion) {
 		// The cache has not seen our last write yet: that write's event
 		// brings the proxy back (the requeue covers a lost one).
+		found = passCacheBehind
 		return r.requeueAfter(&pod, requeueStaleCache, staleCacheRecheck), nil
 	}
 	phase := PhaseOf(&pod)
+	found = passPhase(phase)
 	if phase != PhaseElecting {
 		// No election in flight any more (or not yet, while held).
 		r.admission.release(req.NamespacedName)
