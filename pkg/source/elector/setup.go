@@ -99,8 +99,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("proxy").
 		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(isProxy))).
-		// A chaperon or its pod changed in a target: its proxy.
-		WatchesRawSource(r.registry.ChaperonSource(nil)).
+		// A chaperon or its pod changed in a target: its proxy, unless
+		// the cache is behind our last write of it (newsWanted).
+		WatchesRawSource(r.registry.ChaperonSource(r.newsWanted)).
 		// A target changed: the proxies still in election it concerns.
 		WatchesRawSource(r.registry.TargetChangeSource(r.proxiesAffectedBy)).
 		// A finished election: the proxies it made room for.
