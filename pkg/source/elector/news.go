@@ -3,18 +3,10 @@
 package elector
 
 import (
-	"context"
-	"time"
-
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetlet/fleetlet/pkg/proxy"
 )
-
-// newsWait bounds newsWanted's read of the source's cache.
-const newsWait = time.Second
 
 // newsWanted says whether news of a target about proxy nn is worth a pass:
 // not while the source's cache still shows the proxy as it was before our
@@ -25,12 +17,8 @@ const newsWait = time.Second
 // 500 proxies over 3 targets; docs/performance.md). A proxy the cache
 // cannot tell of, or does not have, is news: Reconcile decides.
 func (r *Reconciler) newsWanted(_ proxy.TargetKey, nn types.NamespacedName) bool {
-	// Bounded: it runs on a target cache's event goroutine, and a read of
-	// a cache that has not synced yet waits for it.
-	ctx, cancel := context.WithTimeout(context.Background(), newsWait)
-	defer cancel()
-	var p corev1.Pod
-	if err := r.client.Get(ctx, nn, &p, client.UnsafeDisableDeepCopy); err != nil {
+	p, err := proxy.Peek(r.client, nn)
+	if err != nil {
 		return true
 	}
 	return !r.writes.Stale(p.UID, p.ResourceVersion)

@@ -97,9 +97,6 @@ func (r *Reconciler) boundTo(ctx context.Context, ch fleet.Change) []reconcile.R
 // targets waited 1,341 deep on average in its queue (docs/performance.md).
 const workers = 64
 
-// concernsWait bounds concerns' read of the source's cache.
-const concernsWait = time.Second
-
 // concerns says whether news of a chaperon in target key concerns the
 // proxy nn: only news of its elected target, once it is bound there and
 // until it is deleted, does (Reconcile reads nothing else; the binding
@@ -109,19 +106,14 @@ const concernsWait = time.Second
 // (docs/performance.md). A proxy the cache cannot tell of is kept:
 // Reconcile decides.
 func (r *Reconciler) concerns(key proxypod.TargetKey, nn types.NamespacedName) bool {
-	// Bounded: it runs on a target cache's event goroutine, and a read of
-	// a cache that has not synced yet waits for it.
-	ctx, cancel := context.WithTimeout(context.Background(), concernsWait)
-	defer cancel()
-	var p corev1.Pod
-	err := r.client.Get(ctx, nn, &p, client.UnsafeDisableDeepCopy)
+	p, err := proxypod.Peek(r.client, nn)
 	if apierrors.IsNotFound(err) {
 		return false
 	}
 	if err != nil {
 		return true
 	}
-	elected, _, ok := proxypod.ElectedTarget(&p)
+	elected, _, ok := proxypod.ElectedTarget(p)
 	return ok && elected == key && p.Spec.NodeName == proxypod.NodeName(key) && p.DeletionTimestamp == nil
 }
 
