@@ -45,6 +45,7 @@ func TestEnsureService(t *testing.T) {
 			fl := f.follower(t)
 			src := webService(typ)
 			f.create(t, f.source, src)
+			f.occupy(t, src.Spec.ClusterIP)
 
 			_, err := fl.EnsureService(ctx, f.target, "t1", src)
 			require.NoError(t, err)
@@ -79,6 +80,19 @@ func TestEnsureService(t *testing.T) {
 			assert.False(t, f.get(t, f.target, "web", &corev1.Service{}), "the copy is still there")
 		})
 	}
+}
+
+// occupy takes ip in the target with a Service of its own, so that a
+// copy's cluster IP equal to the source's can only mean the copy asked
+// for it (the create is refused), never that the target's allocator
+// happened on the same address: both envtest API servers allocate from
+// the same range.
+func (f *fixture) occupy(t *testing.T, ip string) {
+	t.Helper()
+	require.NotEmpty(t, ip, "the source Service has no cluster IP")
+	taken := webService(corev1.ServiceTypeClusterIP)
+	taken.Name, taken.Spec.ClusterIP, taken.Spec.Selector = "taken", ip, nil
+	f.create(t, f.target, taken)
 }
 
 // TestEnsureServiceHeadless: a headless Service stays headless in the
