@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 )
@@ -27,6 +26,9 @@ type Sums[K comparable] struct {
 	mu   sync.RWMutex
 	pods map[types.UID]share[K]
 	keys map[K]*Sum
+	// lists are the distinct request lists the pods add (lists.go): the
+	// pods of one template share one.
+	lists lists
 	// synced, when watching, tells whether the handler has seen every
 	// pod the informer had at start.
 	synced func() bool
@@ -34,27 +36,31 @@ type Sums[K comparable] struct {
 
 // share is what one pod adds, and under which key.
 type share[K comparable] struct {
-	key      K
-	requests corev1.ResourceList
+	key  K
+	list *list
 }
 
 // New returns empty sums.
 func New[K comparable]() *Sums[K] {
-	return &Sums[K]{pods: map[types.UID]share[K]{}, keys: map[K]*Sum{}}
+	return &Sums[K]{pods: map[types.UID]share[K]{}, keys: map[K]*Sum{}, lists: lists{}}
 }
 
-// Set counts the pod under key with requests (its own: the sums keep the
-// list), in place of what it counted before, under this key or another.
-// It returns the key it counted under before (the zero key if none) and
+// Set counts the pod under key with requests, in place of what it counted
+// before, under this key or another. The sums keep no reference to
+// requests: a pod whose list is one they hold already shares it. It
+// returns the key it counted under before (the zero key if none) and
 // whether the sums changed.
 func (s *Sums[K]) Set(uid types.UID, key K, requests corev1.ResourceList) (before K, changed bool) {
+	id := listID(requests)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, had := s.pods[uid]
-	if had && old.key == key && equality.Semantic.DeepEqual(old.requests, requests) {
+	if had && old.key == key && old.list.id == id {
 		return key, false
 	}
+	l := s.lists.take(id, requests)
 	before, _ = s.removeLocked(uid)
+	requests = l.requests
 	sum := s.keys[key]
 	if sum == nil {
 		sum = &Sum{Requests: corev1.ResourceList{}}
@@ -70,7 +76,7 @@ func (s *Sums[K]) Set(uid types.UID, key K, requests corev1.ResourceList) (befor
 		}
 		sum.Requests[name] = total
 	}
-	s.pods[uid] = share[K]{key: key, requests: requests}
+	s.pods[uid] = share[K]{key: key, list: l}
 	return before, true
 }
 
@@ -89,13 +95,14 @@ func (s *Sums[K]) removeLocked(uid types.UID) (K, bool) {
 		return none, false
 	}
 	delete(s.pods, uid)
+	s.lists.drop(old.list)
 	sum := s.keys[old.key]
 	sum.Pods--
 	if sum.Pods == 0 {
 		delete(s.keys, old.key)
 		return old.key, true
 	}
-	for name, q := range old.requests {
+	for name, q := range old.list.requests {
 		total := sum.Requests[name]
 		total.Sub(q)
 		if total.IsZero() {
