@@ -24,10 +24,11 @@ func TestUpdatedTemplate(t *testing.T) {
 		Metadata: v1alpha1.PodChaperonTemplateMetadata{Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"note": "a"}},
 		Spec: corev1.PodSpec{
 			NodeSelector:   map[string]string{"disk": "ssd"},
-			InitContainers: []corev1.Container{{Name: "init", Image: "init:1"}},
-			Containers:     []corev1.Container{{Name: "app", Image: "app:1", Resources: cpu("100m")}},
-			Tolerations:    []corev1.Toleration{userToleration},
-			Volumes:        []corev1.Volume{{Name: "data"}},
+			InitContainers: []corev1.Container{{Name: "init", Image: "init:1", Command: []string{"setup"}}},
+			Containers: []corev1.Container{{Name: "app", Image: "app:1", Resources: cpu("100m"),
+				Env: []corev1.EnvVar{{Name: "MODE", Value: "web"}}, Ports: []corev1.ContainerPort{{ContainerPort: 8080}}}},
+			Tolerations: []corev1.Toleration{userToleration},
+			Volumes:     []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 		},
 	}
 	running := func() *corev1.Pod {
@@ -91,11 +92,51 @@ func TestUpdatedTemplate(t *testing.T) {
 			if tc.want != nil {
 				tc.want(want)
 			}
+			asRead := TemplateAsRead(base)
 			got, what := UpdatedTemplate(base, p, tc.self)
 			assert.Empty(t, cmp.Diff(want, got), "template (-want,+got)")
 			assert.Empty(t, cmp.Diff(tc.what, what), "what changed (-want,+got)")
+			// A source's caches keep the template as read: it names the
+			// same changes.
+			_, whatRead := UpdatedTemplate(&asRead, p, tc.self)
+			assert.Empty(t, cmp.Diff(tc.what, whatRead), "what changed on the template as read (-want,+got)")
 		})
 	}
+}
+
+// TestTemplateAsRead: what a source's caches keep of a template is what it
+// reads, and nothing else: no command, environment, ports, volume sources,
+// placement, ephemeral container beyond its name.
+func TestTemplateAsRead(t *testing.T) {
+	grace := ptr.To[int64](45)
+	claims := []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}
+	tmpl := &v1alpha1.PodChaperonTemplate{
+		Metadata: v1alpha1.PodChaperonTemplateMetadata{Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"disk": "ssd"},
+			Affinity:     &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}},
+			Containers: []corev1.Container{{Name: "app", Image: "app:1", Command: []string{"serve"},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}},
+			Volumes:                       []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			EphemeralContainers:           []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: "busybox"}}},
+			TerminationGracePeriodSeconds: grace,
+			ActiveDeadlineSeconds:         ptr.To[int64](60),
+			ResourceClaims:                claims,
+			SchedulerName:                 v1alpha1.SchedulerNameCandidate,
+		},
+	}
+	want := v1alpha1.PodChaperonTemplate{
+		Metadata: tmpl.Metadata,
+		Spec: corev1.PodSpec{
+			Containers:                    []corev1.Container{{Name: "app", Image: "app:1", Resources: tmpl.Spec.Containers[0].Resources}},
+			Volumes:                       []corev1.Volume{{Name: "data"}},
+			EphemeralContainers:           []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger"}}},
+			TerminationGracePeriodSeconds: grace,
+			ActiveDeadlineSeconds:         ptr.To[int64](60),
+			ResourceClaims:                claims,
+		},
+	}
+	assert.Empty(t, cmp.Diff(want, TemplateAsRead(tmpl)), "template as read (-want,+got)")
 }
 
 // A delegate's resource claims (resources.claims) are not on its proxy: the

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -664,12 +665,19 @@ func (h *harness) orphanDelegate(t *testing.T, key proxy.TargetKey, p *corev1.Po
 
 // What a user changes on a bound proxy reaches its delegate's chaperon
 // template: labels (a removed key recorded for the target), images, a
-// resize; the sealed rest of the template stays. Before: nothing after the
-// election reached the delegate.
+// resize; the sealed rest of the template stays, the container's command,
+// environment and ports too (the source's cache keeps only what it reads
+// of a template: a write from it would drop them). Before: nothing after
+// the election reached the delegate.
 func TestBoundProxyUpdatesReachItsDelegatesChaperon(t *testing.T) {
 	h, remote, local := start(t, elector.Options{})
 	ctx := context.Background()
-	p := h.proxy(t, "web-1")
+	p := h.proxyWith(t, "web-1", func(p *corev1.Pod) {
+		c := &p.Spec.Containers[0]
+		c.Command = []string{"httpd", "-f"}
+		c.Env = []corev1.EnvVar{{Name: "MODE", Value: "web"}}
+		c.Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}
+	})
 	runIn(t, h, remote, local, p)
 	// The source scheduler's binding.
 	cur := h.get(t, p)
@@ -697,5 +705,8 @@ func TestBoundProxyUpdatesReachItsDelegatesChaperon(t *testing.T) {
 	assert.Greater(t, after.Generation, before.Generation)
 	assert.Equal(t, before.Spec.Template.Spec.Affinity, after.Spec.Template.Spec.Affinity, "the sealed placement changed")
 	assert.Equal(t, before.Spec.Template.Spec.SchedulerName, after.Spec.Template.Spec.SchedulerName)
+	kept := before.Spec.Template.Spec.Containers[0].DeepCopy()
+	kept.Image = "busybox:2"
+	assert.Empty(t, cmp.Diff(kept, &after.Spec.Template.Spec.Containers[0]), "the container beyond its image (-want,+got)")
 	h.waitEvent(t, p, elector.EventDelegateUpdated)
 }

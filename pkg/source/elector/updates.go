@@ -23,11 +23,13 @@ const EventDelegateUpdated = "DelegateUpdated"
 
 // syncDelegate passes what the user changed on a bound proxy to its
 // delegate's chaperon (UpdatedTemplate); the target's chaperon controller
-// applies it to the pod. It reads the chaperon from the target's cache
-// (never from the API server: every pass of every bound proxy comes here)
-// and writes only when something changed, with the chaperon's resourceVersion
-// as precondition. A target away, or a chaperon going, is left alone: the
-// next event of the proxy or of its chaperon brings it back.
+// applies it to the pod. It tells from the target's cache whether anything
+// changed (never from the API server: every pass of every bound proxy
+// comes here); only then does it read the chaperon whole (the cache keeps
+// its template as read, proxy.TemplateAsRead) and write, with that
+// resourceVersion as precondition. A target away, or a chaperon going, is
+// left alone: the next event of the proxy or of its chaperon brings it
+// back.
 func (r *Reconciler) syncDelegate(ctx context.Context, pod *corev1.Pod, rec *corev1.PodCondition) error {
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return nil
@@ -54,6 +56,17 @@ func (r *Reconciler) syncDelegate(ctx context.Context, pod *corev1.Pod, rec *cor
 		return client.IgnoreNotFound(err)
 	}
 	if pc.DeletionTimestamp != nil || pc.Labels[v1alpha1.LabelParentUID] != string(pod.UID) || r.chaperonWrites.Stale(pc.UID, pc.ResourceVersion) {
+		return nil
+	}
+	if _, what := proxy.UpdatedTemplate(&pc.Spec.Template, pod, cl.Self()); len(what) == 0 {
+		return nil
+	}
+	// Whole, from the API server: the template to write is this one's.
+	pc = v1alpha1.PodChaperon{}
+	if err := cl.Client().Get(ctx, nn, &pc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if pc.DeletionTimestamp != nil || pc.Labels[v1alpha1.LabelParentUID] != string(pod.UID) {
 		return nil
 	}
 	want, what := proxy.UpdatedTemplate(&pc.Spec.Template, pod, cl.Self())

@@ -283,12 +283,25 @@ func keepPodStatus(obj any) (any, error) {
 	return obj, nil
 }
 
+// keepChaperonRead is what a source caches of its chaperons in a target:
+// their metadata and status whole, and of their template what it reads
+// (proxy.TemplateAsRead), without managed fields. The template is the
+// proxy's spec, which the source's own cache holds already; whoever
+// writes a template reads the chaperon whole first.
+func keepChaperonRead(obj any) (any, error) {
+	if pc, ok := obj.(*v1alpha1.PodChaperon); ok {
+		pc.ManagedFields = nil
+		pc.Spec.Template = proxy.TemplateAsRead(&pc.Spec.Template)
+	}
+	return obj, nil
+}
+
 // newChaperonCache builds the cache of one namespace's chaperons.
 func (c *Cluster) newChaperonCache(ctx context.Context, ns string) (*chaperonCache, error) {
 	mapper := chaperonCacheMapper()
 	ours := labels.SelectorFromSet(labels.Set{v1alpha1.LabelParentCluster: c.opts.SourceName})
 	byObject := map[client.Object]cache.ByObject{
-		&v1alpha1.PodChaperon{}: {Label: ours},
+		&v1alpha1.PodChaperon{}: {Label: ours, Transform: keepChaperonRead},
 		// The delegates and candidates themselves: their binding
 		// shows here first, before the chaperon mirrors it. Their
 		// metadata and status only (keepPodStatus).
