@@ -73,8 +73,10 @@ func (r *Reconciler) targets(ctx context.Context, pod *corev1.Pod, userSpec *cor
 		h := cl.Health()
 		ts := &targetState{key: key, cluster: cl}
 		cl.WatchChaperons(pod.Namespace)
+		// The cache's own node, not a copy: only read (its labels,
+		// taints and cordon), and a pass reads every target's.
 		var node corev1.Node
-		if err := r.client.Get(ctx, types.NamespacedName{Name: proxypod.NodeName(key)}, &node); err == nil {
+		if err := r.client.Get(ctx, types.NamespacedName{Name: proxypod.NodeName(key)}, &node, client.UnsafeDisableDeepCopy); err == nil {
 			ts.node = &node
 		}
 		ts.eligible, ts.reason = Eligible(pod, TargetView{Namespace: key.Namespace, Name: key.Name, Ready: h.Ready, Reason: h.Reason, Draining: cl.Draining(), SummaryStale: cl.SummaryStale(), SchedulerDown: cl.SchedulerDown(), Node: ts.node}, clusters)
