@@ -423,7 +423,10 @@ func TestChaperonCacheKeepsNoManagedFields(t *testing.T) {
 	pc := &v1alpha1.PodChaperon{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "a-1", Labels: map[string]string{v1alpha1.LabelParentCluster: "src", v1alpha1.LabelParentUID: "u-a"},
 			Annotations: map[string]string{v1alpha1.AnnotationParentName: "a", v1alpha1.AnnotationParentNamespace: f.ns}},
-		Spec: v1alpha1.PodChaperonSpec{Template: v1alpha1.PodChaperonTemplate{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}},
+		Spec: v1alpha1.PodChaperonSpec{Template: v1alpha1.PodChaperonTemplate{Spec: corev1.PodSpec{
+			Containers:   []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"sleep", "1d"}}},
+			NodeSelector: map[string]string{"disk": "ssd"},
+		}}},
 	}
 	require.NoError(t, f.target.Create(ctx, pc))
 	require.NotEmpty(t, pc.ManagedFields, "the API server wrote no managed fields: the check below would prove nothing")
@@ -446,6 +449,9 @@ func TestChaperonCacheKeepsNoManagedFields(t *testing.T) {
 		return synced && r.Get(ctx, client.ObjectKeyFromObject(pc), &cached) == nil
 	})
 	assert.Empty(t, cached.ManagedFields, "the cached chaperon's managed fields")
+	// Its template as the source reads it (proxy.TemplateAsRead).
+	assert.Equal(t, proxypod.TemplateAsRead(&pc.Spec.Template), cached.Spec.Template, "the cached chaperon's template")
+	assert.Empty(t, cached.Spec.Template.Spec.NodeSelector, "the cached template's node selector")
 
 	// Its pod: metadata and status, and of its spec only where it runs.
 	// Before: the whole pod, its spec a second copy of the template.
