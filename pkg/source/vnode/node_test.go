@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
@@ -113,4 +114,12 @@ func TestSameNode(t *testing.T) {
 	assert.False(t, sameNode(a, b), "nodes with different labels are the same")
 	c, _ := buildNode("fleetlet-c", s, rl("cpu", "1"), testParams, a.Status.Conditions, time.Unix(200, 0))
 	assert.False(t, sameNode(a, c), "nodes with different allocatable are the same")
+	d, _ := buildNode("fleetlet-c", TargetState{Key: s.Key, Partitioned: true}, nil, testParams, a.Status.Conditions, time.Unix(200, 0))
+	assert.False(t, sameNode(a, d), "a Ready node and a NotReady one are the same")
+
+	// Neither node is changed by the comparison (it copies neither).
+	before := a.DeepCopy()
+	sameNode(a, b)
+	assert.True(t, apiequality.Semantic.DeepEqual(before, a), "sameNode changed its first node")
+	assert.False(t, a.Status.Conditions[0].LastHeartbeatTime.IsZero(), "sameNode cleared a heartbeat time")
 }

@@ -302,9 +302,9 @@ func samePod(oldObj, newObj any) bool {
 	if !ok1 || !ok2 {
 		return false
 	}
-	o, n = o.DeepCopy(), n.DeepCopy()
-	o.ResourceVersion, n.ResourceVersion = "", ""
-	return apiequality.Semantic.DeepEqual(o, n)
+	oc, nc := *o, *n // the structs only: nothing below is written but their versions
+	oc.ResourceVersion, nc.ResourceVersion = "", ""
+	return apiequality.Semantic.DeepEqual(&oc, &nc)
 }
 
 // stripPod keeps of a pod what its resource requests, its node (pinned,

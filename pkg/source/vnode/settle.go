@@ -31,9 +31,9 @@ func (c *Controller) holdsBack(vn *virtualNode, n *corev1.Node, proxies corev1.R
 	if !covers(written.Status.Allocatable, proxies) {
 		return false
 	}
-	same := n.DeepCopy()
+	same := *n // the struct only: its status's resource lists are replaced, never written
 	same.Status.Allocatable, same.Status.Capacity = written.Status.Allocatable, written.Status.Capacity
-	return sameNode(written, same)
+	return sameNode(written, &same)
 }
 
 // covers reports whether allocatable holds, for each resource, at least
