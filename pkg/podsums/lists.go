@@ -10,8 +10,8 @@ import (
 // lists are the distinct request lists of the pods counted, by listID, each
 // with how many pods add it. Pods made from one template (a Deployment's, a
 // Job's) request the same, and a list is a map of quantities: kept once per
-// pod, they were most of what the sums hold (4 MB at 5,000 proxies per
-// Sums, and the source keeps several). Guarded by the Sums' lock.
+// pod, they were most of what the sums hold, and the source keeps several
+// sums over the same proxies. Guarded by the Sums' lock.
 type lists map[string]*list
 
 // list is one distinct request list and its pods.

@@ -14,7 +14,8 @@ import (
 // delegate's terminationGracePeriodSeconds (a proxy's deletion passes its
 // own when they differ) and the pod's resource claims (the feedback maps
 // their statuses). A chaperon's template is its proxy's whole spec: kept
-// whole, it was the larger half of each chaperon a source caches.
+// whole, each chaperon cached a second copy of what the source's own cache
+// holds of the proxy.
 //
 // UpdatedTemplate names the same changes on it as on the whole template,
 // but what it returns is not a template to write: whoever writes one reads
