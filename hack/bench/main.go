@@ -60,6 +60,7 @@ func main() {
 	flag.IntVar(&o.globalPods, "global-service-pods", 0, "after the runs, time N delegates of a global Service placed in the last cluster, from Ready there to listed in cluster-2's fleetlet EndpointSlice (the managers then run with --routable-pod-networks)")
 	flag.IntVar(&o.placementPods, "placement-pods", 0, "after the runs, time the election of N proxies paced at --placement-rate without constraints, then with each kind of cluster-level constraint (spread, preferred cluster, pod affinity), and print the medians side by side")
 	flag.Float64Var(&o.placementRate, "placement-rate", 2, "pods a second in the placement cases: slow enough that one election is timed, not a queue (on 2 cores, 5 a second already builds one)")
+	flag.BoolVar(&o.fragment, "fragment", false, "make the last cluster fragmented before the runs: every node of it too small for one pod ("+fragmentedCPU+" of CPU each, the pods ask for 10m), the cluster empty, the others half full with another tenant's pods, so that the fragmented cluster has the fleet's highest free share; the direct path then spreads its pods over the other clusters. With --manager-arg=--candidate-targets=1 it shows how often the best-ranked target refuses")
 	flag.Func("manager-arg", "one more argument for every fleetlet manager, to compare a setting (repeatable; e.g. --manager-arg=--candidate-targets=1)", func(v string) error {
 		o.managerArgs = append(o.managerArgs, v)
 		return nil
@@ -78,6 +79,7 @@ func main() {
 type options struct {
 	pods, runs, clusters, workers int
 	globalPods, placementPods     int
+	fragment                      bool
 	rate, placementRate           float64
 	dir, binDir, out              string
 	timeout, pacedFor             time.Duration
@@ -255,10 +257,21 @@ func run(o options) error {
 		fmt.Fprintf(os.Stderr, "waiting %s: the targets' new leaders' first 30 s past\n", wait.Round(time.Second))
 		time.Sleep(wait)
 	}
+	// Where the direct path's pods go: every cluster, but a fragmented
+	// one (no pod fits there).
+	fits := names
+	if o.fragment {
+		last := names[len(names)-1]
+		fmt.Fprintf(os.Stderr, "fragmenting %s (%d nodes of %s of CPU) and filling half of every other cluster\n", last, fragmentedNodes, fragmentedCPU)
+		if err := fragmentFleet(ctx, clients, names, sandbox.SourceCluster); err != nil {
+			return err
+		}
+		fits = names[:len(names)-1]
+	}
 	paths := []path{
 		{name: "fleetlet (proxy Running)", where: func(int) (kubernetes.Interface, string) { return clients[sandbox.SourceCluster], ns }, delegatesIn: ns,
 			deleteIn: []place{{sandbox.SourceCluster, ns}}, goneIn: append([]place{{sandbox.SourceCluster, ns}}, inEach(names, ns)...)},
-		{name: "direct (pod Running)", where: func(i int) (kubernetes.Interface, string) { return clients[names[i%len(names)]], directNS },
+		{name: "direct (pod Running)", where: func(i int) (kubernetes.Interface, string) { return clients[fits[i%len(fits)]], directNS },
 			deleteIn: inEach(names, directNS), goneIn: inEach(names, directNS)},
 	}
 	modes := []mode{{Name: "burst", Pods: o.pods}}
