@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -35,6 +36,22 @@ var kwokNodes = metav1.ListOptions{LabelSelector: "type=kwok"}
 // then below the fragmented cluster's 99 %, so that a ranking by free
 // share alone sends every pod there first.
 const fillerNamespace = "bench-filler"
+
+// validate refuses options that cannot run together: --fragment needs a
+// cluster besides the fragmented one for the pods, and the placement and
+// global Service cases place pods in the last cluster, the fragmented one.
+func (o options) validate() error {
+	if !o.fragment {
+		return nil
+	}
+	switch {
+	case o.clusters < 2:
+		return fmt.Errorf("--fragment needs at least 2 clusters, not %d: the last one is fragmented, the pods run in the others", o.clusters)
+	case o.placementPods > 0 || o.globalPods > 0:
+		return errors.New("--fragment cannot run with --placement-pods or --global-service-pods: their cases place pods in the last cluster, the fragmented one")
+	}
+	return nil
+}
 
 // fragmentFleet makes the last of the clusters fragmented (fragment) and
 // fills half of every other cluster (fill), then waits until the source's
@@ -149,7 +166,7 @@ func smallNodeLike(like *corev1.Node, name string, cpu resource.Quantity) *corev
 }
 
 // fragmentedShown waits until cluster c's summary and the source's virtual
-// node of c show its nodes nodes of fragmentedCPU each.
+// node of c show its nodes, that many, with fragmentedCPU each.
 func fragmentedShown(ctx context.Context, cs, source kubernetes.Interface, c string, nodes int) error {
 	want := resource.MustParse(fragmentedCPU)
 	all := want.DeepCopy()

@@ -37,3 +37,29 @@ func TestSmallNodeLikeIsTooSmallForABenchPod(t *testing.T) {
 	require.Equal(t, "cluster-3-node-1", like.Labels[corev1.LabelHostname], "the node copied is left as it was")
 	require.True(t, like.Status.Capacity.Cpu().Equal(resource.MustParse("32")))
 }
+
+// TestFragmentRefusesWhatCannotRunWithIt: a fragmented fleet needs a
+// cluster where the pods fit, and no case that places pods in the
+// fragmented cluster; without --fragment nothing is refused.
+func TestFragmentRefusesWhatCannotRunWithIt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    options
+		ok   bool
+	}{
+		{name: "fragmented, 3 clusters", o: options{fragment: true, clusters: 3}, ok: true},
+		{name: "fragmented, 1 cluster", o: options{fragment: true, clusters: 1}},
+		{name: "fragmented, placement cases", o: options{fragment: true, clusters: 3, placementPods: 100}},
+		{name: "fragmented, global Service", o: options{fragment: true, clusters: 3, globalPods: 10}},
+		{name: "not fragmented, 1 cluster, placement cases", o: options{clusters: 1, placementPods: 100}, ok: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.o.validate()
+			if tc.ok {
+				require.NoError(t, err)
+			} else {
+				require.Error(t, err)
+			}
+		})
+	}
+}
