@@ -17,6 +17,7 @@ import (
 
 	"github.com/fleetlet/fleetlet/pkg/apis/multicluster/v1alpha1"
 	"github.com/fleetlet/fleetlet/pkg/proxy"
+	"github.com/fleetlet/fleetlet/pkg/sandbox"
 )
 
 // fragmentedCPU is the CPU of each node of a fragmented cluster: less than
@@ -29,7 +30,7 @@ const fragmentedNodes = 100
 
 // kwokNodes selects the sandbox's fake nodes, the real nodes of a
 // cluster (not a source's virtual nodes).
-var kwokNodes = metav1.ListOptions{LabelSelector: "type=kwok"}
+var kwokNodes = metav1.ListOptions{LabelSelector: sandbox.KwokNodeSelector}
 
 // fillerNamespace holds, in the other clusters, pods that take half of
 // each node's CPU (another tenant's load): their free share, 50 %, is
@@ -90,18 +91,24 @@ func fill(ctx context.Context, cs, source kubernetes.Interface, c string) error 
 			return fmt.Errorf("filling node %s of %s: %w", n.Name, c, err)
 		}
 	}
+	if err := virtualNodeCPUAtMost(ctx, source, c, left); err != nil {
+		return fmt.Errorf("waiting for the source's virtual node of %s to show %s of its %s of CPU free: %w", c, left.String(), total.String(), err)
+	}
+	return nil
+}
+
+// virtualNodeCPUAtMost waits until the source's virtual node of cluster c
+// shows at most cpu of allocatable CPU: the source has read c's summary.
+func virtualNodeCPUAtMost(ctx context.Context, source kubernetes.Interface, c string, cpu resource.Quantity) error {
 	shown := func(ctx context.Context) (bool, error) {
 		n, err := source.CoreV1().Nodes().Get(ctx, proxy.NodeName(proxy.TargetKey{Name: c}), metav1.GetOptions{})
 		if err != nil {
 			return false, nil //nolint:nilerr // poll again
 		}
 		q, ok := n.Status.Allocatable[corev1.ResourceCPU]
-		return ok && q.Cmp(left) <= 0, nil
+		return ok && q.Cmp(cpu) <= 0, nil
 	}
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, shown); err != nil {
-		return fmt.Errorf("waiting for the source's virtual node of %s to show %s of its %s of CPU free: %w", c, left.String(), total.String(), err)
-	}
-	return nil
+	return wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, shown)
 }
 
 // fragment makes cluster c fragmented: its nodes (the sandbox's, and more
@@ -183,15 +190,7 @@ func fragmentedShown(ctx context.Context, cs, source kubernetes.Interface, c str
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, summarized); err != nil {
 		return fmt.Errorf("waiting for %s's summary to show its %d nodes fragmented: %w", c, nodes, err)
 	}
-	shown := func(ctx context.Context) (bool, error) {
-		n, err := source.CoreV1().Nodes().Get(ctx, proxy.NodeName(proxy.TargetKey{Name: c}), metav1.GetOptions{})
-		if err != nil {
-			return false, nil //nolint:nilerr // poll again
-		}
-		q, ok := n.Status.Allocatable[corev1.ResourceCPU]
-		return ok && q.Cmp(all) <= 0, nil
-	}
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, shown); err != nil {
+	if err := virtualNodeCPUAtMost(ctx, source, c, all); err != nil {
 		return fmt.Errorf("waiting for the source's virtual node of %s to show its CPU as %s: %w", c, all.String(), err)
 	}
 	return nil

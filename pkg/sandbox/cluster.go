@@ -324,7 +324,7 @@ func kwokArgs(_ Options, c *ClusterState) []string {
 		"--kubeconfig=" + c.componentKubeconfig(binKwok),
 		"--config=" + filepath.Join(c.DataDir, kwokConfigFile),
 		"--manage-all-nodes=false",
-		"--manage-nodes-with-label-selector=" + kwokNodeLabel + "=" + kwokNodeLabelValue,
+		"--manage-nodes-with-label-selector=" + KwokNodeSelector,
 		"--node-lease-duration-seconds=40",
 		"--node-ip=127.0.0.1",
 		// The fake nodes' kubelet API (logs, exec, attach,

@@ -10,6 +10,9 @@ import (
 const (
 	kwokNodeLabel      = "type"
 	kwokNodeLabelValue = "kwok"
+	// KwokNodeSelector selects the fake nodes kwok manages: a cluster's
+	// real nodes, not a source's virtual ones.
+	KwokNodeSelector = kwokNodeLabel + "=" + kwokNodeLabelValue
 	// AnnotationCompleteAfter lets one pod choose how long it runs before it
 	// succeeds (a Go duration such as "30s"), instead of Options.CompleteAfter.
 	AnnotationCompleteAfter = "sandbox.fleetlet.io/complete-after"
